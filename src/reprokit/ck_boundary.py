@@ -1,0 +1,180 @@
+"""CK's dict-in/dict-out boundary: what the hooks of CK entries call.
+
+Everything here converts CK's input dicts into typed calls of the core and the
+core's answers back into CK's return dicts. No logic of its own beyond that.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import settings as run_settings
+from .engine import interpreter_of, prefix_of, version_of
+from .errors import UserError
+from .p3run import SPEC_FILE
+from .plan import LOCALHOST, RolePlan, check_port_free, layout_roles, pick_free_port, worker_threads_per_host, write_json
+from .result import RESULT_FILE
+
+PROGRAM_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+TRAIN_SCRIPT = PROGRAM_DIR / "train.py"
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str  # e.g. mxnet-1.9.1-cpu, recorded in every result
+    python: str  # the engine's own interpreter
+    env_uid: str
+
+
+ENGINE_TAGS = "lib,mxnet"
+ENGINE_INSTALL = "ck install package:lib-mxnet --quiet"
+
+
+def find_engine(ck: Any, env: dict) -> Engine:
+    """The registered MXNet engine: pinned by --env.ENGINE_ENV=UID, else the newest version."""
+    pinned = str(env.get("ENGINE_ENV", "")).strip()
+    r = ck.access({"action": "search", "module_uoa": "env", "tags": ENGINE_TAGS, "add_meta": "yes"})
+    if r["return"] > 0:
+        raise UserError(f"cannot search CK's env entries: {r['error']}")
+    found = r["lst"]
+    if pinned:
+        found = [e for e in found if pinned in (e["data_uid"], e["data_uoa"])]
+        if not found:
+            raise UserError(f"ENGINE_ENV={pinned} is not a registered env entry with tags {ENGINE_TAGS}; "
+                            f"list them with: ck show env --tags={ENGINE_TAGS}")
+    usable = []
+    for entry in found:
+        meta = entry.get("meta", {})
+        python = meta.get("env", {}).get("CK_ENV_LIB_MXNET_PYTHON", "")
+        if python and os.path.exists(python):
+            version = meta.get("customize", {}).get("version", "")
+            usable.append((tuple(int(x) for x in version.split(".") if x.isdigit()), version, python, entry["data_uid"]))
+    if not usable:
+        raise UserError(f"the MXNet engine is not installed (no usable CK env with tags {ENGINE_TAGS}); "
+                        f"install it with: {ENGINE_INSTALL}")
+    _, version, python, uid = max(usable)
+    return Engine(name=f"mxnet-{version}-cpu", python=python, env_uid=uid)
+
+
+def mxnet_soft_dirs(i: dict) -> dict:
+    """Search only where MXNet engines are installed (CK_TOOLS, CK_DIRS, --search_dirs), not /usr, /opt or ~."""
+    from os.path import expanduser
+
+    system = {"/usr", "/opt", expanduser("~")}
+    return {"return": 0, "dirs": [d for d in i.get("dirs", []) if d not in system] or ["/nonexistent"]}
+
+
+def mxnet_soft_version(i: dict) -> dict:
+    try:
+        python = interpreter_of(prefix_of(i["full_path"]))
+        return {"return": 0, "version": version_of(python)}
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+
+
+def mxnet_soft_setup(i: dict) -> dict:
+    """Register the engine's prefix, interpreter and library folder in the env entry."""
+    customize = i["customize"]
+    env = i["env"]
+    prefix_var = customize["env_prefix"]
+    try:
+        prefix = prefix_of(customize["full_path"])
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    customize["path_install"] = str(prefix)
+    env[prefix_var] = str(prefix)
+    env[prefix_var + "_PYTHON"] = str(interpreter_of(prefix))
+    env[prefix_var + "_LIB"] = str(Path(customize["full_path"]).parent)
+    return {"return": 0, "bat": ""}
+
+
+def mxnet_package_setup(i: dict) -> dict:
+    """The install script builds the engine's prefix with the framework's interpreter."""
+    return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable}}
+
+
+def _cluster_config(i: dict) -> Any:
+    return (i.get("device_cfg") or {}).get("remote_params", {}).get("cluster_config")
+
+
+def _spec(i: dict, run_dir: Path) -> dict:
+    env = i.get("env", {})
+    cmd_key = i.get("misc", {}).get("cmd_key", "")
+    if _cluster_config(i) is not None:
+        raise UserError("cluster targets need the SSH launcher, which this version does not have yet; "
+                        "run without --target to use the local machine")
+    settings = run_settings.resolve(cmd_key, env, default_profile="smoke")
+    engine = find_engine(i["ck_kernel"], env)
+    hosts = [LOCALHOST]
+    if settings.ps_root_port is None:
+        port = pick_free_port(LOCALHOST)
+    else:
+        check_port_free(LOCALHOST, settings.ps_root_port)
+        port = settings.ps_root_port
+    plan = RolePlan(
+        run_id=uuid.uuid4().hex,
+        hosts=hosts,
+        roles=layout_roles(hosts, settings.num_workers, settings.num_servers),
+        scheduler_host=LOCALHOST,
+        scheduler_port=port,
+        command=[engine.python, str(TRAIN_SCRIPT), *settings.train_args()],
+        worker_threads=worker_threads_per_host(settings.num_workers),
+        timeout_s=settings.timeout_s,
+    )
+    return {
+        "settings": settings.to_dict(),
+        "variant": "baseline",
+        "engine": {"name": engine.name, "python": engine.python, "env_uid": engine.env_uid},
+        "plan": plan.to_dict(),
+    }
+
+
+def p3_preprocess(i: dict) -> dict:
+    """Write the run specification (settings, engine, role plan) and the hosts file into the run folder.
+
+    Bad input is recorded in the specification instead of returned as a CK
+    error: the run command then prints it as one line and exits non-zero,
+    which stock CK reports as a failed run (a preprocess error would not
+    change ck's exit code, and breaks --treat_return_code_as_exit_code).
+    """
+    run_dir = Path.cwd()
+    for stale in (RESULT_FILE, "launch.json"):
+        (run_dir / stale).unlink(missing_ok=True)
+    try:
+        spec = _spec(i, run_dir)
+    except UserError as exc:
+        spec = {"error": str(exc)}
+    else:
+        plan = RolePlan.from_dict(spec["plan"])
+        (run_dir / "hosts").write_text("".join(f"{h}\n" for h in plan.hosts))
+        counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
+        s = spec["settings"]
+        print(f"p3: plan: {counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} "
+              f"worker(s) on {', '.join(plan.hosts)}; {s['model']} batch {s['batch_size']} shape "
+              f"{s['image_shape']}; profile {s['profile']}; engine {spec['engine']['name']}", flush=True)
+    write_json(run_dir / SPEC_FILE, spec)
+    src = str(Path(__file__).resolve().parents[1])
+    return {"return": 0, "new_env": {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": src}}
+
+
+def p3_postprocess(i: dict) -> dict:
+    """Hand the unified result to CK as the run's characteristics."""
+    import json
+
+    run_dir = Path.cwd()
+    result_path = run_dir / RESULT_FILE
+    if result_path.exists():
+        result = json.loads(result_path.read_text())
+    else:
+        spec_path = run_dir / SPEC_FILE
+        spec = json.loads(spec_path.read_text()) if spec_path.exists() else {}
+        reason = spec.get("error") or f"the run wrote no {RESULT_FILE} in {run_dir}"
+        result = {"run_success": False, "failure_reason": reason}
+    if not result["run_success"]:
+        print(f"p3: run FAILED: {result['failure_reason']}", flush=True)
+    result["run_folder"] = str(run_dir)
+    return {"return": 0, "characteristics": result}

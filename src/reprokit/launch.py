@@ -1,0 +1,245 @@
+"""Start every role of a parameter-server job, stream its output, and supervise it.
+
+Stock MXNet roles hang forever when a peer dies, so the supervisor owns the
+job: the first role that exits non-zero, the global timeout, or a stop request
+(SIGINT/SIGTERM) tears every role down, and the outcome names the role. Role
+processes run in their own process groups, are killed as whole groups, and
+receive SIGKILL from the kernel if the launcher itself dies (PR_SET_PDEATHSIG),
+so no process of a run survives it.
+
+Role processes are reached through ``RoleProcess``; this module provides the
+local one. Remote launchers implement the same interface.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol, TextIO
+
+from .plan import Role, RolePlan
+
+POLL_INTERVAL_S = 0.05
+TERMINATE_GRACE_S = 3.0
+# Once every worker has finished, servers and the scheduler normally exit
+# within milliseconds; past this they are torn down.
+FINISH_GRACE_S = 30.0
+# Inherited variables that would point the engine's interpreter at the framework's packages.
+_ENV_DROPPED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+
+
+class RoleProcess(Protocol):
+    role: Role
+
+    def poll(self) -> int | None: ...
+
+    def terminate(self) -> None:
+        """Ask the role's whole process group to stop."""
+
+    def kill(self) -> None:
+        """Kill the role's whole process group."""
+
+    def wait_output(self, timeout: float) -> None:
+        """Wait until the role's output has been fully copied."""
+
+
+class OutputSink:
+    """Copies each role's output live to the console, prefixed ``[host role#i]``, and to its log file."""
+
+    def __init__(self, console: TextIO, log_dir: Path):
+        self.console = console
+        self.log_dir = log_dir
+        self.lock = threading.Lock()
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    def pump(self, role: Role, stream) -> threading.Thread:
+        log_path = self.log_dir / role.log_name
+        prefix = f"[{role.host} {role.name}] "
+
+        def copy() -> None:
+            with open(log_path, "w", encoding="utf-8", errors="replace") as log:
+                for raw in iter(stream.readline, b""):
+                    line = raw.decode("utf-8", errors="replace")
+                    log.write(line)
+                    log.flush()
+                    with self.lock:
+                        self.console.write(prefix + line if line.endswith("\n") else prefix + line + "\n")
+                        self.console.flush()
+            stream.close()
+
+        thread = threading.Thread(target=copy, name=f"output {role.name}", daemon=True)
+        thread.start()
+        return thread
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL if the launcher dies, whatever kills it."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class LocalRoleProcess:
+    def __init__(self, role: Role, command: list[str], env: dict[str, str], cwd: Path, sink: OutputSink):
+        self.role = role
+        self.popen = subprocess.Popen(
+            command, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent,
+        )
+        self.pid = self.popen.pid
+        self.output = sink.pump(role, self.popen.stdout)
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)  # the role's own session: its pgid is its pid
+        except ProcessLookupError:
+            pass
+
+    def terminate(self) -> None:
+        self._signal_group(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal_group(signal.SIGKILL)
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def wait_output(self, timeout: float) -> None:
+        self.output.join(timeout)
+
+
+def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _ENV_DROPPED and not k.startswith("DMLC_")}
+    env.update(plan.role_env(role))
+    return env
+
+
+@dataclass
+class Outcome:
+    success: bool
+    reason: str  # one line; empty on success
+    failed_role: str | None = None
+    failed_host: str | None = None
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    started_s: float = 0.0  # seconds from launch until every role was started
+    wall_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class StopRequest:
+    """Set from a signal handler; the supervisor polls it."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def request(self, reason: str) -> None:
+        self.reason = self.reason or reason
+
+    def install(self) -> None:
+        def handler(signum, _frame):
+            self.request(f"stopped by {signal.Signals(signum).name}")
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, handler)
+
+
+def supervise(
+    plan: RolePlan,
+    start_role: Callable[[Role], RoleProcess],
+    stop: StopRequest | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Outcome:
+    """Start all roles, watch them, and always tear down what is left."""
+    stop = stop or StopRequest()
+    begin = clock()
+    procs: list[RoleProcess] = []
+    outcome: Outcome | None = None
+    try:
+        # Scheduler first, then servers, then workers, as the roles expect to find each other.
+        for role in plan.roles:
+            if stop.reason:
+                break
+            procs.append(start_role(role))
+        started = clock() - begin
+        workers_done_at: float | None = None
+        while outcome is None:
+            now = clock()
+            codes = {p.role.name: p.poll() for p in procs}
+            failed = next((p for p in procs if codes[p.role.name] not in (None, 0)), None)
+            if failed is not None:
+                code = codes[failed.role.name]
+                outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {describe_exit(code)}",
+                                  failed.role.name, failed.role.host)
+            elif stop.reason:
+                outcome = Outcome(False, f"run {stop.reason}; every role was torn down")
+            elif all(code == 0 for code in codes.values()) and len(procs) == len(plan.roles):
+                outcome = Outcome(True, "")
+            elif now - begin > plan.timeout_s:
+                running = [p.role.name for p in procs if codes[p.role.name] is None]
+                outcome = Outcome(False, f"run exceeded its timeout of {plan.timeout_s} s "
+                                         f"(still running: {', '.join(running)}); raise it with --env.RUN_TIMEOUT=SECONDS")
+            else:
+                workers = [p for p in procs if p.role.kind == "worker"]
+                if workers and all(codes[p.role.name] == 0 for p in workers):
+                    workers_done_at = workers_done_at or now
+                    if now - workers_done_at > FINISH_GRACE_S:
+                        lingering = [p.role.name for p in procs if codes[p.role.name] is None]
+                        outcome = Outcome(True, "", warnings=[
+                            f"{', '.join(lingering)} still running {FINISH_GRACE_S:.0f} s after every worker "
+                            f"finished; torn down"])
+                if outcome is None:
+                    time.sleep(POLL_INTERVAL_S)
+        outcome.started_s = started
+    except Exception as exc:  # a role that cannot even start (missing interpreter, ...)
+        outcome = Outcome(False, f"could not start the run: {exc}")
+    finally:
+        teardown(procs)
+    outcome.exit_codes = {p.role.name: p.poll() for p in procs}
+    outcome.wall_s = clock() - begin
+    return outcome
+
+
+def teardown(procs: list[RoleProcess]) -> None:
+    """SIGTERM every role's group, give them a moment, then SIGKILL what is left."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        p.terminate()
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    while any(p.poll() is None for p in live) and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_S)
+    for p in procs:
+        p.kill()  # also reaps groups whose leader already exited but left children
+    for p in procs:
+        p.wait_output(timeout=5)
+
+
+def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
+              stop: StopRequest | None = None) -> Outcome:
+    sink = OutputSink(console, run_dir / "logs")
+
+    def start(role: Role) -> RoleProcess:
+        return LocalRoleProcess(role, plan.command, local_environment(plan, role), run_dir, sink)
+
+    return supervise(plan, start, stop)

@@ -1,0 +1,50 @@
+"""The command that ``ck run program:p3`` executes in the run folder.
+
+    python -m reprokit.p3run p3-run.json
+
+Reads the run specification the preprocess wrote, launches and supervises every
+role, parses the workers' logs into the unified result (``p3-result.json``),
+prints one summary line, and exits 0 only if the run succeeded: stock CK's
+program module turns this exit code into ``run_success``.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from . import result as unified
+from .launch import Outcome, StopRequest, run_local
+from .plan import RolePlan, write_json
+
+SPEC_FILE = "p3-run.json"
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path = Path(argv[0] if argv else SPEC_FILE).resolve()
+    run_dir = spec_path.parent
+    try:
+        spec = json.loads(spec_path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"p3: error: cannot read the run specification {spec_path}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if spec.get("error"):  # the preprocess refused the input; say why, once
+        print(f"p3: error: {spec['error']}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    plan = RolePlan.from_dict(spec["plan"])
+    stop = StopRequest()
+    stop.install()
+    outcome: Outcome = run_local(plan, run_dir, stop=stop)
+    write_json(run_dir / "launch.json", outcome.to_dict())
+    res = unified.build(spec, plan, outcome, run_dir)
+    write_json(run_dir / unified.RESULT_FILE, res)
+    print(unified.summary_line(res), flush=True)
+    return 0 if res["run_success"] else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

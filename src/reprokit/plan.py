@@ -1,0 +1,129 @@
+"""Role plans: which parameter-server role runs on which host, with which DMLC_* environment.
+
+A plan is data (written as JSON into the run folder) so that the launcher, the
+postprocess and a person reading the run folder all see the same layout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+
+ROLE_KINDS = ("scheduler", "server", "worker")
+LOCALHOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Role:
+    kind: str  # scheduler | server | worker
+    index: int  # rank among roles of the same kind
+    host: str
+
+    @property
+    def name(self) -> str:
+        """scheduler, server#0, worker#1: the name used in prefixes and messages."""
+        return self.kind if self.kind == "scheduler" else f"{self.kind}#{self.index}"
+
+    @property
+    def log_name(self) -> str:
+        return "scheduler.log" if self.kind == "scheduler" else f"{self.kind}-{self.index}.log"
+
+
+@dataclass
+class RolePlan:
+    run_id: str
+    hosts: list[str]
+    roles: list[Role]
+    scheduler_host: str
+    scheduler_port: int
+    command: list[str]  # the same program for every role, as MXNet's launcher does
+    worker_threads: int
+    timeout_s: int
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def workers(self) -> list[Role]:
+        return [r for r in self.roles if r.kind == "worker"]
+
+    @property
+    def servers(self) -> list[Role]:
+        return [r for r in self.roles if r.kind == "server"]
+
+    def role_env(self, role: Role) -> dict[str, str]:
+        """The DMLC_* environment that makes a process play ``role`` in this job."""
+        env = {
+            "DMLC_ROLE": role.kind,
+            "DMLC_PS_ROOT_URI": self.scheduler_host,
+            "DMLC_PS_ROOT_PORT": str(self.scheduler_port),
+            "DMLC_NUM_SERVER": str(len(self.servers)),
+            "DMLC_NUM_WORKER": str(len(self.workers)),
+            "DMLC_NODE_HOST": role.host,
+            # Lets anyone find every process of a run, on any host.
+            "REPROKIT_RUN_ID": self.run_id,
+            "OMP_NUM_THREADS": str(self.worker_threads if role.kind == "worker" else 1),
+        }
+        if role.kind == "worker":
+            env["DMLC_WORKER_ID"] = str(role.index)
+        env.update(self.extra_env)
+        return env
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RolePlan":
+        data = dict(data)
+        data["roles"] = [Role(**r) for r in data["roles"]]
+        return cls(**data)
+
+    def save(self, path: Path) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: Path) -> "RolePlan":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def layout_roles(hosts: list[str], num_workers: int, num_servers: int) -> list[Role]:
+    """Scheduler on the first host; servers and workers round-robin over the hosts."""
+    if not hosts:
+        raise UserError("the machine has no hosts; add some to its hosts.json")
+    roles = [Role("scheduler", 0, hosts[0])]
+    roles += [Role("server", i, hosts[i % len(hosts)]) for i in range(num_servers)]
+    roles += [Role("worker", i, hosts[i % len(hosts)]) for i in range(num_workers)]
+    return roles
+
+
+def worker_threads_per_host(num_workers_on_host: int, cores: int | None = None) -> int:
+    """Split a host's cores between its workers, so they do not oversubscribe it."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, cores // max(1, num_workers_on_host))
+
+
+def pick_free_port(host: str = LOCALHOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise UserError(
+                f"port {port} on {host} is already in use; choose another with "
+                f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one"
+            ) from None
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write JSON atomically: readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,136 @@
+"""Run settings of program:p3: models, profiles and validation of user input.
+
+The paper's defaults live in the program entry's ``run_vars``; a profile fills
+in what the user left empty. The ``smoke`` profile makes a 2-core laptop finish
+in about a minute (small images, a bounded number of batches); ``paper``
+restores the paper's settings (224x224 or 299x299 images, one full epoch).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Mapping
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class Model:
+    cmd_key: str
+    zoo_name: str  # gluon model zoo name, passed to the training script
+    paper_image_shape: str  # C,H,W as in the paper and the original workflow
+    smoke_image_shape: str
+
+
+MODELS: dict[str, Model] = {
+    "resnet": Model("resnet", "resnet50_v1", "3,224,224", "3,32,32"),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    num_batches: int  # batches per epoch; 0 = a full ImageNet-1k epoch
+    disp_batches: int  # Speedometer period
+    use_smoke_shape: bool
+    timeout_s: int  # global timeout of the whole run
+
+
+PROFILES: dict[str, Profile] = {
+    # 31 batches give Speedometer reports at 10, 20 and 30: the first is warm-up,
+    # the other two are measured.
+    "smoke": Profile("smoke", num_batches=31, disp_batches=10, use_smoke_shape=True, timeout_s=600),
+    "paper": Profile("paper", num_batches=0, disp_batches=20, use_smoke_shape=False, timeout_s=48 * 3600),
+}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    model: str
+    zoo_name: str
+    profile: str
+    batch_size: int
+    image_shape: str
+    num_epochs: int
+    num_batches: int
+    disp_batches: int
+    num_workers: int
+    num_servers: int
+    timeout_s: int
+    ps_root_port: int | None  # None: pick a free port
+    seed: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def train_args(self) -> list[str]:
+        """Command-line arguments of the training script for this run."""
+        return [
+            "--network", self.zoo_name,
+            "--batch-size", str(self.batch_size),
+            "--image-shape", self.image_shape,
+            "--num-epochs", str(self.num_epochs),
+            "--num-batches", str(self.num_batches),
+            "--disp-batches", str(self.disp_batches),
+            "--seed", str(self.seed),
+            "--kv-store", "dist_sync",
+        ]
+
+
+def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, allow_zero: bool = False) -> int:
+    raw = str(env.get(key, "")).strip()
+    if raw == "":
+        if default is None:
+            raise UserError(f"{key} is not set; give it with --env.{key}=N")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"{key} must be a whole number, got {raw!r}; fix it with --env.{key}=N") from None
+    if value < 0 or (value == 0 and not allow_zero):
+        least = 0 if allow_zero else 1
+        raise UserError(f"{key} must be at least {least}, got {value}; fix it with --env.{key}=N")
+    return value
+
+
+def _image_shape(raw: str) -> str:
+    parts = raw.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise UserError(f"IMAGE_SHAPE must be C,H,W with positive integers (e.g. 3,224,224), got {raw!r}")
+    return ",".join(str(int(p)) for p in parts)
+
+
+def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSettings:
+    """Turn the program's environment (run_vars merged with --env.*) into validated settings."""
+    model = MODELS.get(cmd_key)
+    if model is None:
+        raise UserError(f"unknown cmd_key {cmd_key!r}; valid ones: {', '.join(sorted(MODELS))}")
+    profile_name = str(env.get("PROFILE", "")).strip() or default_profile
+    profile = PROFILES.get(profile_name)
+    if profile is None:
+        raise UserError(f"unknown PROFILE {profile_name!r}; valid ones: {', '.join(sorted(PROFILES))}")
+    shape_raw = str(env.get("IMAGE_SHAPE", "")).strip()
+    if shape_raw:
+        image_shape = _image_shape(shape_raw)
+    else:
+        image_shape = model.smoke_image_shape if profile.use_smoke_shape else model.paper_image_shape
+    port_raw = str(env.get("PS_ROOT_PORT", "")).strip()
+    ps_root_port = None
+    if port_raw:
+        ps_root_port = _positive_int(env, "PS_ROOT_PORT")
+        if not 1024 <= ps_root_port <= 65535:
+            raise UserError(f"PS_ROOT_PORT must be between 1024 and 65535, got {ps_root_port}")
+    return RunSettings(
+        model=model.cmd_key,
+        zoo_name=model.zoo_name,
+        profile=profile.name,
+        batch_size=_positive_int(env, "BATCH_SIZE"),
+        image_shape=image_shape,
+        num_epochs=_positive_int(env, "NUM_EPOCHS", 1),
+        num_batches=_positive_int(env, "NUM_BATCHES", profile.num_batches, allow_zero=True),
+        disp_batches=_positive_int(env, "DISP_BATCHES", profile.disp_batches),
+        num_workers=_positive_int(env, "NUM_WORKERS", 2),
+        num_servers=_positive_int(env, "NUM_SERVERS", 1),
+        timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s),
+        ps_root_port=ps_root_port,
+        seed=_positive_int(env, "SEED", 42, allow_zero=True),
+    )
