@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings as run_settings
-from .engine import interpreter_of, prefix_of, version_of
+from .engine import MXNET_LIBRARY, interpreter_of, prefix_of, version_of
 from .errors import UserError
 from .p3run import SPEC_FILE
 from .plan import LOCALHOST, RolePlan, check_port_free, layout_roles, pick_free_port, worker_threads_per_host, write_json
@@ -66,6 +66,20 @@ def mxnet_soft_dirs(i: dict) -> dict:
 
     system = {"/usr", "/opt", expanduser("~")}
     return {"return": 0, "dirs": [d for d in i.get("dirs", []) if d not in system] or ["/nonexistent"]}
+
+
+def mxnet_soft_limit(i: dict) -> dict:
+    """One candidate per real file (venvs show lib and lib64 twins); nothing found is an error.
+
+    Stock CK would otherwise ask whether to open wiki pages, which fails with stdin closed.
+    """
+    unique: dict[str, str] = {}
+    for path in sorted(i.get("list", []), key=len):
+        unique.setdefault(os.path.realpath(path), path)
+    if not unique:
+        return {"return": 1, "error": f"no MXNet engine ({MXNET_LIBRARY}) found in the searched folders; "
+                                      f"pass the prefix with --search_dirs=DIR, or install one with: {ENGINE_INSTALL}"}
+    return {"return": 0, "list": list(unique.values())}
 
 
 def mxnet_soft_version(i: dict) -> dict:

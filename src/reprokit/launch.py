@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Protocol, TextIO
 
 from .plan import Role, RolePlan
+from .procscan import kill_run_processes
 
 POLL_INTERVAL_S = 0.05
 TERMINATE_GRACE_S = 3.0
@@ -242,4 +243,9 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.command, local_environment(plan, role), run_dir, sink)
 
-    return supervise(plan, start, stop)
+    outcome = supervise(plan, start, stop)
+    # Anything that escaped its role's process group (a daemonised child) still carries the run id.
+    leftovers = kill_run_processes(plan.run_id)
+    if leftovers:
+        outcome.warnings.append(f"killed {len(leftovers)} leftover process(es) of the run: {leftovers}")
+    return outcome

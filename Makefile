@@ -1,0 +1,40 @@
+# Two entry points: `make demo` (prepare everything, run the main job on this
+# machine) and `make test` (the whole suite). CK_REPOS / CK_TOOLS are honoured
+# when set; otherwise ck uses its usual places (~/CK, ~/CK-TOOLS).
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+CK := $(VENV)/bin/ck
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup check-python bench clean
+
+demo: setup
+	$(VPY) -m reprokit.bootstrap
+	$(CK) run program:p3 --cmd_key=resnet --treat_return_code_as_exit_code=yes < /dev/null
+	@echo "Unified result ($$($(CK) find program:p3)/tmp/p3-result.json):"
+	@cat "$$($(CK) find program:p3)/tmp/p3-result.json"
+
+test: setup
+	$(VPY) -m pytest
+
+bench: setup
+	$(VPY) -m reprokit.bootstrap
+	$(VPY) benchmarks/ck_overhead.py
+
+setup: check-python $(STAMP)
+
+check-python:
+	@test -n "$(PYTHON)" || { echo "make: no python3 found; install Python 3.11 (e.g. pyenv install 3.11) and rerun, or pass PYTHON=/path/to/python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { echo "make: ck 2.6.4 needs Python <= 3.11 (it imports the removed 'imp' module) and this project pins 3.11; $(PYTHON) is $$($(PYTHON) -V 2>&1). Install 3.11 (e.g. 'pyenv install 3.11' or 'apt-get install python3.11') and rerun with PYTHON=/path/to/python3.11"; exit 1; }
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --disable-pip-version-check -q -r requirements.txt -c constraints.txt
+	$(VPY) -m pip install --disable-pip-version-check -q --no-deps -e .
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) program/*/tmp

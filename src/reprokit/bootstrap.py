@@ -1,0 +1,81 @@
+"""Prepare CK for this repository: register it, and install what the embedded default needs.
+
+    python -m reprokit.bootstrap
+
+Uses the ck CLI itself, so what it does is what a user would type. Honours
+CK_REPOS and CK_TOOLS like ck does. Idempotent: a second call reuses the
+registered repository and the installed engine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ALIAS = "ck-sysml19-p3"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENGINE_TAGS = "lib,mxnet"
+ENGINE_PACKAGE = "lib-mxnet"
+
+
+def ck(*args: str, capture: bool = True) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("ck")
+    return subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, text=True,
+                          capture_output=capture, timeout=1800)
+
+
+def registered_path() -> Path | None:
+    out = ck("where", f"repo:{REPO_ALIAS}")
+    if out.returncode != 0:
+        return None
+    lines = out.stdout.strip().splitlines()
+    return Path(lines[-1]).resolve() if lines else None
+
+
+def ensure_repo() -> None:
+    current = registered_path()
+    if current == REPO_ROOT:
+        print(f"bootstrap: CK repository {REPO_ALIAS} already registered at {REPO_ROOT}")
+        return
+    if current is not None:
+        # Registered from another checkout: point CK at this one (unregisters only, deletes nothing).
+        print(f"bootstrap: re-registering {REPO_ALIAS} (was {current})")
+        ck("rm", f"repo:{REPO_ALIAS}", "--force")
+    out = ck("import", "repo", f"--path={REPO_ROOT}", "--quiet")
+    if out.returncode != 0 or registered_path() != REPO_ROOT:
+        raise SystemExit(f"bootstrap: could not register {REPO_ROOT} with CK: {(out.stdout + out.stderr).strip()[-300:]}")
+    print(f"bootstrap: registered CK repository {REPO_ALIAS} at {REPO_ROOT}")
+
+
+def engine_installed() -> bool:
+    out = ck("search", "env", f"--tags={ENGINE_TAGS}", "--out=json")
+    if out.returncode != 0:
+        return False
+    try:
+        return bool(json.loads(out.stdout).get("lst"))
+    except ValueError:
+        return False
+
+
+def ensure_engine() -> None:
+    if engine_installed():
+        print(f"bootstrap: MXNet engine already installed (ck show env --tags={ENGINE_TAGS})")
+        return
+    print(f"bootstrap: installing the MXNet engine: ck install package:{ENGINE_PACKAGE} --quiet")
+    if ck("install", f"package:{ENGINE_PACKAGE}", "--quiet", capture=False).returncode != 0:
+        raise SystemExit(f"bootstrap: ck install package:{ENGINE_PACKAGE} failed (see its output above)")
+
+
+def main() -> int:
+    for var in ("CK_REPOS", "CK_TOOLS"):
+        if os.environ.get(var):
+            print(f"bootstrap: {var}={os.environ[var]}")
+    ensure_repo()
+    ensure_engine()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

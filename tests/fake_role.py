@@ -1,0 +1,45 @@
+"""A stand-in role process for launcher tests: behaves by DMLC_ROLE and DMLC_WORKER_ID.
+
+    fake_role.py [--fail ROLE#I:CODE] [--hang ROLE#I] [--speed N]
+
+Workers print Speedometer lines and a checksum, then exit 0, unless told to
+fail or hang. Scheduler and servers wait until every worker has written its
+done-file in the working folder (as MXNet's roles wait for the job), then exit 0.
+"""
+import argparse
+import os
+import sys
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--fail", default="")
+parser.add_argument("--hang", default="")
+parser.add_argument("--speed", type=float, default=100.0)
+parser.add_argument("--spawn-child", action="store_true", help="leave a grandchild running, as real roles may")
+args = parser.parse_args()
+
+kind = os.environ["DMLC_ROLE"]
+name = kind if kind == "scheduler" else f"{kind}#{os.environ.get('DMLC_WORKER_ID', '0')}"
+num_workers = int(os.environ["DMLC_NUM_WORKER"])
+print(f"{name} started pid={os.getpid()}", flush=True)
+if args.spawn_child:
+    import subprocess
+    subprocess.Popen(["sleep", "3600"])
+
+if args.hang == name:
+    time.sleep(3600)
+if args.fail.split(":")[0] == name:
+    print(f"{name} failing", file=sys.stderr, flush=True)
+    sys.exit(int(args.fail.split(":")[1]))
+
+if kind == "worker":
+    rank = int(os.environ["DMLC_WORKER_ID"])
+    for first in (0, 10, 20):
+        print(f"2026-01-01 00:00:00,000 Epoch[0] Batch [{first}-{first + 10}]\tSpeed: {args.speed:.2f} "
+              f"samples/sec\taccuracy=0.1", file=sys.stderr, flush=True)
+    print(f"Parameter checksum: rank={rank} sha256={'ab' * 32} params=3", file=sys.stderr, flush=True)
+    open(f"done-{rank}", "w").close()
+else:
+    while not all(os.path.exists(f"done-{r}") for r in range(num_workers)):
+        time.sleep(0.05)
+sys.exit(0)

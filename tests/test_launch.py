@@ -1,0 +1,151 @@
+"""The local launcher with real role processes (fake_role.py stands in for MXNet roles)."""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import REPO_ROOT, fake_plan, no_process_left, wait_for, write_spec
+from reprokit.launch import StopRequest, run_local
+from reprokit.procscan import run_processes
+
+
+def role_pid(run_id, kind, worker_id=None):
+    """PID of a role's main process, found through its environment."""
+    for pid in run_processes(run_id):
+        try:
+            env = dict(kv.split("=", 1) for kv in open(f"/proc/{pid}/environ").read().split("\0") if "=" in kv)
+            cmdline = open(f"/proc/{pid}/cmdline").read()
+        except OSError:
+            continue
+        if "fake_role.py" in cmdline and env.get("DMLC_ROLE") == kind and \
+                (worker_id is None or env.get("DMLC_WORKER_ID") == str(worker_id)):
+            return pid
+    return None
+
+
+def test_successful_run_streams_prefixed_output_and_keeps_every_log(run_dir):
+    console = io.StringIO()
+    plan = fake_plan()
+    outcome = run_local(plan, run_dir, console=console)
+    assert outcome.success, outcome.reason
+    assert outcome.exit_codes == {"scheduler": 0, "server#0": 0, "worker#0": 0, "worker#1": 0}
+    assert "[127.0.0.1 worker#1] worker#1 started" in console.getvalue()
+    assert "[127.0.0.1 scheduler] scheduler started" in console.getvalue()
+    logs = sorted(p.name for p in (run_dir / "logs").iterdir())
+    assert logs == ["scheduler.log", "server-0.log", "worker-0.log", "worker-1.log"]
+    assert "Speed: 100.00 samples/sec" in (run_dir / "logs" / "worker-1.log").read_text()
+    assert no_process_left(plan.run_id)
+
+
+def test_failing_worker_tears_down_the_waiting_roles_and_their_children(run_dir):
+    plan = fake_plan("--fail", "worker#1:3", "--spawn-child")
+    start = time.monotonic()
+    outcome = run_local(plan, run_dir, console=io.StringIO())
+    assert not outcome.success
+    assert outcome.reason == "worker#1 on 127.0.0.1 exited with code 3"
+    assert (outcome.failed_role, outcome.failed_host) == ("worker#1", "127.0.0.1")
+    assert time.monotonic() - start < 10
+    # The scheduler and server were waiting for worker#1 forever; the grandchildren were sleeping.
+    assert no_process_left(plan.run_id)
+
+
+def test_worker_killed_from_outside_is_named_and_everything_else_torn_down(run_dir):
+    plan = fake_plan("--hang", "worker#1")
+    holder = {}
+    thread = threading.Thread(target=lambda: holder.update(outcome=run_local(plan, run_dir, console=io.StringIO())))
+    thread.start()
+    pid = wait_for(lambda: role_pid(plan.run_id, "worker", 1), timeout=10)
+    assert pid, "worker#1 never started"
+    killed_at = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert time.monotonic() - killed_at < 10
+    assert holder["outcome"].reason == "worker#1 on 127.0.0.1 was killed by SIGKILL"
+    assert no_process_left(plan.run_id)
+
+
+def test_global_timeout_names_what_was_still_running(run_dir):
+    plan = fake_plan("--hang", "worker#0", timeout_s=2)
+    outcome = run_local(plan, run_dir, console=io.StringIO())
+    assert not outcome.success
+    assert "exceeded its timeout of 2 s" in outcome.reason
+    assert "worker#0" in outcome.reason and "--env.RUN_TIMEOUT" in outcome.reason
+    assert no_process_left(plan.run_id)
+
+
+def test_stop_request_tears_everything_down(run_dir):
+    plan = fake_plan("--hang", "worker#0")
+    stop = StopRequest()
+    threading.Timer(1.0, stop.request, args=("stopped by SIGINT",)).start()
+    outcome = run_local(plan, run_dir, console=io.StringIO(), stop=stop)
+    assert outcome.reason == "run stopped by SIGINT; every role was torn down"
+    assert no_process_left(plan.run_id)
+
+
+def test_role_that_cannot_start_fails_the_run_cleanly(run_dir):
+    plan = fake_plan()
+    plan.command = ["/nonexistent/python"]
+    outcome = run_local(plan, run_dir, console=io.StringIO())
+    assert not outcome.success and outcome.reason.startswith("could not start the run:")
+    assert no_process_left(plan.run_id)
+
+
+def _start_p3run(run_dir, plan):
+    spec = write_spec(run_dir, plan)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
+    return subprocess.Popen([sys.executable, "-m", "reprokit.p3run", str(spec)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_launcher_killed_with_sigkill_leaves_no_role_behind(run_dir):
+    plan = fake_plan("--hang", "worker#1", "--spawn-child")
+    launcher = _start_p3run(run_dir, plan)
+    assert wait_for(lambda: role_pid(plan.run_id, "worker", 1), timeout=10)
+    launcher.kill()
+    launcher.wait(timeout=5)
+    # Roles die with their parent (PR_SET_PDEATHSIG); a role's own children are not covered by
+    # that, so only the role processes themselves are checked here.
+    assert wait_for(lambda: not any(role_pid(plan.run_id, k) for k in ("scheduler", "server", "worker")), 5)
+    for pid in run_processes(plan.run_id):  # the orphaned `sleep` grandchildren
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_to_the_launcher_fails_the_run_and_cleans_up(run_dir):
+    plan = fake_plan("--hang", "worker#1", "--spawn-child")
+    launcher = _start_p3run(run_dir, plan)
+    assert wait_for(lambda: role_pid(plan.run_id, "worker", 1), timeout=10)
+    launcher.send_signal(signal.SIGTERM)
+    out, _ = launcher.communicate(timeout=15)
+    assert launcher.returncode == 1
+    assert "p3: FAILED: run stopped by SIGTERM; every role was torn down" in out
+    result = json.loads((run_dir / "p3-result.json").read_text())
+    assert result["run_success"] is False
+    assert no_process_left(plan.run_id)
+
+
+def test_successful_p3run_writes_the_unified_result(run_dir):
+    plan = fake_plan("--speed", "50")
+    launcher = _start_p3run(run_dir, plan)
+    out, _ = launcher.communicate(timeout=30)
+    assert launcher.returncode == 0, out
+    result = json.loads((run_dir / "p3-result.json").read_text())
+    assert result["run_success"] is True
+    assert result["throughput_per_worker"] == [50.0, 50.0]
+    assert result["throughput_samples_per_sec"] == 100.0
+    assert result["batches_measured"] == 40  # two steady-state reports of 10 batches, per worker
+    assert result["params_in_sync"] is True
+    assert out.strip().splitlines()[-1].startswith("p3: OK: resnet baseline on fake-engine: 100.00 samples/s")
+
+
+def test_spec_with_an_error_prints_it_once_and_exits_2(run_dir):
+    (run_dir / "p3-run.json").write_text(json.dumps({"error": "BATCH_SIZE must be a whole number, got 'x'"}))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-m", "reprokit.p3run", str(run_dir / "p3-run.json")], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr == "p3: error: BATCH_SIZE must be a whole number, got 'x'\n"

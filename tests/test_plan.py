@@ -1,0 +1,63 @@
+import socket
+
+import pytest
+
+from reprokit.errors import UserError
+from reprokit.plan import RolePlan, check_port_free, layout_roles, pick_free_port, worker_threads_per_host
+
+
+def plan(hosts=("127.0.0.1",), workers=2, servers=1):
+    return RolePlan(run_id="r1", hosts=list(hosts), roles=layout_roles(list(hosts), workers, servers),
+                    scheduler_host=hosts[0], scheduler_port=9000, command=["true"], worker_threads=1, timeout_s=60)
+
+
+def test_local_layout_is_one_scheduler_one_server_two_workers():
+    roles = layout_roles(["127.0.0.1"], 2, 1)
+    assert [r.name for r in roles] == ["scheduler", "server#0", "worker#0", "worker#1"]
+    assert {r.host for r in roles} == {"127.0.0.1"}
+
+
+def test_roles_spread_round_robin_with_scheduler_on_first_host():
+    roles = layout_roles(["a", "b", "c"], 3, 3)
+    assert [(r.name, r.host) for r in roles] == [
+        ("scheduler", "a"), ("server#0", "a"), ("server#1", "b"), ("server#2", "c"),
+        ("worker#0", "a"), ("worker#1", "b"), ("worker#2", "c")]
+
+
+def test_no_hosts_is_refused():
+    with pytest.raises(UserError, match="no hosts"):
+        layout_roles([], 1, 1)
+
+
+def test_role_environment_is_mxnets_dmlc_contract():
+    p = plan(workers=2, servers=2)
+    worker = p.roles[-1]
+    env = p.role_env(worker)
+    assert env["DMLC_ROLE"] == "worker" and env["DMLC_WORKER_ID"] == "1"
+    assert (env["DMLC_PS_ROOT_URI"], env["DMLC_PS_ROOT_PORT"]) == ("127.0.0.1", "9000")
+    assert (env["DMLC_NUM_SERVER"], env["DMLC_NUM_WORKER"], env["DMLC_NODE_HOST"]) == ("2", "2", "127.0.0.1")
+    assert env["REPROKIT_RUN_ID"] == "r1"
+    assert "DMLC_WORKER_ID" not in p.role_env(p.roles[0])
+    assert p.role_env(p.roles[0])["OMP_NUM_THREADS"] == "1"
+
+
+def test_plan_round_trips_through_json(tmp_path):
+    p = plan(hosts=("a", "b"))
+    p.save(tmp_path / "plan.json")
+    assert RolePlan.load(tmp_path / "plan.json") == p
+
+
+def test_threads_split_cores_between_workers():
+    assert worker_threads_per_host(2, cores=2) == 1
+    assert worker_threads_per_host(1, cores=8) == 8
+    assert worker_threads_per_host(16, cores=8) == 1
+
+
+def test_port_in_use_is_refused_with_the_fix():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is already in use.*--env.PS_ROOT_PORT"):
+            check_port_free("127.0.0.1", port)
+    check_port_free("127.0.0.1", pick_free_port())

@@ -1,0 +1,56 @@
+from conftest import fake_plan
+from reprokit import result as unified
+from reprokit.launch import Outcome
+from reprokit.settings import resolve
+
+SPEC = {"settings": resolve("resnet", {"BATCH_SIZE": "16"}, "smoke").to_dict(), "variant": "baseline",
+        "engine": {"name": "mxnet-1.9.1-cpu"}}
+
+
+def write_worker_log(run_dir, index, speeds, checksum=None, rank=None):
+    lines = [f"Epoch[0] Batch [{10 * i}-{10 * i + 10}]\tSpeed: {s} samples/sec\taccuracy=0.1"
+             for i, s in enumerate(speeds)]
+    if checksum:
+        lines.append(f"Parameter checksum: rank={index if rank is None else rank} sha256={checksum} params=2")
+    (run_dir / "logs").mkdir(exist_ok=True)
+    (run_dir / "logs" / f"worker-{index}.log").write_text("\n".join(lines) + "\n")
+
+
+def test_aggregate_is_the_sum_of_each_workers_steady_state(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0, 30.0], "a" * 64)
+    write_worker_log(tmp_path, 1, [1.0, 20.0, 20.0], "a" * 64)
+    res = unified.build(SPEC, fake_plan(), Outcome(True, ""), tmp_path)
+    assert res["run_success"] is True and res["failure_reason"] is None
+    assert res["throughput_per_worker"] == [30.0, 20.0]
+    assert res["throughput_samples_per_sec"] == 50.0
+    assert (res["throughput_min"], res["throughput_max"], res["batches_measured"]) == (20.0, 30.0, 40)
+    assert (res["batch_size"], res["image_shape"], res["num_workers"], res["num_servers"]) == (16, "3,32,32", 2, 1)
+    assert (res["variant"], res["engine"], res["params_in_sync"]) == ("baseline", "mxnet-1.9.1-cpu", True)
+
+
+def test_no_throughput_is_a_failure_naming_the_logs_searched(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0])
+    write_worker_log(tmp_path, 1, [1.0])  # warm-up report only
+    res = unified.build(SPEC, fake_plan(), Outcome(True, ""), tmp_path)
+    assert res["run_success"] is False
+    assert "no steady-state throughput found" in res["failure_reason"]
+    assert "logs/worker-1.log" in res["failure_reason"] and "worker-0" not in res["failure_reason"]
+    assert "throughput_samples_per_sec" not in res
+
+
+def test_diverged_parameters_are_reported(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0], "a" * 64)
+    write_worker_log(tmp_path, 1, [1.0, 30.0], "b" * 64)
+    res = unified.build(SPEC, fake_plan(), Outcome(True, ""), tmp_path)
+    assert res["params_in_sync"] is False
+    assert res["param_checksums"] == ["a" * 64, "b" * 64]
+    assert "parameters NOT in sync" in unified.summary_line(res)
+
+
+def test_launch_failure_is_kept_even_when_logs_have_numbers(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0])
+    write_worker_log(tmp_path, 1, [1.0, 30.0])
+    outcome = Outcome(False, "worker#1 on 127.0.0.1 was killed by SIGKILL", "worker#1", "127.0.0.1")
+    res = unified.build(SPEC, fake_plan(), outcome, tmp_path)
+    assert res["run_success"] is False
+    assert unified.summary_line(res) == "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL"

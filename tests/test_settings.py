@@ -1,0 +1,50 @@
+import pytest
+
+from reprokit.errors import UserError
+from reprokit.settings import resolve
+
+DEFAULTS = {"BATCH_SIZE": "32", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
+            "NUM_WORKERS": "", "NUM_SERVERS": "", "PS_ROOT_PORT": "", "SEED": "42"}
+
+
+def settings(**overrides):
+    return resolve("resnet", {**DEFAULTS, **overrides}, default_profile="smoke")
+
+
+def test_local_default_is_the_smoke_profile():
+    s = settings()
+    assert (s.profile, s.image_shape, s.num_batches, s.batch_size) == ("smoke", "3,32,32", 31, 32)
+    assert (s.num_workers, s.num_servers, s.ps_root_port) == (2, 1, None)
+
+
+def test_paper_profile_restores_the_papers_shape_and_full_epoch():
+    s = settings(PROFILE="paper")
+    assert (s.image_shape, s.num_batches, s.num_epochs, s.batch_size) == ("3,224,224", 0, 1, 32)
+
+
+def test_explicit_values_beat_the_profile():
+    s = settings(IMAGE_SHAPE="3, 64,64", NUM_BATCHES="5", NUM_WORKERS="3", NUM_SERVERS="2", PS_ROOT_PORT="9100")
+    assert (s.image_shape, s.num_batches, s.num_workers, s.num_servers, s.ps_root_port) == ("3,64,64", 5, 3, 2, 9100)
+    assert s.train_args()[:2] == ["--network", "resnet50_v1"]
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("BATCH_SIZE", "abc", "BATCH_SIZE must be a whole number, got 'abc'; fix it with --env.BATCH_SIZE=N"),
+    ("BATCH_SIZE", "0", "BATCH_SIZE must be at least 1, got 0"),
+    ("BATCH_SIZE", "-4", "BATCH_SIZE must be at least 1, got -4"),
+    ("NUM_WORKERS", "0", "NUM_WORKERS must be at least 1"),
+    ("NUM_SERVERS", "two", "NUM_SERVERS must be a whole number"),
+    ("IMAGE_SHAPE", "224,224", "IMAGE_SHAPE must be C,H,W"),
+    ("PROFILE", "fast", "unknown PROFILE 'fast'; valid ones: paper, smoke"),
+    ("PS_ROOT_PORT", "80", "PS_ROOT_PORT must be between 1024 and 65535"),
+])
+def test_bad_values_are_refused_with_the_fix(key, value, expected):
+    with pytest.raises(UserError) as err:
+        settings(**{key: value})
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_cmd_key_lists_the_valid_ones():
+    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: resnet"):
+        resolve("alexnet", DEFAULTS, default_profile="smoke")
