@@ -186,9 +186,11 @@ def p3_postprocess(i: dict) -> dict:
     else:
         spec_path = run_dir / SPEC_FILE
         spec = json.loads(spec_path.read_text()) if spec_path.exists() else {}
-        reason = spec.get("error") or f"the run wrote no {RESULT_FILE} in {run_dir}"
+        if spec.get("error"):
+            reason = spec["error"]  # already printed by the run command
+        else:
+            reason = f"the run wrote no {RESULT_FILE} in {run_dir}"
+            print(f"p3: FAILED: {reason}", flush=True)
         result = {"run_success": False, "failure_reason": reason}
-    if not result["run_success"]:
-        print(f"p3: run FAILED: {result['failure_reason']}", flush=True)
     result["run_folder"] = str(run_dir)
     return {"return": 0, "characteristics": result}

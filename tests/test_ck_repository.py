@@ -1,0 +1,64 @@
+"""The repository as the real ck loads it: entries, aliases, UIDs, the os and wfe entries."""
+import json
+import re
+
+import pytest
+
+from conftest import REPO_ROOT
+
+pytestmark = pytest.mark.ck
+UID = re.compile(r"^[0-9a-f]{16}$")
+MODULE_DIRS = sorted(p.name[len("alias-a-"):] for p in (REPO_ROOT / ".cm").glob("alias-a-*"))
+ENTRIES = [(m, e.name) for m in MODULE_DIRS for e in sorted((REPO_ROOT / m).iterdir())
+           if e.is_dir() and e.name != ".cm"]
+
+# Keys of the os entry that stock CK 2.6.4 reads on the paths we use (install, detect, run).
+OS_KEYS_READ_BY_CK = [
+    "batch_prefix", "bin_prefix", "bits", "ck_name", "ck_name2", "dir_sep", "env_call", "env_quotes_if_space",
+    "env_quotes_if_space_in_call", "env_separator", "env_set", "env_var_separator", "env_var_start",
+    "env_var_stop", "file_extensions", "md5sum", "redirect_stderr", "redirect_stdout", "rem", "script_ext",
+    "set_executable", "generic", "priority",
+]
+
+
+def test_repository_description_is_valid():
+    ckr = json.loads((REPO_ROOT / ".ckr.json").read_text())
+    assert ckr["data_alias"] == "ck-sysml19-p3" and UID.match(ckr["data_uid"])
+
+
+def test_module_dirs_have_consistent_alias_files():
+    for module in MODULE_DIRS:
+        uid = (REPO_ROOT / ".cm" / f"alias-a-{module}").read_text().strip()
+        assert UID.match(uid), module
+        assert (REPO_ROOT / ".cm" / f"alias-u-{uid}").read_text().strip() == module
+
+
+@pytest.mark.parametrize("module,alias", ENTRIES)
+def test_every_entry_loads_through_ck_with_consistent_alias_uid_and_tags(bare_ck, module, alias):
+    cm = REPO_ROOT / module / alias / ".cm"
+    info = json.loads((cm / "info.json").read_text())
+    uid = info["backup_data_uid"]
+    assert UID.match(uid)
+    assert (REPO_ROOT / module / ".cm" / f"alias-a-{alias}").read_text().strip() == uid
+    assert (REPO_ROOT / module / ".cm" / f"alias-u-{uid}").read_text().strip() == alias
+    json.loads((cm / "desc.json").read_text())
+    loaded = json.loads(bare_ck("load", f"{module}:{alias}", "--out=json", check=True).stdout)
+    assert (loaded["data_uid"], loaded["data_alias"], loaded["repo_uoa"]) == (uid, alias, "ck-sysml19-p3")
+    assert loaded["dict"].get("tags"), f"{module}:{alias} has no tags"
+    found = json.loads(bare_ck("search", module, f"--tags={','.join(loaded['dict']['tags'])}",
+                               "--out=json", check=True).stdout)["lst"]
+    assert uid in [e["data_uid"] for e in found]
+
+
+def test_os_entry_has_every_key_stock_ck_reads(bare_ck):
+    meta = json.loads(bare_ck("load", "os:linux-64", "--out=json", check=True).stdout)["dict"]
+    missing = [k for k in OS_KEYS_READ_BY_CK if k not in meta]
+    assert missing == []
+    assert (meta["env_set"], meta["redirect_stdout"], meta["redirect_stderr"]) == ("export", ">", "2>")
+    assert "standard" in meta["tags"]
+
+
+def test_show_machine_works(bare_ck):
+    proc = bare_ck("show", "machine")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr

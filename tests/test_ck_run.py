@@ -1,0 +1,119 @@
+"""`ck run program:p3` end to end on this machine: real MXNet roles, really synchronising."""
+import json
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import no_process_left, wait_for
+from reprokit.procscan import run_processes
+
+pytestmark = pytest.mark.ck
+
+
+def run_id_of(run_dir):
+    return json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+
+
+def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_path):
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert out["misc"]["run_success"] == "yes"
+    c = out["characteristics"]
+    assert (c["model"], c["batch_size"], c["image_shape"], c["profile"]) == ("resnet", 32, "3,32,32", "smoke")
+    assert (c["num_workers"], c["num_servers"], c["variant"], c["engine"]) == (2, 1, "baseline", "mxnet-1.9.1-cpu")
+    assert len(c["throughput_per_worker"]) == 2 and all(s > 0 for s in c["throughput_per_worker"])
+    assert c["throughput_samples_per_sec"] == pytest.approx(sum(c["throughput_per_worker"]), abs=0.01)
+    assert c["throughput_min"] <= min(c["throughput_per_worker"]) <= c["throughput_max"]
+    assert c["batches_measured"] == 2 * 20  # 31 batches: reports at 10, 20, 30; the first is warm-up
+    # Synchronous training: both workers end with the same trainable parameters.
+    assert c["params_in_sync"] is True
+    assert len(set(c["param_checksums"])) == 1 and len(c["param_checksums"]) == 2
+    # The run folder holds the plan, the hosts file, every role's log and the result.
+    assert (tmp_path / "hosts").read_text() == "127.0.0.1\n"
+    assert json.loads((tmp_path / "p3-result.json").read_text())["run_success"] is True
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "scheduler.log", "server-0.log", "worker-0.log", "worker-1.log"]
+    assert "[127.0.0.1 worker#0]" in proc.stdout
+    assert no_process_left(run_id_of(tmp_path))
+
+
+def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tmp_path):
+    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=1000",
+                   "--treat_return_code_as_exit_code=yes")
+    try:
+        worker_log = tmp_path / "logs" / "worker-1.log"
+        assert wait_for(lambda: worker_log.exists() and "worker rank" in worker_log.read_text(), timeout=120)
+        run_id = run_id_of(tmp_path)
+        pid = wait_for(lambda: next((p for p in run_processes(run_id)
+                                     if b"DMLC_WORKER_ID=1\0" in open(f"/proc/{p}/environ", "rb").read()), None), 10)
+        assert pid
+        killed_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        output, _ = run.communicate(timeout=60)
+        assert time.monotonic() - killed_at < 15
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0
+    assert "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL" in output
+    assert "Traceback" not in output
+    assert no_process_left(run_id)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--env.BATCH_SIZE=abc"], "p3: error: BATCH_SIZE must be a whole number, got 'abc'; fix it with --env.BATCH_SIZE=N"),
+    (["--env.BATCH_SIZE=-8"], "p3: error: BATCH_SIZE must be at least 1, got -8"),
+    (["--env.NUM_WORKERS=0"], "p3: error: NUM_WORKERS must be at least 1, got 0"),
+    (["--env.NUM_WORKERS=two"], "p3: error: NUM_WORKERS must be a whole number, got 'two'"),
+    (["--env.PROFILE=fastest"], "p3: error: unknown PROFILE 'fastest'; valid ones: paper, smoke"),
+])
+def test_bad_input_is_one_clear_line(ck, tmp_path, args, message):
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", *args, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count(message) == 1, output
+    assert "Traceback" not in output
+    assert out["misc"]["run_success"] == "no"
+    assert message.removeprefix("p3: error: ") in out["characteristics"]["failure_reason"]
+
+
+def test_port_in_use_is_one_clear_line(ck, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc, _ = ck.run_p3(tmp_path, "--cmd_key=resnet", f"--env.PS_ROOT_PORT={port}", timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count(f"p3: error: port {port} on 127.0.0.1 is already in use") == 1
+    assert "Traceback" not in output
+
+
+def test_unknown_cmd_key_fails_without_traceback(ck, tmp_path):
+    proc, _ = ck.run_p3(tmp_path, "--cmd_key=alexnet", timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    # Stock CK checks cmd_key before any hook of ours runs; its message does not list the keys.
+    assert "CMD key not found in program description" in output
+    assert "Traceback" not in output
+
+
+def test_missing_engine_names_the_install_command(bare_ck, tmp_path):
+    proc, out = bare_ck.run_p3(tmp_path, "--cmd_key=resnet", timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count("p3: error: the MXNet engine is not installed") == 1
+    assert "install it with: ck install package:lib-mxnet --quiet" in output
+    assert "Traceback" not in output
+
+
+def test_without_the_exit_code_flag_failure_is_in_run_success(ck, tmp_path):
+    """Stock CK exits 0 for a failed run; scripts read misc.run_success (see README)."""
+    out_file = tmp_path / "out.json"
+    proc = ck("run", "program:p3", "--cmd_key=resnet", "--env.BATCH_SIZE=0", f"--tmp_dir={tmp_path}",
+              "--out=json_file", f"--out_file={out_file}", timeout=120)
+    assert proc.returncode == 0
+    assert json.loads(out_file.read_text())["misc"]["run_success"] == "no"
