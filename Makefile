@@ -27,8 +27,12 @@ bench: setup
 setup: check-python $(STAMP)
 
 check-python:
-	@test -n "$(PYTHON)" || { echo "make: no python3 found; install Python 3.11 (e.g. pyenv install 3.11) and rerun, or pass PYTHON=/path/to/python3.11"; exit 1; }
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { echo "make: ck 2.6.4 needs Python <= 3.11 (it imports the removed 'imp' module) and this project pins 3.11; $(PYTHON) is $$($(PYTHON) -V 2>&1). Install 3.11 (e.g. 'pyenv install 3.11' or 'apt-get install python3.11') and rerun with PYTHON=/path/to/python3.11"; exit 1; }
+	@version=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+	if [ -z "$$version" ]; then \
+	  echo "make: cannot run Python '$(PYTHON)'; install Python 3.11 (e.g. 'pyenv install 3.11') and rerun with PYTHON=/path/to/python3.11"; exit 1; \
+	elif [ "$$version" != "3.11" ]; then \
+	  echo "make: ck 2.6.4 needs Python <= 3.11 (it imports the removed 'imp' module) and this project pins 3.11, but '$(PYTHON)' is $$version; install 3.11 (e.g. 'pyenv install 3.11') and rerun with PYTHON=/path/to/python3.11"; exit 1; \
+	fi
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
