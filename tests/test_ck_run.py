@@ -63,6 +63,23 @@ def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tm
     assert no_process_left(run_id)
 
 
+def test_ctrl_c_tears_every_role_down(ck, tmp_path):
+    """SIGINT to ck's whole process group, as Ctrl-C in a terminal sends it."""
+    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=1000",
+                   "--treat_return_code_as_exit_code=yes", new_session=True)
+    try:
+        worker_log = tmp_path / "logs" / "worker-0.log"
+        assert wait_for(lambda: worker_log.exists() and "worker rank" in worker_log.read_text(), timeout=120)
+        os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode != 0
+    assert "p3: FAILED: run stopped by SIGINT; every role was torn down" in output
+    assert no_process_left(run_id_of(tmp_path))
+
+
 @pytest.mark.parametrize("args,message", [
     (["--env.BATCH_SIZE=abc"], "p3: error: BATCH_SIZE must be a whole number, got 'abc'; fix it with --env.BATCH_SIZE=N"),
     (["--env.BATCH_SIZE=-8"], "p3: error: BATCH_SIZE must be at least 1, got -8"),
