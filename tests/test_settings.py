@@ -14,7 +14,7 @@ def settings(**overrides):
 def test_local_default_is_the_smoke_profile():
     s = settings()
     assert (s.profile, s.image_shape, s.num_batches, s.batch_size) == ("smoke", "3,32,32", 31, 32)
-    assert (s.num_workers, s.num_servers, s.ps_root_port) == (2, 1, None)
+    assert (s.num_workers, s.num_servers, s.ps_root_port, s.worker_threads) == (None, None, None, 0)  # by target
 
 
 def test_paper_profile_restores_the_papers_shape_and_full_epoch():

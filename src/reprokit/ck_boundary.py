@@ -16,7 +16,10 @@ from . import settings as run_settings
 from .engine import MXNET_LIBRARY, interpreter_of, prefix_of, version_of
 from .errors import UserError
 from .p3run import SPEC_FILE
-from .plan import LOCALHOST, RolePlan, check_port_free, layout_roles, pick_free_port, worker_threads_per_host, write_json
+from . import hosts as cluster_hosts
+from .plan import (LOCALHOST, RolePlan, check_port_free, layout_cluster, layout_roles, pick_free_port,
+                   worker_threads_per_host, write_json)
+from .ssh import resolve as ssh_resolve
 from .result import RESULT_FILE
 
 PROGRAM_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
@@ -118,33 +121,43 @@ def _cluster_config(i: dict) -> Any:
 def _spec(i: dict, run_dir: Path) -> dict:
     env = i.get("env", {})
     cmd_key = i.get("misc", {}).get("cmd_key", "")
-    if _cluster_config(i) is not None:
-        raise UserError("cluster targets need the SSH launcher, which this version does not have yet; "
-                        "run without --target to use the local machine")
-    settings = run_settings.resolve(cmd_key, env, default_profile="smoke")
+    cluster_data = _cluster_config(i)
+    settings = run_settings.resolve(cmd_key, env, default_profile="smoke" if cluster_data is None else "paper")
     engine = find_engine(i["ck_kernel"], env)
-    hosts = [LOCALHOST]
-    if settings.ps_root_port is None:
-        port = pick_free_port(LOCALHOST)
-    else:
-        check_port_free(LOCALHOST, settings.ps_root_port)
-        port = settings.ps_root_port
-    plan = RolePlan(
+    common = dict(
         run_id=uuid.uuid4().hex,
-        hosts=hosts,
-        roles=layout_roles(hosts, settings.num_workers, settings.num_servers),
-        scheduler_host=LOCALHOST,
-        scheduler_port=port,
-        command=[engine.python, str(TRAIN_SCRIPT), *settings.train_args()],
-        worker_threads=worker_threads_per_host(settings.num_workers),
+        command=[engine.python, TRAIN_SCRIPT.name, *settings.train_args()],
+        files=[str(TRAIN_SCRIPT)],
         timeout_s=settings.timeout_s,
     )
-    return {
-        "settings": settings.to_dict(),
-        "variant": "baseline",
-        "engine": {"name": engine.name, "python": engine.python, "env_uid": engine.env_uid},
-        "plan": plan.to_dict(),
-    }
+    spec = {"settings": settings.to_dict(), "variant": "baseline",
+            "engine": {"name": engine.name, "python": engine.python, "env_uid": engine.env_uid}}
+    if cluster_data is None:
+        hosts = [LOCALHOST]
+        if settings.ps_root_port is None:
+            port = pick_free_port(LOCALHOST)
+        else:
+            check_port_free(LOCALHOST, settings.ps_root_port)
+            port = settings.ps_root_port
+        num_workers = settings.num_workers or 2
+        plan = RolePlan(hosts=hosts, roles=layout_roles(hosts, num_workers, settings.num_servers or 1),
+                        scheduler_host=LOCALHOST, scheduler_port=port,
+                        worker_threads=settings.worker_threads or worker_threads_per_host(num_workers), **common)
+    else:
+        cluster = cluster_hosts.parse(cluster_data, source="the machine's hosts.json (see: ck load machine:NAME)")
+        plan = RolePlan(
+            hosts=cluster.names,
+            roles=layout_cluster(cluster.hosts, settings.num_workers, settings.num_servers),
+            scheduler_host=cluster.names[0],
+            scheduler_port=settings.ps_root_port or 0,  # 0: the launcher finds a free one on that host
+            worker_threads=settings.worker_threads,  # 0: the launcher asks each host for its cores
+            addresses={h.host: ssh_resolve(h, cluster).hostname for h in cluster.hosts},
+            interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
+            **common,
+        )
+        spec["cluster"] = cluster_data
+    spec["plan"] = plan.to_dict()
+    return spec
 
 
 def p3_preprocess(i: dict) -> dict:

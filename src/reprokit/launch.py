@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +50,9 @@ class RoleProcess(Protocol):
     def wait_output(self, timeout: float) -> None:
         """Wait until the role's output has been fully copied."""
 
+    def describe(self, code: int) -> str:
+        """How the role ended, for messages: 'exited with code 3', 'was killed by SIGKILL', ..."""
+
 
 class OutputSink:
     """Copies each role's output live to the console, prefixed ``[host role#i]``, and to its log file."""
@@ -59,7 +63,8 @@ class OutputSink:
         self.lock = threading.Lock()
         log_dir.mkdir(parents=True, exist_ok=True)
 
-    def pump(self, role: Role, stream) -> threading.Thread:
+    def pump(self, role: Role, stream, consume: Callable[[str], bool] | None = None) -> threading.Thread:
+        """Copy ``stream`` line by line; lines that ``consume`` claims are the launcher's, not the role's."""
         log_path = self.log_dir / role.log_name
         prefix = f"[{role.host} {role.name}] "
 
@@ -67,6 +72,8 @@ class OutputSink:
             with open(log_path, "w", encoding="utf-8", errors="replace") as log:
                 for raw in iter(stream.readline, b""):
                     line = raw.decode("utf-8", errors="replace")
+                    if consume is not None and consume(line):
+                        continue
                     log.write(line)
                     log.flush()
                     with self.lock:
@@ -117,6 +124,9 @@ class LocalRoleProcess:
 
     def wait_output(self, timeout: float) -> None:
         self.output.join(timeout)
+
+    def describe(self, code: int) -> str:
+        return describe_exit(code)
 
 
 def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
@@ -191,7 +201,7 @@ def supervise(
             failed = next((p for p in procs if codes[p.role.name] not in (None, 0)), None)
             if failed is not None:
                 code = codes[failed.role.name]
-                outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {describe_exit(code)}",
+                outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}",
                                   failed.role.name, failed.role.host)
             elif stop.reason:
                 outcome = Outcome(False, f"run {stop.reason}; every role was torn down")
@@ -239,6 +249,9 @@ def teardown(procs: list[RoleProcess]) -> None:
 def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
               stop: StopRequest | None = None) -> Outcome:
     sink = OutputSink(console, run_dir / "logs")
+    for local in plan.files:
+        if Path(local).resolve() != (run_dir / Path(local).name).resolve():
+            shutil.copy2(local, run_dir / Path(local).name)
 
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.command, local_environment(plan, role), run_dir, sink)

@@ -38,7 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     plan = RolePlan.from_dict(spec["plan"])
     stop = StopRequest()
     stop.install()
-    outcome: Outcome = run_local(plan, run_dir, stop=stop)
+    if spec.get("cluster") is not None:
+        from .hosts import parse
+        from .remote import run_remote
+
+        outcome: Outcome = run_remote(plan, parse(spec["cluster"]), run_dir, sys.stdout, stop=stop)
+    else:
+        outcome = run_local(plan, run_dir, stop=stop)
     write_json(run_dir / "launch.json", outcome.to_dict())
     res = unified.build(spec, plan, outcome, run_dir)
     write_json(run_dir / unified.RESULT_FILE, res)

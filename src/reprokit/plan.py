@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .hosts import HostSpec
 
 ROLE_KINDS = ("scheduler", "server", "worker")
 LOCALHOST = "127.0.0.1"
@@ -44,6 +45,13 @@ class RolePlan:
     worker_threads: int
     timeout_s: int
     extra_env: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # copied into each role's working folder first
+    addresses: dict[str, str] = field(default_factory=dict)  # host -> address the roles use; default: the name
+    interfaces: dict[str, str] = field(default_factory=dict)  # host -> DMLC_INTERFACE
+    host_threads: dict[str, int] = field(default_factory=dict)  # host -> OMP threads per worker there
+
+    def address(self, host: str) -> str:
+        return self.addresses.get(host, host)
 
     @property
     def workers(self) -> list[Role]:
@@ -57,17 +65,20 @@ class RolePlan:
         """The DMLC_* environment that makes a process play ``role`` in this job."""
         env = {
             "DMLC_ROLE": role.kind,
-            "DMLC_PS_ROOT_URI": self.scheduler_host,
+            "DMLC_PS_ROOT_URI": self.address(self.scheduler_host),
             "DMLC_PS_ROOT_PORT": str(self.scheduler_port),
             "DMLC_NUM_SERVER": str(len(self.servers)),
             "DMLC_NUM_WORKER": str(len(self.workers)),
-            "DMLC_NODE_HOST": role.host,
+            "DMLC_NODE_HOST": self.address(role.host),
             # Lets anyone find every process of a run, on any host.
             "REPROKIT_RUN_ID": self.run_id,
-            "OMP_NUM_THREADS": str(self.worker_threads if role.kind == "worker" else 1),
+            "OMP_NUM_THREADS": str(self.host_threads.get(role.host, self.worker_threads)
+                                   if role.kind == "worker" else 1),
         }
         if role.kind == "worker":
             env["DMLC_WORKER_ID"] = str(role.index)
+        if role.host in self.interfaces:
+            env["DMLC_INTERFACE"] = self.interfaces[role.host]
         env.update(self.extra_env)
         return env
 
@@ -95,6 +106,34 @@ def layout_roles(hosts: list[str], num_workers: int, num_servers: int) -> list[R
     roles = [Role("scheduler", 0, hosts[0])]
     roles += [Role("server", i, hosts[i % len(hosts)]) for i in range(num_servers)]
     roles += [Role("worker", i, hosts[i % len(hosts)]) for i in range(num_workers)]
+    return roles
+
+
+def layout_cluster(hosts: list[HostSpec], num_workers: int | None, num_servers: int | None) -> list[Role]:
+    """The paper's setup unless told otherwise: one server and one worker per host.
+
+    Per-host ``workers``/``servers`` in hosts.json place roles explicitly;
+    NUM_WORKERS/NUM_SERVERS spread that many round-robin over the hosts.
+    """
+    names = [h.host for h in hosts]
+    explicit = any(h.workers is not None or h.servers is not None for h in hosts)
+    if explicit and (num_workers is not None or num_servers is not None):
+        raise UserError("the machine's hosts.json places workers/servers per host; "
+                        "leave NUM_WORKERS and NUM_SERVERS empty, or remove those keys from hosts.json")
+    if not explicit:
+        return layout_roles(names, num_workers if num_workers is not None else len(names),
+                            num_servers if num_servers is not None else len(names))
+    roles = [Role("scheduler", 0, names[0])]
+    counts = {"server": [(h.host, 1 if h.servers is None else h.servers) for h in hosts],
+              "worker": [(h.host, 1 if h.workers is None else h.workers) for h in hosts]}
+    for kind in ("server", "worker"):
+        index = 0
+        for host, count in counts[kind]:
+            for _ in range(count):
+                roles.append(Role(kind, index, host))
+                index += 1
+        if index == 0:
+            raise UserError(f"the machine's hosts.json places no {kind}; give at least one host {kind}s >= 1")
     return roles
 
 

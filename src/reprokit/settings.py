@@ -53,8 +53,9 @@ class RunSettings:
     num_epochs: int
     num_batches: int
     disp_batches: int
-    num_workers: int
-    num_servers: int
+    num_workers: int | None  # None: the target's default layout
+    num_servers: int | None
+    worker_threads: int  # OMP threads per worker; 0: the host's cores shared between its workers
     timeout_s: int
     ps_root_port: int | None  # None: pick a free port
     seed: int
@@ -90,6 +91,10 @@ def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, 
         least = 0 if allow_zero else 1
         raise UserError(f"{key} must be at least {least}, got {value}; fix it with --env.{key}=N")
     return value
+
+
+def _optional_int(env: Mapping[str, str], key: str) -> int | None:
+    return _positive_int(env, key) if str(env.get(key, "")).strip() else None
 
 
 def _image_shape(raw: str) -> str:
@@ -128,8 +133,9 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         num_epochs=_positive_int(env, "NUM_EPOCHS", 1),
         num_batches=_positive_int(env, "NUM_BATCHES", profile.num_batches, allow_zero=True),
         disp_batches=_positive_int(env, "DISP_BATCHES", profile.disp_batches),
-        num_workers=_positive_int(env, "NUM_WORKERS", 2),
-        num_servers=_positive_int(env, "NUM_SERVERS", 1),
+        num_workers=_optional_int(env, "NUM_WORKERS"),
+        num_servers=_optional_int(env, "NUM_SERVERS"),
+        worker_threads=_positive_int(env, "WORKER_THREADS", 0, allow_zero=True),
         timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s),
         ps_root_port=ps_root_port,
         seed=_positive_int(env, "SEED", 42, allow_zero=True),

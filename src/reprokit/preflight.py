@@ -1,0 +1,115 @@
+"""Preflight check of a cluster: can every host run its roles? Checked on all hosts at once.
+
+Per host: reachable, host key trusted, key authentication, the engine's
+interpreter imports MXNet, the dataset folders exist; on the scheduler's host,
+a free port. Each check is bounded in time.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from .errors import UserError
+from .hosts import ClusterConfig
+from .remote import parallel
+from .ssh import Connection, resolve
+
+PYTHON_CHECK_TIMEOUT_S = 60
+FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
+                     "print(s.getsockname()[1])")
+
+
+@dataclass
+class HostCheck:
+    host: str
+    ssh: str = "-"  # "ok" or the reason
+    python: str = "-"
+    mxnet: str = "-"
+    data: str = "-"
+    port: str = "-"
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def free_port(conn: Connection, python: str, address: str, port: int = 0) -> int:
+    """Bind ``port`` (0: any) on ``address`` with the host's interpreter; returns the port, or raises."""
+    command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
+    result = conn.run(command, timeout=PYTHON_CHECK_TIMEOUT_S)
+    if result.exit_code != 0:
+        if "Address already in use" in result.stderr:
+            raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
+                            f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
+        raise UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
+                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return int(result.stdout.strip())
+
+
+def check_host(cluster: ClusterConfig, host: str, python: str, required_paths: list[str],
+               scheduler_port: int | None) -> HostCheck:
+    """``scheduler_port``: None on hosts without the scheduler, 0 to find any free port."""
+    check = HostCheck(host)
+    spec = cluster.host(host)
+    try:
+        conn = Connection(resolve(spec, cluster)).open()
+    except UserError as exc:
+        check.ssh = "FAILED"
+        check.problems.append(str(exc))
+        return check
+    try:
+        check.ssh = "ok"
+        python = spec.python or python
+        command = " ".join(shlex.quote(a) for a in [
+            python, "-c", "import sys; print(sys.version.split()[0]); import mxnet; print(mxnet.__version__)"])
+        result = conn.run(command, timeout=PYTHON_CHECK_TIMEOUT_S)
+        lines = result.stdout.split()
+        check.python = lines[0] if lines else "FAILED"
+        if result.exit_code == 0 and len(lines) == 2:
+            check.mxnet = lines[1]
+        else:
+            check.mxnet = "FAILED"
+            last = (result.stderr.strip().splitlines() or ["not found"])[-1]
+            check.problems.append(f"{host}: {python} cannot import mxnet: {last}")
+        missing = []
+        for path in required_paths:
+            if conn.run(f"test -d {shlex.quote(path)}", timeout=30).exit_code != 0:
+                missing.append(path)
+        check.data = "ok" if not missing else "MISSING"
+        if missing:
+            check.problems.append(f"{host}: missing dataset folder(s): {', '.join(missing)}")
+        if scheduler_port is not None and check.mxnet != "FAILED":
+            try:
+                check.port = str(free_port(conn, python, "0.0.0.0", scheduler_port))
+            except UserError as exc:
+                check.port = "BUSY"
+                check.problems.append(str(exc))
+    except UserError as exc:
+        check.problems.append(str(exc))
+    finally:
+        conn.close()
+    return check
+
+
+def check_cluster(cluster: ClusterConfig, python: str, required_paths: list[str] | None = None,
+                  scheduler_port: int = 0) -> list[HostCheck]:
+    first = cluster.names[0]
+    results = parallel(cluster.names, lambda h: check_host(
+        cluster, h, python, required_paths or [], scheduler_port if h == first else None))
+    checks = []
+    for host, result in results.items():
+        if isinstance(result, Exception):
+            result = HostCheck(host, ssh="FAILED", problems=[f"{host}: {result}"])
+        checks.append(result)
+    return checks
+
+
+def table(checks: list[HostCheck]) -> str:
+    headers = ["host", "ssh", "python", "mxnet", "data", "scheduler port", "result"]
+    rows = [[c.host, c.ssh, c.python, c.mxnet, c.data, c.port, "ok" if c.ok else "FAILED"] for c in checks]
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
+    for check in checks:
+        lines += [f"  {p}" for p in check.problems]
+    return "\n".join(lines)

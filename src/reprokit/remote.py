@@ -1,0 +1,204 @@
+"""Roles on remote hosts over SSH, supervised by ``launch.supervise`` like local ones.
+
+Each role runs under a small POSIX-sh wrapper in its own SSH session (sshd
+makes the session's shell a process-group leader, so ``$$`` names the whole
+group). A watchdog in the group reads the channel's stdin: when the launcher
+closes it (teardown) or the connection drops, the watchdog SIGTERMs the group
+and SIGKILLs it a few seconds later. Every value is shell-quoted; names are
+validated, so neither a host name nor an environment value can run a command.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, TextIO
+
+import paramiko
+
+from .errors import UserError
+from .hosts import ClusterConfig
+from .launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
+from .plan import Role, RolePlan
+from .ssh import Connection, SshError, resolve
+
+WATCHDOG_GRACE_S = 3
+LOST_CONNECTION = 1000  # not an exit code any process can have
+REMOTE_RUNS = "/tmp/reprokit-runs"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PGID_MARK = "reprokit-pgid "
+
+
+def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
+    """The shell command line that runs ``argv`` as a role, in ``run_dir``, with ``env``."""
+    bad = [k for k in env if not _ENV_NAME.match(k)]
+    if bad:
+        raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
+    assignments = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+    command = " ".join(shlex.quote(a) for a in argv)
+    # The channel's stdin is kept on fd 3 for the watchdog only: POSIX sh gives a background job
+    # /dev/null as stdin before its own redirections, so `<&0` there would not reach the channel.
+    inner = (
+        f'echo "{_PGID_MARK}$$"; '
+        "exec 3<&0 </dev/null; "
+        f'(trap "" TERM; cat <&3 >/dev/null 2>&1; kill -TERM -$$ 2>/dev/null; sleep {WATCHDOG_GRACE_S}; '
+        f"kill -KILL -$$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
+        "exec 3<&-; "
+        "trap : TERM; "
+        f"env -u PYTHONPATH -u PYTHONHOME {assignments} {command} & child=$!; "
+        "wait $child; rc=$?; "
+        "while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done; "
+        # The role is over: stop the watchdog, then whatever the role left in its group.
+        "kill -KILL $watchdog 2>/dev/null; kill -TERM -$$ 2>/dev/null; "
+        "exit $rc"
+    )
+    quoted_dir = shlex.quote(run_dir)
+    # The wrapper itself carries the run id too, so a sweep finds every process of the run.
+    marker = f"REPROKIT_RUN_ID={shlex.quote(env['REPROKIT_RUN_ID'])} " if "REPROKIT_RUN_ID" in env else ""
+    return f"mkdir -p {quoted_dir} && cd {quoted_dir} && exec env {marker}/bin/sh -c {shlex.quote(inner)}"
+
+
+def sweep_command(run_id: str) -> str:
+    """Kill every process on the host whose environment carries the run id; print their PIDs."""
+    if not re.fullmatch(r"[0-9a-f]{8,64}", run_id):
+        raise UserError(f"run id {run_id!r} is not a hex string")
+    return ("for d in /proc/[0-9]*; do "
+            f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx 'REPROKIT_RUN_ID={run_id}'; then "
+            'kill -KILL "${d#/proc/}" 2>/dev/null && echo "${d#/proc/}"; fi; done; true')
+
+
+class RemoteRoleProcess:
+    def __init__(self, role: Role, conn: Connection, command: str, sink: OutputSink):
+        self.role = role
+        self.conn = conn
+        self.pgid: int | None = None
+        self.channel: paramiko.Channel = conn.start(command)
+        self.output = sink.pump(role, self.channel.makefile("rb"), consume=self._consume)
+
+    def _consume(self, line: str) -> bool:
+        if self.pgid is None and line.startswith(_PGID_MARK):
+            self.pgid = int(line[len(_PGID_MARK):].strip())
+            return True
+        return False
+
+    def poll(self) -> int | None:
+        if self.channel.exit_status_ready():
+            status = self.channel.recv_exit_status()
+            if status == -1:  # channel closed without an exit status
+                return LOST_CONNECTION
+            return -(status - 128) if 128 < status < 160 else status  # the shell's 128+N: killed by signal N
+        if not self.conn.is_alive():
+            return LOST_CONNECTION
+        return None
+
+    def describe(self, code: int) -> str:
+        return "lost its SSH connection" if code == LOST_CONNECTION else describe_exit(code)
+
+    def terminate(self) -> None:
+        try:
+            self.channel.shutdown_write()  # the remote watchdog sees EOF and stops the group
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+
+    def kill(self) -> None:
+        if self.pgid is not None and self.poll() is None and self.conn.is_alive():
+            try:
+                self.conn.run(f"kill -KILL -- -{self.pgid} 2>/dev/null; true", timeout=10)
+            except (SshError, OSError, EOFError, paramiko.SSHException):
+                pass
+        self.channel.close()
+
+    def wait_output(self, timeout: float) -> None:
+        self.output.join(timeout)
+
+
+def parallel(hosts: list[str], action: Callable[[str], object]) -> dict[str, object]:
+    """Run ``action`` for every host at once; exceptions are returned, not raised."""
+    def guarded(host):
+        try:
+            return action(host)
+        except Exception as exc:  # reported per host by the caller
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
+        return dict(zip(hosts, pool.map(guarded, hosts)))
+
+
+def open_connections(cluster: ClusterConfig, hosts: list[str]) -> dict[str, Connection]:
+    """One connection per host, opened in parallel; the first failure (by host order) is raised."""
+    results = parallel(hosts, lambda h: Connection(resolve(cluster.host(h), cluster)).open())
+    failures = [r for r in results.values() if isinstance(r, Exception)]
+    if failures:
+        for r in results.values():
+            if isinstance(r, Connection):
+                r.close()
+        first = failures[0]
+        raise first if isinstance(first, UserError) else UserError(str(first))
+    return results  # type: ignore[return-value]
+
+
+def remote_run_dir(run_id: str) -> str:
+    return f"{REMOTE_RUNS}/{run_id}"
+
+
+def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
+               stop: StopRequest | None = None, connections: dict[str, Connection] | None = None) -> Outcome:
+    """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host."""
+    sink = OutputSink(console, run_dir / "logs")
+    remote_dir = remote_run_dir(plan.run_id)
+    try:
+        conns = connections or open_connections(cluster, plan.hosts)
+    except UserError as exc:
+        return Outcome(False, str(exc))
+    try:
+        shipped = parallel(plan.hosts, lambda h: _ship(conns[h], plan, remote_dir))
+        failed = next((f"{h}: cannot prepare {remote_dir}: {r}" for h, r in shipped.items()
+                       if isinstance(r, Exception)), None)
+        if failed:
+            return Outcome(False, failed)
+        try:
+            _settle_port_and_threads(plan, cluster, conns)
+        except UserError as exc:
+            return Outcome(False, str(exc))
+
+        def start(role: Role) -> RemoteRoleProcess:
+            argv = list(plan.command)
+            argv[0] = cluster.host(role.host).python or argv[0]
+            return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
+
+        outcome = supervise(plan, start, stop)
+        swept = parallel(plan.hosts, lambda h: conns[h].run(sweep_command(plan.run_id) + f"; rm -rf {shlex.quote(remote_dir)}",
+                                                            timeout=30))
+        for host, result in swept.items():
+            if isinstance(result, Exception):
+                outcome.warnings.append(f"{host}: could not check for leftover processes: {result}")
+            elif result.stdout.split():
+                outcome.warnings.append(f"{host}: killed leftover process(es) {' '.join(result.stdout.split())}")
+        return outcome
+    finally:
+        if connections is None:
+            for conn in conns.values():
+                conn.close()
+
+
+def _settle_port_and_threads(plan: RolePlan, cluster: ClusterConfig, conns: dict[str, Connection]) -> None:
+    """Decisions that need the hosts: a free scheduler port there, and each host's cores."""
+    from .preflight import free_port
+
+    scheduler = plan.scheduler_host
+    python = cluster.host(scheduler).python or plan.command[0]
+    plan.scheduler_port = free_port(conns[scheduler], python, "0.0.0.0", plan.scheduler_port)
+    if plan.worker_threads == 0:
+        cores = parallel(plan.hosts, lambda h: int(conns[h].run("nproc", timeout=30).stdout.strip() or 1))
+        for host, count in cores.items():
+            workers_here = sum(1 for r in plan.workers if r.host == host)
+            plan.host_threads[host] = max(1, (count if isinstance(count, int) else 1) // max(1, workers_here))
+
+
+def _ship(conn: Connection, plan: RolePlan, remote_dir: str) -> None:
+    result = conn.run(f"mkdir -p {shlex.quote(remote_dir)}", timeout=30)
+    if result.exit_code != 0:
+        raise UserError(result.stderr.strip() or f"mkdir exited with {result.exit_code}")
+    for local in plan.files:
+        conn.put(Path(local), f"{remote_dir}/{Path(local).name}")

@@ -1,0 +1,194 @@
+"""SSH connections over paramiko: a small, Fabric-like API with strict host keys and key-only auth.
+
+* ``~/.ssh/config`` (or the cluster's ``ssh_config``) is honoured: HostName,
+  User, Port, IdentityFile, ProxyCommand, UserKnownHostsFile.
+* Host keys are verified against known_hosts. With ``accept_new`` a host
+  never seen before is accepted and recorded (OpenSSH's accept-new); a host
+  whose key changed is always refused.
+* Only keys authenticate. A host that wants a password is a failure; nothing
+  ever prompts, and no secret is written anywhere.
+* Every failure is an ``SshError`` with one line naming the host and the reason.
+"""
+from __future__ import annotations
+
+import fcntl
+import getpass
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from .errors import UserError
+from .hosts import ClusterConfig, HostSpec
+
+CONNECT_TIMEOUT_S = 10.0
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+
+class SshError(UserError):
+    """A host could not be reached, authenticated or trusted."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom to connect to one host of a cluster, after ssh_config."""
+    name: str  # as written in hosts.json
+    hostname: str
+    port: int
+    user: str
+    identity_files: tuple[str, ...] = ()
+    proxy_command: str | None = None
+    known_hosts: str = DEFAULT_KNOWN_HOSTS
+    accept_new: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.name if self.port == 22 else f"{self.name}:{self.port}"
+
+
+def resolve(spec: HostSpec, cluster: ClusterConfig) -> Endpoint:
+    """Combine a hosts.json entry with ssh_config; hosts.json wins where both say something."""
+    config_path = Path(os.path.expanduser(cluster.ssh_config or DEFAULT_SSH_CONFIG))
+    if cluster.ssh_config and not config_path.exists():
+        raise SshError(f"ssh_config {config_path} named in the cluster description does not exist")
+    lookup = paramiko.SSHConfig.from_path(str(config_path)).lookup(spec.host) if config_path.exists() else {}
+    identity = (spec.identity_file,) if spec.identity_file else tuple(lookup.get("identityfile", []))
+    known_hosts = cluster.known_hosts or (lookup.get("userknownhostsfile", "").split() or [DEFAULT_KNOWN_HOSTS])[0]
+    return Endpoint(
+        name=spec.host,
+        hostname=lookup.get("hostname", spec.host),
+        port=spec.port or int(lookup.get("port", 22)),
+        user=spec.user or lookup.get("user") or getpass.getuser(),
+        identity_files=tuple(os.path.expanduser(p) for p in identity),
+        proxy_command=spec.proxy_command or lookup.get("proxycommand"),
+        known_hosts=os.path.expanduser(known_hosts),
+        accept_new=cluster.accept_new_host_keys,
+    )
+
+
+_known_hosts_lock = threading.Lock()
+
+
+class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """OpenSSH's accept-new: record a key never seen before. A changed key never reaches here."""
+
+    def __init__(self, known_hosts: str):
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client, hostname, key):
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with _known_hosts_lock:
+            Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True)
+            with open(self.known_hosts, "a", encoding="utf-8") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)  # other processes may record keys at the same time
+                fh.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Connection:
+    endpoint: Endpoint
+    timeout: float = CONNECT_TIMEOUT_S
+    client: paramiko.SSHClient | None = field(default=None, init=False)
+
+    def open(self) -> "Connection":
+        ep = self.endpoint
+        client = paramiko.SSHClient()
+        if os.path.exists(ep.known_hosts):
+            client.load_host_keys(ep.known_hosts)
+        client.set_missing_host_key_policy(_AcceptNewPolicy(ep.known_hosts) if ep.accept_new
+                                           else paramiko.RejectPolicy())
+        sock = None
+        try:
+            if ep.proxy_command:
+                sock = paramiko.ProxyCommand(ep.proxy_command)
+                sock.settimeout(self.timeout)
+            client.connect(
+                ep.hostname, port=ep.port, username=ep.user, sock=sock,
+                key_filename=list(ep.identity_files) or None, look_for_keys=not ep.identity_files,
+                allow_agent=not ep.identity_files, password=None, passphrase=None,
+                timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
+            )
+        except paramiko.BadHostKeyException:
+            client.close()
+            raise SshError(f"{ep.label}: host key has CHANGED since it was recorded in {ep.known_hosts}; "
+                           f"refusing to connect. If the change is expected, remove the old key with: "
+                           f"ssh-keygen -R {ep.hostname} -f {ep.known_hosts}") from None
+        except paramiko.BadAuthenticationType as exc:
+            client.close()
+            raise SshError(f"{ep.label}: offers only {', '.join(exc.allowed_types)} authentication; set up key "
+                           f"authentication for {ep.user} (passwords are never used)") from None
+        except paramiko.AuthenticationException:
+            client.close()
+            raise SshError(f"{ep.label}: refused our keys for user {ep.user}; add the public key to that user's "
+                           f"authorized_keys") from None
+        except paramiko.SSHException as exc:
+            client.close()
+            if "not found in known_hosts" in str(exc):
+                raise SshError(f"{ep.label}: host key is not known (not in {ep.known_hosts}); check and add it "
+                               f"(ssh-keyscan), or set \"accept_new_host_keys\": true in hosts.json to "
+                               f"accept it on first use") from None
+            raise SshError(f"{ep.label}: cannot reach sshd: {_reason(exc)}") from None
+        except (OSError, socket.timeout, EOFError) as exc:
+            client.close()
+            raise SshError(f"{ep.label}: cannot reach sshd: {_reason(exc)}") from None
+        if sock is not None:
+            sock.settimeout(None)  # long-lived role channels must not time out
+        transport = client.get_transport()
+        transport.set_keepalive(5)  # notices a dead peer while roles run
+        self.client = client
+        return self
+
+    @property
+    def transport(self) -> paramiko.Transport:
+        assert self.client is not None, "connection is not open"
+        return self.client.get_transport()
+
+    def is_alive(self) -> bool:
+        return self.client is not None and self.transport is not None and self.transport.is_active()
+
+    def run(self, command: str, timeout: float = 30.0) -> Result:
+        """Run a command to completion (bounded by ``timeout``) and collect its output."""
+        channel = self.transport.open_session(timeout=self.timeout)
+        channel.settimeout(timeout)
+        try:
+            channel.exec_command(command)
+            channel.shutdown_write()
+            stdout = channel.makefile("rb").read().decode(errors="replace")
+            stderr = channel.makefile_stderr("rb").read().decode(errors="replace")
+            return Result(channel.recv_exit_status(), stdout, stderr)
+        except socket.timeout:
+            raise SshError(f"{self.endpoint.label}: command did not finish within {timeout:.0f} s") from None
+        finally:
+            channel.close()
+
+    def start(self, command: str) -> paramiko.Channel:
+        """Start a long-running command; its stdin stays open (remote watchdogs read it)."""
+        channel = self.transport.open_session(timeout=self.timeout)
+        channel.set_combine_stderr(True)
+        channel.exec_command(command)
+        return channel
+
+    def put(self, local: Path, remote: str) -> None:
+        with self.client.open_sftp() as sftp:
+            sftp.put(str(local), remote)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,226 @@
+"""A cluster on this machine: N hosts as network namespaces, each with its own sshd.
+
+Layout of testbed NAME with N hosts:
+
+* namespace ``rk-NAME-sw`` holds bridge ``br0`` (10.77.0.254/24): the switch;
+* namespace ``rk-NAME-hI`` (I = 1..N) holds ``eth0`` at 10.77.0.I/24, a veth
+  whose peer ``vI`` is a port of the bridge; ``tc`` shapes ``eth0`` when a rate is set;
+* an sshd per host, listening on 10.77.0.I:22, key authentication only.
+
+Every interface is created inside the testbed's own namespaces: nothing
+outside them is touched. The controller reaches the hosts through a relay
+started in the switch namespace (ssh's ProxyCommand), so the testbed's
+addresses never appear in the controller's namespace.
+
+The state folder holds the keys, sshd configurations, ``hosts.json`` (for
+``ck add machine``), ``ssh_config`` and ``known_hosts``. Needs root.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .errors import UserError
+
+SUBNET = "10.77.0"
+SWITCH_ADDRESS = f"{SUBNET}.254"
+MAX_HOSTS = 32
+_NAME = re.compile(r"^[a-z0-9]{1,8}$")
+_RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit)$")
+COMMAND_TIMEOUT_S = 30
+SSHD_START_TIMEOUT_S = 10
+
+
+def switch_ns(name: str) -> str:
+    return f"rk-{name}-sw"
+
+
+def host_ns(name: str, index: int) -> str:
+    return f"rk-{name}-h{index}"
+
+
+def host_address(index: int) -> str:
+    return f"{SUBNET}.{index}"
+
+
+def check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise UserError(f"testbed name {name!r} must be 1 to 8 lower-case letters or digits")
+
+
+def check_rate(rate: str) -> None:
+    if not _RATE.match(rate):
+        raise UserError(f"rate {rate!r} is not a tc rate like 100mbit, 1gbit or 500kbit")
+
+
+def _require_root_and_tools() -> str:
+    if os.geteuid() != 0:
+        raise UserError("the testbed needs root (network namespaces, tc and sshd); run it as root")
+    for tool in ("ip", "tc", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            raise UserError(f"{tool} not found; install Debian's iproute2 and openssh-client")
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(sshd):
+        raise UserError("sshd not found; install Debian's openssh-server (apt-get install openssh-server)")
+    return sshd
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise UserError(f"testbed: '{' '.join(argv)}' failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def namespaces() -> set[str]:
+    out = _run("ip", "netns", "list", check=False).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def _own_namespaces(name: str) -> list[str]:
+    prefix = f"rk-{name}-"
+    return sorted(ns for ns in namespaces() if ns.startswith(prefix))
+
+
+def _write_sshd_config(host_dir: Path, address: str, state: Path) -> Path:
+    config = host_dir / "sshd_config"
+    config.write_text("\n".join([
+        f"ListenAddress {address}",
+        "Port 22",
+        f"HostKey {host_dir / 'ssh_host_ed25519_key'}",
+        f"PidFile {host_dir / 'sshd.pid'}",
+        f"AuthorizedKeysFile {state / 'authorized_keys'}",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "UsePAM no",
+        "StrictModes no",  # the state folder may live under /tmp
+        "MaxSessions 64",
+        "MaxStartups 64",
+        "LogLevel ERROR",
+        "Subsystem sftp internal-sftp",
+        "",
+    ]))
+    return config
+
+
+def _keygen(path: Path, comment: str) -> None:
+    if not path.exists():
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path))
+
+
+def _start_sshd(sshd: str, ns: str, host_dir: Path) -> None:
+    pid_file = host_dir / "sshd.pid"
+    pid_file.unlink(missing_ok=True)
+    _run("ip", "netns", "exec", ns, sshd, "-f", str(host_dir / "sshd_config"), "-E", str(host_dir / "sshd.log"))
+    deadline = time.monotonic() + SSHD_START_TIMEOUT_S
+    while not pid_file.exists():
+        if time.monotonic() > deadline:
+            raise UserError(f"sshd in {ns} did not start; see {host_dir / 'sshd.log'}")
+        time.sleep(0.05)
+
+
+def shape(name: str, num_hosts: int, rate: str | None) -> None:
+    """Limit every host's egress to ``rate`` (tc tbf), or remove the limit when rate is None."""
+    for index in range(1, num_hosts + 1):
+        ns = host_ns(name, index)
+        if rate is None:
+            _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        else:
+            check_rate(rate)
+            _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root",
+                 "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
+
+
+def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None) -> Path:
+    """Create (or re-create) testbed ``name``; returns the path of its hosts.json."""
+    check_name(name)
+    if not 1 <= num_hosts <= MAX_HOSTS:
+        raise UserError(f"a testbed has 1 to {MAX_HOSTS} hosts, not {num_hosts}")
+    if rate is not None:
+        check_rate(rate)
+    sshd = _require_root_and_tools()
+    destroy(name, state_dir)
+    state = state_dir.resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation folder
+    try:
+        sw = switch_ns(name)
+        _run("ip", "netns", "add", sw)
+        _run("ip", "-n", sw, "link", "set", "lo", "up")
+        _run("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", sw, "addr", "add", f"{SWITCH_ADDRESS}/24", "dev", "br0")
+        _run("ip", "-n", sw, "link", "set", "br0", "up")
+        _keygen(state / "client_key", f"reprokit-testbed-{name}")
+        (state / "authorized_keys").write_text((state / "client_key.pub").read_text())
+        known_hosts = []
+        for index in range(1, num_hosts + 1):
+            ns, address = host_ns(name, index), host_address(index)
+            _run("ip", "netns", "add", ns)
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+            # Both ends are created inside our namespaces: the root namespace never sees them.
+            _run("ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", f"v{index}", "netns", sw)
+            _run("ip", "-n", sw, "link", "set", f"v{index}", "master", "br0", "up")
+            _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+            _run("ip", "-n", ns, "link", "set", "eth0", "up")
+            host_dir = state / f"h{index}"
+            host_dir.mkdir(exist_ok=True)
+            _keygen(host_dir / "ssh_host_ed25519_key", f"{ns}")
+            _write_sshd_config(host_dir, address, state)
+            _start_sshd(sshd, ns, host_dir)
+            key_type, key = (host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+            known_hosts.append(f"{address} {key_type} {key}\n")
+        (state / "known_hosts").write_text("".join(known_hosts))
+        src = str(Path(__file__).resolve().parents[1])
+        relay = " ".join(shlex.quote(a) for a in ["ip", "netns", "exec", sw, "env", f"PYTHONPATH={src}",
+                                                   sys.executable, "-m", "reprokit.relay"])
+        (state / "ssh_config").write_text("\n".join([
+            f"Host {SUBNET}.*",
+            "  User root",
+            "  Port 22",
+            f"  IdentityFile {state / 'client_key'}",
+            f"  UserKnownHostsFile {state / 'known_hosts'}",
+            "  StrictHostKeyChecking yes",
+            f"  ProxyCommand {relay} %h %p",
+            "",
+        ]))
+        hosts = {
+            "hosts": [{"host": host_address(i), "interface": "eth0"} for i in range(1, num_hosts + 1)],
+            "ssh_config": str(state / "ssh_config"),
+            "known_hosts": str(state / "known_hosts"),
+        }
+        (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
+        (state / "testbed.json").write_text(json.dumps({"name": name, "hosts": num_hosts, "rate": rate}) + "\n")
+        if rate is not None:
+            shape(name, num_hosts, rate)
+    except BaseException:
+        destroy(name, state_dir)
+        raise
+    return state / "hosts.json"
+
+
+def destroy(name: str, state_dir: Path) -> list[str]:
+    """Stop everything running in the testbed's namespaces and delete them. Safe to repeat."""
+    check_name(name)
+    removed = _own_namespaces(name)
+    for ns in removed:
+        pids = _run("ip", "netns", "pids", ns, check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    for ns in removed:
+        _run("ip", "netns", "del", ns, check=False)
+    if state_dir.exists():
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return removed
