@@ -207,3 +207,85 @@ def p3_postprocess(i: dict) -> dict:
         result = {"run_success": False, "failure_reason": reason}
     result["run_folder"] = str(run_dir)
     return {"return": 0, "characteristics": result}
+
+
+def _machine_cluster(ck: Any, name: str) -> "cluster_hosts.ClusterConfig":
+    if not name:
+        raise UserError("name the machine: ck check cluster:NAME")
+    r = ck.access({"action": "load", "module_uoa": "machine", "data_uoa": name})
+    if r["return"] > 0:
+        raise UserError(f"there is no machine entry {name!r}; register it with: "
+                        f"ck add machine:{name} --type=cluster --config_file=hosts.json")
+    data = r["dict"].get("device_cfg", {}).get("remote_params", {}).get("cluster_config")
+    if data is None:
+        raise UserError(f"machine:{name} is not a cluster; register one with --type=cluster --config_file=hosts.json")
+    return cluster_hosts.parse(data, source=f"machine:{name}")
+
+
+def cluster_check(i: dict, ck: Any) -> dict:
+    from dataclasses import asdict, replace
+
+    from .preflight import check_cluster, table
+
+    try:
+        cluster = _machine_cluster(ck, i.get("data_uoa", ""))
+        if i.get("accept_new_host_keys") in ("yes", True):
+            cluster = replace(cluster, accept_new_host_keys=True)
+        try:
+            python = find_engine(ck, {}).python
+        except UserError:
+            if not all(h.python for h in cluster.hosts):
+                raise
+            python = ""
+        port = run_settings.resolve_port(str(i.get("port", ""))) or 0
+        checks = check_cluster(cluster, python, [], scheduler_port=port)
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    print(table(checks), flush=True)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        return {"return": 1, "error": f"{len(failed)} of {len(checks)} host(s) failed: "
+                                      + "; ".join(c.problems[0] for c in failed)}
+    print(f"cluster: all {len(checks)} host(s) ready", flush=True)
+    return {"return": 0, "hosts": [asdict(c) for c in checks]}
+
+
+def _testbed_dir(name: str, given: str) -> Path:
+    if given:
+        return Path(given).expanduser()
+    tools = os.environ.get("CK_TOOLS") or os.path.expanduser("~/CK-TOOLS")
+    return Path(tools) / f"testbed-{name}"
+
+
+def cluster_testbed(i: dict) -> dict:
+    import json
+
+    from . import testbed
+
+    name = i.get("data_uoa", "")
+    try:
+        if not name:
+            raise UserError("name the testbed: ck testbed cluster:NAME --hosts=N")
+        state_dir = _testbed_dir(name, i.get("dir", ""))
+        if i.get("down") in ("yes", True):
+            removed = testbed.destroy(name, state_dir)
+            print(f"testbed {name}: removed {len(removed)} namespace(s)" if removed
+                  else f"testbed {name}: nothing to remove", flush=True)
+            return {"return": 0, "removed": removed}
+        if i.get("shape"):
+            described = state_dir / "testbed.json"
+            if not described.exists():
+                raise UserError(f"there is no testbed {name} (no {described}); create it with --hosts=N")
+            rate = None if i["shape"] == "off" else i["shape"]
+            testbed.shape(name, json.loads(described.read_text())["hosts"], rate)
+            print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}", flush=True)
+            return {"return": 0}
+        raw = str(i.get("hosts", "3"))
+        if not raw.isdigit():
+            raise UserError(f"--hosts must be a whole number, got {raw!r}")
+        hosts_json = testbed.create(name, int(raw), state_dir, rate=i.get("rate") or None)
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    print(f"testbed {name}: {raw} host(s) ready; register it with:\n"
+          f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
+    return {"return": 0, "hosts_json": str(hosts_json)}

@@ -97,6 +97,16 @@ def _optional_int(env: Mapping[str, str], key: str) -> int | None:
     return _positive_int(env, key) if str(env.get(key, "")).strip() else None
 
 
+def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:
+    """A scheduler port from user input; None when empty (pick a free one)."""
+    if not raw.strip():
+        return None
+    port = _positive_int({key: raw}, key)
+    if not 1024 <= port <= 65535:
+        raise UserError(f"{key} must be between 1024 and 65535, got {port}")
+    return port
+
+
 def _image_shape(raw: str) -> str:
     parts = raw.split(",")
     if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
@@ -118,12 +128,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         image_shape = _image_shape(shape_raw)
     else:
         image_shape = model.smoke_image_shape if profile.use_smoke_shape else model.paper_image_shape
-    port_raw = str(env.get("PS_ROOT_PORT", "")).strip()
-    ps_root_port = None
-    if port_raw:
-        ps_root_port = _positive_int(env, "PS_ROOT_PORT")
-        if not 1024 <= ps_root_port <= 65535:
-            raise UserError(f"PS_ROOT_PORT must be between 1024 and 65535, got {ps_root_port}")
+    ps_root_port = resolve_port(str(env.get("PS_ROOT_PORT", "")))
     return RunSettings(
         model=model.cmd_key,
         zoo_name=model.zoo_name,
