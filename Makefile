@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 CK := $(VENV)/bin/ck
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup check-python bench clean
+.PHONY: demo test testbed-deps setup check-python bench clean
 
 demo: setup
 	$(VPY) -m reprokit.bootstrap
@@ -17,8 +17,18 @@ demo: setup
 	@echo "Unified result ($$($(CK) find program:p3)/tmp/p3-result.json):"
 	@cat "$$($(CK) find program:p3)/tmp/p3-result.json"
 
-test: setup
+test: setup testbed-deps
 	$(VPY) -m pytest
+
+# The testbed tests need root, iproute2 and Debian's openssh-server. As root, install what is
+# missing; policy-rc.d keeps the package from starting a system-wide sshd.
+testbed-deps:
+	@if [ "$$(id -u)" = 0 ] && { [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null; }; then \
+	  echo "make: installing openssh-server and iproute2 for the testbed tests"; \
+	  created=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; created=1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server iproute2 >/dev/null; rc=$$?; \
+	  if [ -n "$$created" ]; then rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; \
+	fi
 
 bench: setup
 	$(VPY) -m reprokit.bootstrap

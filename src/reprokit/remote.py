@@ -39,17 +39,20 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
     command = " ".join(shlex.quote(a) for a in argv)
     # The channel's stdin is kept on fd 3 for the watchdog only: POSIX sh gives a background job
     # /dev/null as stdin before its own redirections, so `<&0` there would not reach the channel.
+    # The watchdog only tells the main shell (USR1); the main shell TERMs the group and KILLs it
+    # after a grace period. Nothing in the group ignores TERM: ignoring would pass on through exec.
     inner = (
         f'echo "{_PGID_MARK}$$"; '
         "exec 3<&0 </dev/null; "
-        f'(trap "" TERM; cat <&3 >/dev/null 2>&1; kill -TERM -$$ 2>/dev/null; sleep {WATCHDOG_GRACE_S}; '
-        f"kill -KILL -$$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
+        "(cat <&3 >/dev/null 2>&1; kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
         "exec 3<&-; "
         "trap : TERM; "
+        f"trap 'kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
+        ">/dev/null 2>&1 &' USR1; "
         f"env -u PYTHONPATH -u PYTHONHOME {assignments} {command} & child=$!; "
         "wait $child; rc=$?; "
         "while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done; "
-        # The role is over: stop the watchdog, then whatever the role left in its group.
+        # The role is over: stop the watchdog, then whatever else is left in the group.
         "kill -KILL $watchdog 2>/dev/null; kill -TERM -$$ 2>/dev/null; "
         "exit $rc"
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import getpass
+import logging
 import os
 import socket
 import threading
@@ -23,6 +24,11 @@ import paramiko
 
 from .errors import UserError
 from .hosts import ClusterConfig, HostSpec
+
+# paramiko's transport threads log failures with tracebacks; our SshError lines already say what
+# happened, so its records are dropped instead of reaching logging's last-resort handler.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 CONNECT_TIMEOUT_S = 10.0
 DEFAULT_SSH_CONFIG = "~/.ssh/config"

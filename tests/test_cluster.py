@@ -1,0 +1,184 @@
+"""Real clusters on a network-namespace testbed: sshd per host, paramiko, real MXNet roles.
+
+Needs root and Debian's openssh-server (`make test` installs it when it runs as root).
+CI runs as root: there these tests fail rather than skip when something is missing.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import no_process_left, wait_for
+from reprokit.procscan import run_processes
+
+pytestmark = pytest.mark.ck
+SMOKE = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1"]
+
+
+def require_root_and_sshd():
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root")
+    if not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")):
+        missing.append("sshd (Debian's openssh-server)")
+    if missing:
+        message = f"testbed tests need {' and '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; CI runs as root and `make test` installs openssh-server")
+        pytest.skip(message)
+
+
+def make_testbed(ck, name, hosts):
+    require_root_and_sshd()
+    proc = ck("testbed", f"cluster:{name}", f"--hosts={hosts}", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = Path(ck.env["CK_TOOLS"]) / f"testbed-{name}"
+    ck("add", f"machine:{name}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet", check=True)
+    return state
+
+
+@pytest.fixture(scope="module")
+def cluster3(ck):
+    state = make_testbed(ck, "ci3", 3)
+    yield "ci3", state
+    ck("testbed", "cluster:ci3", "--down", timeout=60)
+    ck("rm", "machine:ci3", "--force")
+
+
+def role_pid(run_id, kind, node_host):
+    """The MXNet process of a role: it carries DMLC_ROLE (the wrappers around it do not)."""
+    for pid in run_processes(run_id):
+        try:
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"DMLC_ROLE={kind}".encode() in environ and f"DMLC_NODE_HOST={node_host}".encode() in environ:
+            return pid
+    return None
+
+
+def test_machine_is_listed_and_passes_the_preflight_check(ck, cluster3):
+    name, _ = cluster3
+    assert f"{name}: connected" in ck("show", "machine", check=True).stdout
+    proc = ck("check", f"cluster:{name}", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("10.77.0.")]
+    assert [(r[0], r[1], r[3], r[-1]) for r in rows] == [
+        (f"10.77.0.{i}", "ok", "1.9.1", "ok") for i in (1, 2, 3)]
+    assert rows[0][5].isdigit()  # a free scheduler port was found on the first host
+    assert "cluster: all 3 host(s) ready" in proc.stdout
+
+
+def test_distributed_training_across_three_hosts_over_ssh(ck, cluster3, tmp_path):
+    name, _ = cluster3
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", f"--target={name}", *SMOKE, "--env.NUM_BATCHES=21")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    c = out["characteristics"]
+    assert c["hosts"] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
+    assert (c["num_workers"], c["num_servers"]) == (3, 3)  # the paper's layout: one of each per host
+    assert len(c["throughput_per_worker"]) == 3 and all(s > 0 for s in c["throughput_per_worker"])
+    assert c["params_in_sync"] is True and len(set(c["param_checksums"])) == 1
+    assert len(c["param_checksums"]) == 3
+    for host, role in (("10.77.0.1", "worker#0"), ("10.77.0.2", "worker#1"), ("10.77.0.3", "worker#2")):
+        assert f"[{host} {role}] " in proc.stdout
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "scheduler.log", "server-0.log", "server-1.log", "server-2.log", "worker-0.log", "worker-1.log", "worker-2.log"]
+    plan = json.loads((tmp_path / "p3-run.json").read_text())["plan"]
+    assert no_process_left(plan["run_id"])
+    assert json.loads((tmp_path / "launch.json").read_text())["warnings"] == []
+
+
+@pytest.mark.parametrize("kind,host,name", [
+    ("worker", "10.77.0.2", "worker#1"),
+    ("server", "10.77.0.3", "server#2"),
+    ("scheduler", "10.77.0.1", "scheduler"),
+])
+def test_killing_a_role_fails_the_run_naming_it_and_leaves_nothing(ck, cluster3, tmp_path, kind, host, name):
+    machine, _ = cluster3
+    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--target={machine}", *SMOKE,
+                   "--env.NUM_BATCHES=1000", f"--tmp_dir={tmp_path}", "--treat_return_code_as_exit_code=yes")
+    try:
+        log = tmp_path / "logs" / "worker-2.log"
+        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120)
+        run_id = json.loads((tmp_path / "p3-run.json").read_text())["plan"]["run_id"]
+        pid = wait_for(lambda: role_pid(run_id, kind, host), timeout=10)
+        assert pid
+        killed_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        output, _ = run.communicate(timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0
+    assert f"p3: FAILED: {name} on {host} was killed by SIGKILL" in output
+    assert took < 10
+    assert no_process_left(run_id)
+    assert "Traceback" not in output
+
+
+def test_preflight_reports_each_broken_host_in_bounded_time(ck):
+    state = make_testbed(ck, "pf", 4)
+    try:
+        # host 2: sshd stopped
+        os.kill(int((state / "h2" / "sshd.pid").read_text()), signal.SIGTERM)
+        # host 3: its key is not in known_hosts
+        known = (state / "known_hosts").read_text().splitlines()
+        (state / "known_hosts").write_text("".join(f"{line}\n" for line in known if not line.startswith("10.77.0.3 ")))
+        # host 4: our key is not authorised there
+        config = state / "h4" / "sshd_config"
+        config.write_text(config.read_text().replace(f"AuthorizedKeysFile {state / 'authorized_keys'}",
+                                                     "AuthorizedKeysFile /nonexistent"))
+        os.kill(int((state / "h4" / "sshd.pid").read_text()), signal.SIGTERM)
+        subprocess.run(["ip", "netns", "exec", "rk-pf-h4", shutil.which("sshd") or "/usr/sbin/sshd", "-f", str(config)],
+                       check=True, timeout=30)
+        start = time.monotonic()
+        proc = ck("check", "cluster:pf", timeout=120)
+        took = time.monotonic() - start
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 1
+        assert took < 30
+        assert "10.77.0.1  ok" in output
+        assert "10.77.0.2: cannot reach sshd" in output
+        assert "10.77.0.3: host key is not known" in output and "accept_new_host_keys" in output
+        assert "10.77.0.4: refused our keys for user root" in output
+        assert "3 of 4 host(s) failed" in output
+        assert "Traceback" not in output
+
+        # A changed key is refused even when new keys are accepted...
+        host2_key = next(line.split(" ", 1)[1] for line in known if line.startswith("10.77.0.2 "))
+        (state / "known_hosts").write_text("".join(f"{line}\n" for line in known if not line.startswith("10.77.0.3 "))
+                                           + f"10.77.0.3 {host2_key}\n")
+        proc = ck("check", "cluster:pf", "--accept_new_host_keys", timeout=120)
+        assert "10.77.0.3: host key has CHANGED" in proc.stdout + proc.stderr
+        # ...while an unknown one is accepted on first use and recorded, like OpenSSH's accept-new.
+        (state / "known_hosts").write_text("".join(f"{line}\n" for line in known if not line.startswith("10.77.0.3 ")))
+        proc = ck("check", "cluster:pf", "--accept_new_host_keys", timeout=120)
+        assert "10.77.0.3  ok" in proc.stdout
+        assert "2 of 4 host(s) failed" in proc.stdout + proc.stderr
+        assert any(line.startswith("10.77.0.3 ssh-ed25519 ") for line in (state / "known_hosts").read_text().splitlines())
+    finally:
+        ck("testbed", "cluster:pf", "--down", timeout=60)
+        ck("rm", "machine:pf", "--force")
+
+
+def test_malformed_cluster_description_is_one_clear_line(ck, tmp_path):
+    bad = tmp_path / "hosts.json"
+    bad.write_text(json.dumps(["10.77.9.1", "a;touch /tmp/x", "10.77.9.1"]))
+    ck("add", "machine:badhosts", "--type=cluster", f"--config_file={bad}", "--quiet", check=True)
+    try:
+        proc = ck("check", "cluster:badhosts", timeout=60)
+        assert proc.returncode == 1
+        assert "machine:badhosts: host #2: host 'a;touch /tmp/x' is not a host name" in proc.stdout + proc.stderr
+        run, _ = ck.run_p3(tmp_path / "run", "--cmd_key=resnet", "--target=badhosts", timeout=120)
+        output = run.stdout + run.stderr
+        assert run.returncode != 0
+        assert output.count("host #2: host 'a;touch /tmp/x' is not a host name") == 1
+        assert "Traceback" not in output
+    finally:
+        ck("rm", "machine:badhosts", "--force")

@@ -1,0 +1,92 @@
+"""The remote role wrapper, run by a real /bin/sh exactly as sshd runs a session's command."""
+import json
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import no_process_left, wait_for
+from reprokit.errors import UserError
+from reprokit.procscan import run_processes
+from reprokit.remote import role_command, sweep_command
+
+HOSTILE = {
+    "SEMI": "a; touch {marker}",
+    "SUBST": "$(touch {marker})",
+    "BACKTICK": "`touch {marker}`",
+    "QUOTES": "it's \"quoted\" 'twice'",
+    "NEWLINE": "line1\ntouch {marker}",
+    "GLOB": "* ~ $HOME",
+}
+PRINT_ENV = ("import json, os, sys; print(json.dumps({'env': {k: os.environ.get(k) for k in sys.argv[2:]}, "
+             "'first_arg': sys.argv[1]}))")
+
+
+def run_wrapped(tmp_path, env, argv):
+    """Start the wrapper; its stdin is a pipe we keep open, as the SSH channel's is."""
+    command = role_command(str(tmp_path / "run dir; $(x)"), env, argv)
+    return subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def finish(proc):
+    out = proc.stdout.read()
+    proc.wait(timeout=30)
+    proc.stdin.close()
+    return out
+
+
+def test_hostile_values_arrive_literally_and_run_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    env = {k: v.format(marker=marker) for k, v in HOSTILE.items()}
+    env["REPROKIT_RUN_ID"] = uuid.uuid4().hex
+    argument = f"a b; touch {marker}"
+    proc = run_wrapped(tmp_path, env, [sys.executable, "-c", PRINT_ENV, argument, *HOSTILE])
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    lines = out.splitlines()
+    assert lines[0].startswith("reprokit-pgid ")
+    assert json.loads(lines[1]) == {"env": {k: env[k] for k in HOSTILE}, "first_arg": argument}
+    assert not marker.exists()
+    assert (tmp_path / "run dir; $(x)").is_dir()  # the folder name, too, is taken literally
+
+
+def test_exit_code_and_signal_death_are_reported(tmp_path):
+    env = {"REPROKIT_RUN_ID": uuid.uuid4().hex}
+    proc = run_wrapped(tmp_path, env, [sys.executable, "-c", "import sys; sys.exit(3)"])
+    finish(proc)
+    assert proc.returncode == 3
+    proc = run_wrapped(tmp_path, env, [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    finish(proc)
+    assert proc.returncode == 128 + signal.SIGKILL  # what RemoteRoleProcess maps back to "killed by SIGKILL"
+
+
+def test_closing_stdin_tears_the_role_group_down(tmp_path):
+    """Teardown and a lost SSH connection both look like EOF on the session's stdin."""
+    run_id = uuid.uuid4().hex
+    proc = run_wrapped(tmp_path, {"REPROKIT_RUN_ID": run_id},
+                       [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)"])
+    assert wait_for(lambda: len(run_processes(run_id)) >= 3, 10)
+    proc.stdin.close()
+    proc.wait(timeout=15)
+    assert no_process_left(run_id, timeout=10)
+
+
+def test_normal_end_leaves_no_watchdog_behind(tmp_path):
+    run_id = uuid.uuid4().hex
+    proc = run_wrapped(tmp_path, {"REPROKIT_RUN_ID": run_id}, [sys.executable, "-c", "print('done')"])
+    out = proc.stdout.read()
+    proc.wait(timeout=30)
+    assert "done" in out and proc.returncode == 0
+    # stdin is still open here: the watchdog must not outlive the role waiting for its EOF.
+    assert no_process_left(run_id, timeout=2)
+    proc.stdin.close()
+
+
+def test_bad_names_and_run_ids_are_refused():
+    with pytest.raises(UserError, match="not valid names"):
+        role_command("/tmp/x", {"A;B": "1"}, ["true"])
+    with pytest.raises(UserError, match="not a hex string"):
+        sweep_command("abc; rm -rf /")
