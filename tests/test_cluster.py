@@ -122,6 +122,34 @@ def test_killing_a_role_fails_the_run_naming_it_and_leaves_nothing(ck, cluster3,
     assert "Traceback" not in output
 
 
+def test_lost_ssh_connection_fails_the_run_and_the_host_cleans_up_by_itself(ck, cluster3, tmp_path):
+    """Killing the ProxyCommand of host 2 cuts its connection, as a network failure would."""
+    machine, _ = cluster3
+    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--target={machine}", *SMOKE,
+                   "--env.NUM_BATCHES=1000", f"--tmp_dir={tmp_path}", "--treat_return_code_as_exit_code=yes")
+    try:
+        log = tmp_path / "logs" / "worker-1.log"
+        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120)
+        run_id = json.loads((tmp_path / "p3-run.json").read_text())["plan"]["run_id"]
+        relay = subprocess.run(["pgrep", "-f", "reprokit.relay 10.77.0.2 22"], capture_output=True, text=True)
+        [pid] = relay.stdout.split()
+        cut_at = time.monotonic()
+        os.kill(int(pid), signal.SIGKILL)
+        output, _ = run.communicate(timeout=60)
+        took = time.monotonic() - cut_at
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0
+    assert "on 10.77.0.2 lost its SSH connection" in output
+    assert took < 10
+    # Host 2 could not be reached to tear down: its sshd closed the sessions, and the
+    # roles' watchdogs stopped them (SIGTERM, then SIGKILL after a grace period).
+    assert no_process_left(run_id, timeout=10)
+    warnings = json.loads((tmp_path / "launch.json").read_text())["warnings"]
+    assert warnings == ["10.77.0.2: could not check for leftover processes: SSH session not active"]
+
+
 def test_preflight_reports_each_broken_host_in_bounded_time(ck):
     state = make_testbed(ck, "pf", 4)
     try:

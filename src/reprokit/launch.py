@@ -145,6 +145,11 @@ class Outcome:
     started_s: float = 0.0  # seconds from launch until every role was started
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    # Wall-clock stamps (time.time()) for launch-latency measurements.
+    began_at: float = 0.0  # the launcher began (before any connection)
+    all_running_at: float = 0.0  # every role's process had been started
+    finished_at: float = 0.0  # the supervisor decided the outcome
+    torn_down_at: float = 0.0  # every role (and, remotely, every leftover) was gone
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -185,6 +190,7 @@ def supervise(
     """Start all roles, watch them, and always tear down what is left."""
     stop = stop or StopRequest()
     begin = clock()
+    began_at = time.time()
     procs: list[RoleProcess] = []
     outcome: Outcome | None = None
     try:
@@ -194,6 +200,7 @@ def supervise(
                 break
             procs.append(start_role(role))
         started = clock() - begin
+        all_running_at = time.time()
         workers_done_at: float | None = None
         while outcome is None:
             now = clock()
@@ -223,27 +230,40 @@ def supervise(
                 if outcome is None:
                     time.sleep(POLL_INTERVAL_S)
         outcome.started_s = started
+        outcome.all_running_at = all_running_at
     except Exception as exc:  # a role that cannot even start (missing interpreter, ...)
         outcome = Outcome(False, f"could not start the run: {exc}")
     finally:
+        finished_at = time.time()
         teardown(procs)
-    outcome.exit_codes = {p.role.name: p.poll() for p in procs}
+    outcome.began_at = outcome.began_at or began_at
+    outcome.finished_at = finished_at
+    outcome.exit_codes = {p.role.name: _quietly(p.poll) for p in procs}
     outcome.wall_s = clock() - begin
+    outcome.torn_down_at = time.time()
     return outcome
+
+
+def _quietly(action: Callable[[], object]) -> object:
+    """Teardown must reach every role: one role's failure to answer must not stop the others."""
+    try:
+        return action()
+    except Exception:  # a dead connection, a process already gone, ...
+        return None
 
 
 def teardown(procs: list[RoleProcess]) -> None:
     """SIGTERM every role's group, give them a moment, then SIGKILL what is left."""
-    live = [p for p in procs if p.poll() is None]
+    live = [p for p in procs if _quietly(p.poll) is None]
     for p in live:
-        p.terminate()
+        _quietly(p.terminate)
     deadline = time.monotonic() + TERMINATE_GRACE_S
-    while any(p.poll() is None for p in live) and time.monotonic() < deadline:
+    while any(_quietly(p.poll) is None for p in live) and time.monotonic() < deadline:
         time.sleep(POLL_INTERVAL_S)
     for p in procs:
-        p.kill()  # also reaps groups whose leader already exited but left children
+        _quietly(p.kill)  # also reaps groups whose leader already exited but left children
     for p in procs:
-        p.wait_output(timeout=5)
+        _quietly(lambda: p.wait_output(timeout=5))
 
 
 def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
@@ -256,9 +276,12 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.command, local_environment(plan, role), run_dir, sink)
 
+    began_at = time.time()
     outcome = supervise(plan, start, stop)
+    outcome.began_at = began_at
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)
     if leftovers:
         outcome.warnings.append(f"killed {len(leftovers)} leftover process(es) of the run: {leftovers}")
+    outcome.torn_down_at = time.time()
     return outcome

@@ -38,13 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     plan = RolePlan.from_dict(spec["plan"])
     stop = StopRequest()
     stop.install()
-    if spec.get("cluster") is not None:
-        from .hosts import parse
-        from .remote import run_remote
+    try:
+        if spec.get("cluster") is not None:
+            from .hosts import parse
+            from .remote import run_remote
 
-        outcome: Outcome = run_remote(plan, parse(spec["cluster"]), run_dir, sys.stdout, stop=stop)
-    else:
-        outcome = run_local(plan, run_dir, stop=stop)
+            outcome: Outcome = run_remote(plan, parse(spec["cluster"]), run_dir, sys.stdout, stop=stop)
+        else:
+            outcome = run_local(plan, run_dir, stop=stop)
+    except Exception as exc:  # a bug of ours: say so in one line, keep the details for a report
+        import traceback
+
+        (run_dir / "launcher-error.txt").write_text(traceback.format_exc())
+        outcome = Outcome(False, f"internal launcher error ({type(exc).__name__}: {exc}); "
+                                 f"details in {run_dir / 'launcher-error.txt'}")
     write_json(run_dir / "launch.json", outcome.to_dict())
     res = unified.build(spec, plan, outcome, run_dir)
     write_json(run_dir / unified.RESULT_FILE, res)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, TextIO
@@ -46,14 +47,17 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
         "exec 3<&0 </dev/null; "
         "(cat <&3 >/dev/null 2>&1; kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
         "exec 3<&-; "
-        "trap : TERM; "
-        f"trap 'kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
+        "trap : TERM; stopping=; "
+        f"trap 'stopping=1; kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
         ">/dev/null 2>&1 &' USR1; "
         f"env -u PYTHONPATH -u PYTHONHOME {assignments} {command} & child=$!; "
         "wait $child; rc=$?; "
         "while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done; "
-        # The role is over: stop the watchdog, then whatever else is left in the group.
-        "kill -KILL $watchdog 2>/dev/null; kill -TERM -$$ 2>/dev/null; "
+        # The role is over: stop the watchdog, then whatever else is left in the group. When it was
+        # being stopped its exit code no longer matters, so the group (timer included) is killed outright.
+        "kill -KILL $watchdog 2>/dev/null; "
+        '[ -z "$stopping" ] || kill -KILL -$$ 2>/dev/null; '
+        "kill -TERM -$$ 2>/dev/null; "
         "exit $rc"
     )
     quoted_dir = shlex.quote(run_dir)
@@ -63,12 +67,19 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
 
 
 def sweep_command(run_id: str) -> str:
-    """Kill every process on the host whose environment carries the run id; print their PIDs."""
+    """Kill every process of this host whose environment carries the run id; print "pid:name" for each.
+
+    Only processes in the sweeping shell's network namespace count: testbed hosts share one
+    PID namespace, and another host's processes are that host's business.
+    """
     if not re.fullmatch(r"[0-9a-f]{8,64}", run_id):
         raise UserError(f"run id {run_id!r} is not a hex string")
-    return ("for d in /proc/[0-9]*; do "
+    return ('own=$(readlink /proc/self/ns/net); '
+            "for d in /proc/[0-9]*; do "
+            '[ "$(readlink "$d/ns/net" 2>/dev/null)" = "$own" ] || continue; '
             f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx 'REPROKIT_RUN_ID={run_id}'; then "
-            'kill -KILL "${d#/proc/}" 2>/dev/null && echo "${d#/proc/}"; fi; done; true')
+            'name=$(cat "$d/comm" 2>/dev/null); kill -KILL "${d#/proc/}" 2>/dev/null && echo "${d#/proc/}:$name"; '
+            "fi; done; true")
 
 
 class RemoteRoleProcess:
@@ -150,10 +161,11 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
     """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host."""
     sink = OutputSink(console, run_dir / "logs")
     remote_dir = remote_run_dir(plan.run_id)
+    began_at = time.time()
     try:
         conns = connections or open_connections(cluster, plan.hosts)
     except UserError as exc:
-        return Outcome(False, str(exc))
+        return Outcome(False, str(exc), began_at=began_at)
     try:
         shipped = parallel(plan.hosts, lambda h: _ship(conns[h], plan, remote_dir))
         failed = next((f"{h}: cannot prepare {remote_dir}: {r}" for h, r in shipped.items()
@@ -171,6 +183,7 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
             return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
 
         outcome = supervise(plan, start, stop)
+        outcome.began_at = began_at
         swept = parallel(plan.hosts, lambda h: conns[h].run(sweep_command(plan.run_id) + f"; rm -rf {shlex.quote(remote_dir)}",
                                                             timeout=30))
         for host, result in swept.items():
@@ -178,6 +191,7 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
                 outcome.warnings.append(f"{host}: could not check for leftover processes: {result}")
             elif result.stdout.split():
                 outcome.warnings.append(f"{host}: killed leftover process(es) {' '.join(result.stdout.split())}")
+        outcome.torn_down_at = time.time()
         return outcome
     finally:
         if connections is None:

@@ -31,7 +31,8 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
         "hosts": plan.hosts,
         "run_id": plan.run_id,
         "wall_time_s": round(outcome.wall_s, 3),
-        "launch_time_s": round(outcome.started_s, 3),
+        # From the launcher's start (SSH connections included) until every role was running.
+        "launch_time_s": round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
         "warnings": list(outcome.warnings),
     }
     log_dir = run_dir / "logs"

@@ -16,6 +16,7 @@ import getpass
 import logging
 import os
 import socket
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,11 +103,30 @@ class Result:
     stderr: str
 
 
+def _proxy_socket(command: str) -> tuple[socket.socket, subprocess.Popen]:
+    """Start a ProxyCommand (as OpenSSH does: ``sh -c 'exec COMMAND'``) on one end of a socketpair.
+
+    paramiko's own ProxyCommand spins forever once the proxy process is gone, so a
+    lost connection would never be noticed; a socket gets a plain EOF instead.
+    """
+    ours, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], stdin=theirs, stdout=theirs,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return ours, proc
+
+
 @dataclass
 class Connection:
     endpoint: Endpoint
     timeout: float = CONNECT_TIMEOUT_S
     client: paramiko.SSHClient | None = field(default=None, init=False)
+    proxy: subprocess.Popen | None = field(default=None, init=False)
 
     def open(self) -> "Connection":
         ep = self.endpoint
@@ -118,7 +138,7 @@ class Connection:
         sock = None
         try:
             if ep.proxy_command:
-                sock = paramiko.ProxyCommand(ep.proxy_command)
+                sock, self.proxy = _proxy_socket(ep.proxy_command)
                 sock.settimeout(self.timeout)
             client.connect(
                 ep.hostname, port=ep.port, username=ep.user, sock=sock,
@@ -127,16 +147,16 @@ class Connection:
                 timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
             )
         except paramiko.BadHostKeyException:
-            client.close()
+            self._close(client)
             raise SshError(f"{ep.label}: host key has CHANGED since it was recorded in {ep.known_hosts}; "
                            f"refusing to connect. If the change is expected, remove the old key with: "
                            f"ssh-keygen -R {ep.hostname} -f {ep.known_hosts}") from None
         except paramiko.BadAuthenticationType as exc:
-            client.close()
+            self._close(client)
             raise SshError(f"{ep.label}: offers only {', '.join(exc.allowed_types)} authentication; set up key "
                            f"authentication for {ep.user} (passwords are never used)") from None
         except paramiko.AuthenticationException:
-            client.close()
+            self._close(client)
             raise SshError(f"{ep.label}: refused our keys for user {ep.user}; add the public key to that user's "
                            f"authorized_keys") from None
         except paramiko.SSHException as exc:
@@ -147,7 +167,7 @@ class Connection:
                                f"accept it on first use") from None
             raise SshError(f"{ep.label}: cannot reach sshd: {_reason(exc)}") from None
         except (OSError, socket.timeout, EOFError) as exc:
-            client.close()
+            self._close(client)
             raise SshError(f"{ep.label}: cannot reach sshd: {_reason(exc)}") from None
         if sock is not None:
             sock.settimeout(None)  # long-lived role channels must not time out
@@ -190,9 +210,18 @@ class Connection:
         with self.client.open_sftp() as sftp:
             sftp.put(str(local), remote)
 
+    def _close(self, client: paramiko.SSHClient | None) -> None:
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if self.proxy is not None:
+                self.proxy.kill()
+                self.proxy.wait(timeout=5)
+                self.proxy = None
+
     def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
+        self._close(self.client)
 
 
 def _reason(exc: BaseException) -> str:
