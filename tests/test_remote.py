@@ -90,3 +90,20 @@ def test_bad_names_and_run_ids_are_refused():
         role_command("/tmp/x", {"A;B": "1"}, ["true"])
     with pytest.raises(UserError, match="not a hex string"):
         sweep_command("abc; rm -rf /")
+
+
+def test_sweep_kills_exactly_the_processes_of_the_run():
+    run_id, other = uuid.uuid4().hex, uuid.uuid4().hex
+    ours = subprocess.Popen(["sleep", "60"], env={"REPROKIT_RUN_ID": run_id, "PATH": "/usr/bin:/bin"})
+    theirs = subprocess.Popen(["sleep", "60"], env={"REPROKIT_RUN_ID": other, "PATH": "/usr/bin:/bin"})
+    try:
+        assert wait_for(lambda: ours.pid in run_processes(run_id), 5)
+        swept = subprocess.run(["/bin/sh", "-c", sweep_command(run_id)], capture_output=True, text=True, timeout=30)
+        assert swept.stdout.split() == [f"{ours.pid}:sleep"]
+        assert ours.wait(timeout=5) == -signal.SIGKILL
+        assert theirs.poll() is None
+    finally:
+        ours.kill()
+        theirs.kill()
+        ours.wait()
+        theirs.wait()

@@ -22,6 +22,8 @@ def relay(host: str, port: int) -> int:
         print(f"relay: cannot connect to {host}:{port}: {exc}", file=sys.stderr)
         return 1
     sock.settimeout(None)
+    # SSH sends many small packets; without this, Nagle and delayed ACKs add ~40 ms per round trip.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, "stdin")
     selector.register(sock, selectors.EVENT_READ, "socket")

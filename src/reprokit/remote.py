@@ -74,12 +74,11 @@ def sweep_command(run_id: str) -> str:
     """
     if not re.fullmatch(r"[0-9a-f]{8,64}", run_id):
         raise UserError(f"run id {run_id!r} is not a hex string")
-    return ('own=$(readlink /proc/self/ns/net); '
-            "for d in /proc/[0-9]*; do "
-            '[ "$(readlink "$d/ns/net" 2>/dev/null)" = "$own" ] || continue; '
-            f"if tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx 'REPROKIT_RUN_ID={run_id}'; then "
+    return ("own=$(readlink /proc/self/ns/net); "
+            f"for f in $(grep -lzx 'REPROKIT_RUN_ID={run_id}' /proc/[0-9]*/environ 2>/dev/null); do "
+            'd=${f%/environ}; [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$own" ] || continue; '
             'name=$(cat "$d/comm" 2>/dev/null); kill -KILL "${d#/proc/}" 2>/dev/null && echo "${d#/proc/}:$name"; '
-            "fi; done; true")
+            "done; true")
 
 
 class RemoteRoleProcess:
@@ -167,15 +166,17 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
     except UserError as exc:
         return Outcome(False, str(exc), began_at=began_at)
     try:
-        shipped = parallel(plan.hosts, lambda h: _ship(conns[h], plan, remote_dir))
-        failed = next((f"{h}: cannot prepare {remote_dir}: {r}" for h, r in shipped.items()
-                       if isinstance(r, Exception)), None)
-        if failed:
-            return Outcome(False, failed)
-        try:
-            _settle_port_and_threads(plan, cluster, conns)
-        except UserError as exc:
-            return Outcome(False, str(exc))
+        # One parallel step per host: ship the files and, where needed, ask for a free port and the cores.
+        prepared = parallel(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir))
+        failed = next((r for r in prepared.values() if isinstance(r, Exception)), None)
+        if failed is not None:
+            return Outcome(False, str(failed), began_at=began_at)
+        for host, (port, cores) in prepared.items():
+            if port is not None:
+                plan.scheduler_port = port
+            if cores is not None:
+                workers_here = sum(1 for r in plan.workers if r.host == host)
+                plan.host_threads[host] = max(1, cores // max(1, workers_here))
 
         def start(role: Role) -> RemoteRoleProcess:
             argv = list(plan.command)
@@ -199,23 +200,34 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
                 conn.close()
 
 
-def _settle_port_and_threads(plan: RolePlan, cluster: ClusterConfig, conns: dict[str, Connection]) -> None:
-    """Decisions that need the hosts: a free scheduler port there, and each host's cores."""
+def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig,
+                  remote_dir: str) -> tuple[int | None, int | None]:
+    """Ship the plan's files over SFTP (no shell round trip); on the scheduler's host, find or check
+    its port; when threads are automatic, count the host's cores. Returns (port, cores)."""
     from .preflight import free_port
 
-    scheduler = plan.scheduler_host
-    python = cluster.host(scheduler).python or plan.command[0]
-    plan.scheduler_port = free_port(conns[scheduler], python, "0.0.0.0", plan.scheduler_port)
-    if plan.worker_threads == 0:
-        cores = parallel(plan.hosts, lambda h: int(conns[h].run("nproc", timeout=30).stdout.strip() or 1))
-        for host, count in cores.items():
-            workers_here = sum(1 for r in plan.workers if r.host == host)
-            plan.host_threads[host] = max(1, (count if isinstance(count, int) else 1) // max(1, workers_here))
-
-
-def _ship(conn: Connection, plan: RolePlan, remote_dir: str) -> None:
-    result = conn.run(f"mkdir -p {shlex.quote(remote_dir)}", timeout=30)
-    if result.exit_code != 0:
-        raise UserError(result.stderr.strip() or f"mkdir exited with {result.exit_code}")
-    for local in plan.files:
-        conn.put(Path(local), f"{remote_dir}/{Path(local).name}")
+    try:
+        with conn.client.open_sftp() as sftp:
+            path = ""
+            for part in remote_dir.strip("/").split("/"):
+                path += "/" + part
+                try:
+                    sftp.mkdir(path)
+                except OSError:
+                    sftp.stat(path)  # it exists already (hosts may share a file system): fine
+            for local in plan.files:
+                # Hosts may share a file system: each writes its own copy, then renames it into place
+                # atomically, so no host ever reads a half-written file.
+                final = f"{remote_dir}/{Path(local).name}"
+                partial = f"{final}.{re.sub(r'[^A-Za-z0-9.-]', '_', host)}.partial"
+                sftp.put(str(local), partial)
+                sftp.posix_rename(partial, final)
+    except (OSError, paramiko.SSHException) as exc:
+        raise UserError(f"{host}: cannot prepare {remote_dir}: {exc}") from None
+    port = None
+    if host == plan.scheduler_host:
+        port = free_port(conn, cluster.host(host).python or plan.command[0], "0.0.0.0", plan.scheduler_port)
+    cores = None
+    if plan.worker_threads == 0 and any(r.host == host for r in plan.workers):
+        cores = int(conn.run("nproc", timeout=30).stdout.strip() or 1)
+    return port, cores

@@ -206,10 +206,6 @@ class Connection:
         channel.exec_command(command)
         return channel
 
-    def put(self, local: Path, remote: str) -> None:
-        with self.client.open_sftp() as sftp:
-            sftp.put(str(local), remote)
-
     def _close(self, client: paramiko.SSHClient | None) -> None:
         try:
             if client is not None:
