@@ -23,7 +23,8 @@ def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_p
     assert out["misc"]["run_success"] == "yes"
     c = out["characteristics"]
     assert (c["model"], c["batch_size"], c["image_shape"], c["profile"]) == ("resnet", 32, "3,32,32", "smoke")
-    assert (c["num_workers"], c["num_servers"], c["variant"], c["engine"]) == (2, 1, "baseline", "mxnet-1.9.1-cpu")
+    assert (c["num_workers"], c["num_servers"], c["variant"], c["engine"]) == (2, 1, "p3", "mxnet-1.9.1-cpu")
+    assert (c["p3_slice_size"], c["p3_priority"]) == (50_000, True)
     assert len(c["throughput_per_worker"]) == 2 and all(s > 0 for s in c["throughput_per_worker"])
     assert c["throughput_samples_per_sec"] == pytest.approx(sum(c["throughput_per_worker"]), abs=0.01)
     assert c["throughput_min"] <= min(c["throughput_per_worker"]) <= c["throughput_max"]

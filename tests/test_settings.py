@@ -37,6 +37,10 @@ def test_explicit_values_beat_the_profile():
     ("IMAGE_SHAPE", "224,224", "IMAGE_SHAPE must be C,H,W"),
     ("PROFILE", "fast", "unknown PROFILE 'fast'; valid ones: paper, smoke"),
     ("PS_ROOT_PORT", "80", "PS_ROOT_PORT must be between 1024 and 65535"),
+    ("VARIANT", "fast", "unknown VARIANT 'fast'; valid ones: baseline, p3"),
+    ("P3_SLICE_SIZE", "-1", "P3_SLICE_SIZE must be at least 0, got -1"),
+    ("P3_SLICE_SIZE", "1e5", "P3_SLICE_SIZE must be a whole number, got '1e5'"),
+    ("P3_PRIORITY", "yes", "P3_PRIORITY must be 0 or 1, got 'yes'"),
 ])
 def test_bad_values_are_refused_with_the_fix(key, value, expected):
     with pytest.raises(UserError) as err:
@@ -45,6 +49,15 @@ def test_bad_values_are_refused_with_the_fix(key, value, expected):
     assert "\n" not in str(err.value)
 
 
+def test_p3_is_the_default_variant_with_the_papers_slice_size():
+    s = settings()
+    assert (s.variant, s.p3_slice_size, s.p3_priority) == ("p3", 50_000, True)
+    args = s.train_args()
+    assert args[args.index("--variant") + 1] == "p3" and args[args.index("--p3-slice-size") + 1] == "50000"
+    s = settings(VARIANT="baseline", P3_SLICE_SIZE="0", P3_PRIORITY="0")
+    assert (s.variant, s.p3_slice_size, s.p3_priority) == ("baseline", 0, False)
+
+
 def test_unknown_cmd_key_lists_the_valid_ones():
-    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: resnet"):
+    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: resnet, vgg"):
         resolve("alexnet", DEFAULTS, default_profile="smoke")

@@ -21,6 +21,8 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon.model_zoo import vision
 
+from p3_slicing import DEFAULT_SLICE_SIZE, plan_slices  # shipped beside this file
+
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data
 
 
@@ -37,6 +39,13 @@ def parse_args(argv):
     parser.add_argument("--kv-store", default="dist_sync")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--variant", choices=("baseline", "p3"), default="baseline",
+                        help="baseline: stock dist_sync through gluon.Trainer; p3: sliced keys with priorities")
+    parser.add_argument("--p3-slice-size", type=int, default=DEFAULT_SLICE_SIZE,
+                        help="elements per slice; 0 keeps every parameter whole")
+    parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
+                        help="1: layers nearer the input first; 0: every slice priority 0")
+    parser.add_argument("--save-params", default="", help="rank 0 saves its trainable parameters here (.npz)")
     return parser.parse_args(argv)
 
 
@@ -48,6 +57,67 @@ def synthetic_batches(batch_size, shape, num_classes, seed, count=4):
          mx.nd.array(rng.randint(0, num_classes, (batch_size,)).astype("float32")))
         for _ in range(count)
     ]
+
+
+class P3Sync:
+    """P3's two mechanisms through stock MXNet's public kvstore API.
+
+    Every trainable parameter is cut into slices (keys) of at most ``slice_size``
+    elements; gradient slices are pushed output-layer first, as backward produces
+    them, and weight slices are pulled back with their layer's priority, so layers
+    nearer the input arrive first. MXNet's engine tracks each array on its own: a
+    push starts when its gradient is ready (overlapping the rest of backward), and
+    the next forward pass of a layer waits only for that layer's weights. The
+    optimizer runs on the servers, as it does for the baseline.
+    """
+
+    def __init__(self, kv, net, optimizer, slice_size, use_priority):
+        self.kv = kv
+        self.params = [p for p in net.collect_params().values() if p.grad_req != "null"]  # forward order
+        self.slices = plan_slices([p.data().size for p in self.params], slice_size, bool(use_priority))
+        self.by_param = [[] for _ in self.params]
+        for number, s in enumerate(self.slices):
+            self.by_param[s.param].append(number)
+        # No views anywhere: the kvstore refuses them, and MKLDNN keeps weights in blocked layouts.
+        # Operators write into these buffers instead; MXNet's engine tracks each array on its own.
+        self.grad_flat = [mx.nd.zeros((p.data().size,)) for p in self.params]
+        self.weight_flat = [mx.nd.zeros((p.data().size,)) for p in self.params]
+        self.grad_bufs, self.weight_bufs = [], []
+        for s in self.slices:
+            whole = len(self.by_param[s.param]) == 1
+            self.grad_bufs.append(self.grad_flat[s.param] if whole else mx.nd.zeros((s.size,)))
+            self.weight_bufs.append(self.weight_flat[s.param] if whole else mx.nd.zeros((s.size,)))
+        for index, param in enumerate(self.params):
+            mx.nd.reshape(param.data(), shape=(-1,), out=self.weight_flat[index])
+            self._split(self.weight_flat, self.weight_bufs, index)
+        kv.init([s.key for s in self.slices], self.weight_bufs)  # one call: every init is a barrier
+        kv.set_optimizer(optimizer)
+        self.pull()  # every worker starts from rank 0's initial weights
+
+    def _split(self, flat, bufs, index):
+        for number in self.by_param[index]:
+            if bufs[number] is not flat[index]:
+                s = self.slices[number]
+                mx.nd.slice_axis(flat[index], axis=0, begin=s.start, end=s.stop, out=bufs[number])
+
+    def pull(self):
+        for index, numbers in enumerate(self.by_param):  # input layer first
+            for number in numbers:
+                self.kv.pull(self.slices[number].key, out=self.weight_bufs[number],
+                             priority=self.slices[number].priority)
+            if len(numbers) > 1:
+                mx.nd.concat(*[self.weight_bufs[n] for n in numbers], dim=0, out=self.weight_flat[index])
+            param = self.params[index]
+            mx.nd.reshape(self.weight_flat[index], shape=param.shape, out=param.data())
+
+    def step(self):
+        for index in reversed(range(len(self.params))):  # backward produces the output layer's first
+            mx.nd.reshape(self.params[index].grad(), shape=(-1,), out=self.grad_flat[index])
+            self._split(self.grad_flat, self.grad_bufs, index)
+            for number in reversed(self.by_param[index]):
+                self.kv.push(self.slices[number].key, self.grad_bufs[number],
+                             priority=self.slices[number].priority)
+        self.pull()
 
 
 def parameter_checksum(net):
@@ -82,12 +152,23 @@ def main(argv=None):
     net = vision.get_model(args.network, classes=args.num_classes)
     net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
     net.hybridize(static_alloc=True)
-    trainer = gluon.Trainer(net.collect_params(), "sgd",
-                            {"learning_rate": args.lr, "momentum": 0.9, "wd": 1e-4},
-                            kvstore=kv)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     batches = synthetic_batches(args.batch_size, shape, args.num_classes, args.seed + kv.rank)
     global_batch = args.batch_size * kv.num_workers
+    sgd = {"learning_rate": args.lr, "momentum": 0.9, "wd": 1e-4}
+    if args.variant == "p3":
+        # Shapes are known only after a first forward pass (deferred initialisation).
+        net(batches[0][0])
+        sync = P3Sync(kv, net, mx.optimizer.SGD(rescale_grad=1.0 / global_batch, **sgd),
+                      args.p3_slice_size, args.p3_priority)
+        logging.info("P3: %d slices of at most %s elements, priority %s", len(sync.slices),
+                     args.p3_slice_size or "unlimited", "on" if args.p3_priority else "off")
+        step = sync.step
+    else:
+        trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
+
+        def step():
+            trainer.step(global_batch)
     num_batches = args.num_batches or IMAGENET_TRAIN_IMAGES // global_batch
 
     metric = mx.metric.Accuracy()
@@ -101,7 +182,7 @@ def main(argv=None):
                 output = net(data)
                 loss = loss_fn(output, label)
             loss.backward()
-            trainer.step(global_batch)
+            step()
             metric.update([label], [output])
             speedometer(mx.model.BatchEndParam(epoch=epoch, nbatch=nbatch,
                                                eval_metric=metric, locals=None))
@@ -110,6 +191,10 @@ def main(argv=None):
 
     digest, count = parameter_checksum(net)
     logging.info("Parameter checksum: rank=%d sha256=%s params=%d", kv.rank, digest, count)
+    if args.save_params and kv.rank == 0:
+        params = net.collect_params()
+        np.savez(args.save_params, **{name: params[name].data().asnumpy() for name in params.keys()
+                                      if params[name].grad_req != "null"})
     return 0
 
 

@@ -24,6 +24,7 @@ from .result import RESULT_FILE
 
 PROGRAM_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 TRAIN_SCRIPT = PROGRAM_DIR / "train.py"
+ENGINE_FILES = [TRAIN_SCRIPT, PROGRAM_DIR / "p3_slicing.py"]  # shipped into every role's working folder
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,10 @@ def _spec(i: dict, run_dir: Path) -> dict:
     common = dict(
         run_id=uuid.uuid4().hex,
         command=[engine.python, TRAIN_SCRIPT.name, *settings.train_args()],
-        files=[str(TRAIN_SCRIPT)],
+        files=[str(f) for f in ENGINE_FILES],
         timeout_s=settings.timeout_s,
     )
-    spec = {"settings": settings.to_dict(), "variant": "baseline",
+    spec = {"settings": settings.to_dict(), "variant": settings.variant,
             "engine": {"name": engine.name, "python": engine.python, "env_uid": engine.env_uid}}
     if cluster_data is None:
         hosts = [LOCALHOST]

@@ -26,6 +26,8 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
         "num_workers": len(plan.workers),
         "num_servers": len(plan.servers),
         "variant": spec["variant"],
+        **({"p3_slice_size": settings["p3_slice_size"], "p3_priority": settings["p3_priority"]}
+           if spec["variant"] == "p3" else {}),
         "engine": spec["engine"]["name"],
         "data": "synthetic",
         "hosts": plan.hosts,

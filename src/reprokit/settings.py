@@ -23,6 +23,7 @@ class Model:
 
 MODELS: dict[str, Model] = {
     "resnet": Model("resnet", "resnet50_v1", "3,224,224", "3,32,32"),
+    "vgg": Model("vgg", "vgg19", "3,224,224", "3,32,32"),
 }
 
 
@@ -34,6 +35,9 @@ class Profile:
     use_smoke_shape: bool
     timeout_s: int  # global timeout of the whole run
 
+
+VARIANTS = ("baseline", "p3")
+P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements
 
 PROFILES: dict[str, Profile] = {
     # 31 batches give Speedometer reports at 10, 20 and 30: the first is warm-up,
@@ -59,6 +63,10 @@ class RunSettings:
     timeout_s: int
     ps_root_port: int | None  # None: pick a free port
     seed: int
+    variant: str  # baseline: stock dist_sync; p3: sliced keys with priorities
+    p3_slice_size: int  # elements per slice; 0: no slicing
+    p3_priority: bool
+    save_params: str  # rank 0 saves its trainable parameters there (.npz); empty: not saved
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +82,10 @@ class RunSettings:
             "--disp-batches", str(self.disp_batches),
             "--seed", str(self.seed),
             "--kv-store", "dist_sync",
+            "--variant", self.variant,
+            "--p3-slice-size", str(self.p3_slice_size),
+            "--p3-priority", "1" if self.p3_priority else "0",
+            *(["--save-params", self.save_params] if self.save_params else []),
         ]
 
 
@@ -144,4 +156,24 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s),
         ps_root_port=ps_root_port,
         seed=_positive_int(env, "SEED", 42, allow_zero=True),
+        variant=_variant(env),
+        p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True),
+        p3_priority=_flag(env, "P3_PRIORITY", True),
+        save_params=str(env.get("SAVE_PARAMS", "")).strip(),
     )
+
+
+def _variant(env: Mapping[str, str]) -> str:
+    variant = str(env.get("VARIANT", "")).strip() or "p3"
+    if variant not in VARIANTS:
+        raise UserError(f"unknown VARIANT {variant!r}; valid ones: {', '.join(VARIANTS)}")
+    return variant
+
+
+def _flag(env: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = str(env.get(key, "")).strip()
+    if raw == "":
+        return default
+    if raw not in ("0", "1"):
+        raise UserError(f"{key} must be 0 or 1, got {raw!r}; fix it with --env.{key}=0 or --env.{key}=1")
+    return raw == "1"
