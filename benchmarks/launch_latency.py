@@ -22,22 +22,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from reprokit.bootstrap import ck as ck_cli
+
 CK = str(Path(sys.executable).with_name("ck"))
+ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
 TINY = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1", "--env.NUM_BATCHES=3", "--env.DISP_BATCHES=1",
         "--env.BATCH_SIZE=4"]
 
 
-def ck(env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([CK, *args], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark: ck {' '.join(args)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return proc
+def ck(*args: str) -> subprocess.CompletedProcess:
+    return ck_cli(*args, env=ENV, check=True)
 
 
 def via_ck(env: dict, name: str, run_dir: Path) -> tuple[float, float]:
     start = time.time()
-    ck(env, "run", "program:p3", "--cmd_key=resnet", f"--target={name}", *TINY, f"--tmp_dir={run_dir}",
+    ck("run", "program:p3", "--cmd_key=resnet", f"--target={name}", *TINY, f"--tmp_dir={run_dir}",
        "--out=json_file", f"--out_file={run_dir / 'ck.json'}", "--treat_return_code_as_exit_code=yes")
     launch = json.loads((run_dir / "launch.json").read_text())
     return launch["all_running_at"] - start, launch["torn_down_at"] - launch["finished_at"]
@@ -72,15 +71,16 @@ def main() -> int:
         raise SystemExit("benchmark: needs root (network namespaces)")
     sizes = [int(x) for x in args.hosts.split(",")]
     work = Path(tempfile.mkdtemp(prefix="launch-latency-"))
-    env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
+    ENV.update({**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")})
+    env = ENV
     subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL)
     states = {}
     try:
         for n in sizes:
-            ck(env, "testbed", f"cluster:lb{n}", f"--hosts={n}")
+            ck("testbed", f"cluster:lb{n}", f"--hosts={n}")
             states[n] = Path(env["CK_TOOLS"]) / f"testbed-lb{n}"
-            ck(env, "add", f"machine:lb{n}", "--type=cluster", f"--config_file={states[n] / 'hosts.json'}", "--quiet")
+            ck("add", f"machine:lb{n}", "--type=cluster", f"--config_file={states[n] / 'hosts.json'}", "--quiet")
         results: dict[int, dict[str, list[float]]] = {n: {"launch": [], "teardown": [], "ssh": []} for n in sizes}
         for rep in range(args.repetitions):
             for n in (sizes if rep % 2 == 0 else list(reversed(sizes))):

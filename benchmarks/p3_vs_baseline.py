@@ -23,19 +23,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from reprokit.bootstrap import ck as ck_cli
+
 CK = str(Path(sys.executable).with_name("ck"))
+ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
 
 
-def ck(env: dict, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    proc = subprocess.run([CK, *args], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark: ck {' '.join(args)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return proc
+def ck(*args: str) -> subprocess.CompletedProcess:
+    return ck_cli(*args, env=ENV, check=True)
 
 
 def throughput(env: dict, run_dir: Path, *args: str) -> float:
-    ck(env, "run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
+    ck("run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
        "--treat_return_code_as_exit_code=yes", *args)
     return json.loads((run_dir / "p3-result.json").read_text())["throughput_samples_per_sec"]
 
@@ -64,21 +63,22 @@ def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces, tc)")
     work = Path(tempfile.mkdtemp(prefix="p3-vs-baseline-"))
-    env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
+    ENV.update({**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")})
+    env = ENV
     subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL)
     common = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1", f"--env.NUM_BATCHES={args.batches}",
               "--env.DISP_BATCHES=5", f"--env.BATCH_SIZE={args.batch_size}"]
     models, bandwidths = args.models.split(","), args.bandwidths.split(",")
     results: dict[tuple[str, str, str], list[float]] = {}
-    ck(env, "testbed", "cluster:cmp", f"--hosts={args.hosts}")
+    ck("testbed", "cluster:cmp", f"--hosts={args.hosts}")
     try:
         hosts_json = Path(env["CK_TOOLS"]) / "testbed-cmp" / "hosts.json"
-        ck(env, "add", "machine:cmp", "--type=cluster", f"--config_file={hosts_json}", "--quiet")
+        ck("add", "machine:cmp", "--type=cluster", f"--config_file={hosts_json}", "--quiet")
         for rep in range(args.repetitions):
             for model in models:
                 for bandwidth in bandwidths:
-                    ck(env, "testbed", "cluster:cmp", f"--shape={bandwidth}")
+                    ck("testbed", "cluster:cmp", f"--shape={bandwidth}")
                     for variant in (("baseline", "p3") if rep % 2 == 0 else ("p3", "baseline")):
                         run_dir = work / f"{model}-{bandwidth}-{variant}-{rep}"
                         value = throughput(env, run_dir, f"--cmd_key={model}", "--target=cmp",

@@ -2,6 +2,7 @@ import json
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,25 @@ def bare_ck(tmp_path) -> CkCli:
     cli.root.mkdir()
     cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
     return cli
+
+
+@contextmanager
+def long_run(ck: CkCli, run_dir: Path, *args: str, watch_log: str = "worker-1.log", new_session: bool = False):
+    """`ck run program:p3` for 1000 batches; yields (process, run_id) once that worker trains, kills it on exit."""
+    import os
+    import signal
+
+    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={run_dir}", "--env.NUM_BATCHES=1000",
+                   "--treat_return_code_as_exit_code=yes", *args, new_session=new_session)
+    try:
+        log = run_dir / "logs" / watch_log
+        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120), \
+            f"training never started ({log})"
+        yield run, json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+    finally:
+        if run.poll() is None:
+            if new_session:
+                os.killpg(run.pid, signal.SIGKILL)
+            else:
+                run.kill()
+            run.wait()

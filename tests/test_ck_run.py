@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import no_process_left, wait_for
+from conftest import long_run, no_process_left, wait_for
 from reprokit.procscan import run_processes
 
 pytestmark = pytest.mark.ck
@@ -42,12 +42,7 @@ def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_p
 
 
 def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tmp_path):
-    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=1000",
-                   "--treat_return_code_as_exit_code=yes")
-    try:
-        worker_log = tmp_path / "logs" / "worker-1.log"
-        assert wait_for(lambda: worker_log.exists() and "worker rank" in worker_log.read_text(), timeout=120)
-        run_id = run_id_of(tmp_path)
+    with long_run(ck, tmp_path) as (run, run_id):
         pid = wait_for(lambda: next((p for p in run_processes(run_id)
                                      if b"DMLC_WORKER_ID=1\0" in open(f"/proc/{p}/environ", "rb").read()), None), 10)
         assert pid
@@ -55,9 +50,6 @@ def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tm
         os.kill(pid, signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
         assert time.monotonic() - killed_at < 15
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode != 0
     assert "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL" in output
     assert "Traceback" not in output
@@ -66,19 +58,12 @@ def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tm
 
 def test_ctrl_c_tears_every_role_down(ck, tmp_path):
     """SIGINT to ck's whole process group, as Ctrl-C in a terminal sends it."""
-    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=1000",
-                   "--treat_return_code_as_exit_code=yes", new_session=True)
-    try:
-        worker_log = tmp_path / "logs" / "worker-0.log"
-        assert wait_for(lambda: worker_log.exists() and "worker rank" in worker_log.read_text(), timeout=120)
+    with long_run(ck, tmp_path, watch_log="worker-0.log", new_session=True) as (run, run_id):
         os.killpg(run.pid, signal.SIGINT)
         output, _ = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
     assert run.returncode != 0
     assert "p3: FAILED: run stopped by SIGINT; every role was torn down" in output
-    assert no_process_left(run_id_of(tmp_path))
+    assert no_process_left(run_id)
 
 
 @pytest.mark.parametrize("args,message", [

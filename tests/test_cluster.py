@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import no_process_left, wait_for
+from conftest import long_run, no_process_left, wait_for
 from reprokit.procscan import run_processes
 
 pytestmark = pytest.mark.ck
@@ -100,21 +100,13 @@ def test_distributed_training_across_three_hosts_over_ssh(ck, cluster3, tmp_path
 ])
 def test_killing_a_role_fails_the_run_naming_it_and_leaves_nothing(ck, cluster3, tmp_path, kind, host, name):
     machine, _ = cluster3
-    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--target={machine}", *SMOKE,
-                   "--env.NUM_BATCHES=1000", f"--tmp_dir={tmp_path}", "--treat_return_code_as_exit_code=yes")
-    try:
-        log = tmp_path / "logs" / "worker-2.log"
-        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120)
-        run_id = json.loads((tmp_path / "p3-run.json").read_text())["plan"]["run_id"]
+    with long_run(ck, tmp_path, f"--target={machine}", *SMOKE, watch_log="worker-2.log") as (run, run_id):
         pid = wait_for(lambda: role_pid(run_id, kind, host), timeout=10)
         assert pid
         killed_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
         took = time.monotonic() - killed_at
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode != 0
     assert f"p3: FAILED: {name} on {host} was killed by SIGKILL" in output
     assert took < 10
@@ -125,21 +117,13 @@ def test_killing_a_role_fails_the_run_naming_it_and_leaves_nothing(ck, cluster3,
 def test_lost_ssh_connection_fails_the_run_and_the_host_cleans_up_by_itself(ck, cluster3, tmp_path):
     """Killing the ProxyCommand of host 2 cuts its connection, as a network failure would."""
     machine, _ = cluster3
-    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--target={machine}", *SMOKE,
-                   "--env.NUM_BATCHES=1000", f"--tmp_dir={tmp_path}", "--treat_return_code_as_exit_code=yes")
-    try:
-        log = tmp_path / "logs" / "worker-1.log"
-        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120)
-        run_id = json.loads((tmp_path / "p3-run.json").read_text())["plan"]["run_id"]
+    with long_run(ck, tmp_path, f"--target={machine}", *SMOKE) as (run, run_id):
         relay = subprocess.run(["pgrep", "-f", "reprokit.relay 10.77.0.2 22"], capture_output=True, text=True)
         [pid] = relay.stdout.split()
         cut_at = time.monotonic()
         os.kill(int(pid), signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
         took = time.monotonic() - cut_at
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode != 0
     assert "on 10.77.0.2 lost its SSH connection" in output
     assert took < 10

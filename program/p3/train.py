@@ -12,7 +12,6 @@ and the original artifact's logs alike.
 import argparse
 import hashlib
 import logging
-import os
 import sys
 import time
 

@@ -20,10 +20,15 @@ ENGINE_TAGS = "lib,mxnet"
 ENGINE_PACKAGE = "lib-mxnet"
 
 
-def ck(*args: str, capture: bool = True) -> subprocess.CompletedProcess:
+def ck(*args: str, capture: bool = True, env: dict | None = None, timeout: float = 1800,
+       check: bool = False) -> subprocess.CompletedProcess:
+    """The ck CLI of this interpreter's environment, stdin closed; ``check`` exits with ck's output on failure."""
     exe = Path(sys.executable).with_name("ck")
-    return subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, text=True,
-                          capture_output=capture, timeout=1800)
+    proc = subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, text=True, env=env,
+                          capture_output=capture, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"ck {' '.join(args)} failed:\n{(proc.stdout or '')[-2000:]}{(proc.stderr or '')[-2000:]}")
+    return proc
 
 
 def registered_path() -> Path | None:

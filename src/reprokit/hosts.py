@@ -98,11 +98,15 @@ def _from_string(entry: str, where: str) -> HostSpec:
     return HostSpec(host=_host_name(entry, where))
 
 
-def _from_object(entry: dict, where: str) -> HostSpec:
-    unknown = sorted(set(entry) - HOST_KEYS)
+def _reject_unknown(keys: set, allowed: set, where: str) -> None:
+    unknown = sorted(keys - allowed)
     if unknown:
         raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                        f"allowed: {', '.join(sorted(HOST_KEYS))}")
+                        f"allowed: {', '.join(sorted(allowed))}")
+
+
+def _from_object(entry: dict, where: str) -> HostSpec:
+    _reject_unknown(set(entry), HOST_KEYS, where)
     if "host" not in entry:
         raise UserError(f"{where}: missing the 'host' key")
     return HostSpec(
@@ -122,10 +126,7 @@ def parse(data: Any, source: str = "hosts.json") -> ClusterConfig:
     """Validate a decoded hosts.json; ``source`` names it in messages."""
     options: dict = {}
     if isinstance(data, dict):
-        unknown = sorted(set(data) - TOP_KEYS)
-        if unknown:
-            raise UserError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                            f"allowed: {', '.join(sorted(TOP_KEYS))}")
+        _reject_unknown(set(data), TOP_KEYS, source)
         if "hosts" not in data:
             raise UserError(f"{source}: missing the 'hosts' list")
         options = {k: data[k] for k in ("ssh_config", "known_hosts") if k in data}

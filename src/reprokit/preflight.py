@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 
 from .errors import UserError
 from .hosts import ClusterConfig
-from .remote import parallel
+from .remote import free_port, parallel
 from .ssh import Connection, resolve
 
 PYTHON_CHECK_TIMEOUT_S = 60
-FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
-                     "print(s.getsockname()[1])")
 
 
 @dataclass
@@ -32,19 +30,6 @@ class HostCheck:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def free_port(conn: Connection, python: str, address: str, port: int = 0) -> int:
-    """Bind ``port`` (0: any) on ``address`` with the host's interpreter; returns the port, or raises."""
-    command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
-    result = conn.run(command, timeout=PYTHON_CHECK_TIMEOUT_S)
-    if result.exit_code != 0:
-        if "Address already in use" in result.stderr:
-            raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
-                            f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
-        raise UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
-                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return int(result.stdout.strip())
 
 
 def check_host(cluster: ClusterConfig, host: str, python: str, required_paths: list[str],

@@ -29,6 +29,9 @@ LOST_CONNECTION = 1000  # not an exit code any process can have
 REMOTE_RUNS = "/tmp/reprokit-runs"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
+PORT_CHECK_TIMEOUT_S = 60
+FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
+                     "print(s.getsockname()[1])")
 
 
 def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
@@ -200,12 +203,23 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
                 conn.close()
 
 
+def free_port(conn: Connection, python: str, address: str, port: int = 0) -> int:
+    """Bind ``port`` (0: any) on ``address`` with the host's interpreter; returns the port, or raises."""
+    command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
+    result = conn.run(command, timeout=PORT_CHECK_TIMEOUT_S)
+    if result.exit_code != 0:
+        if "Address already in use" in result.stderr:
+            raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
+                            f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
+        raise UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
+                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return int(result.stdout.strip())
+
+
 def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig,
                   remote_dir: str) -> tuple[int | None, int | None]:
     """Ship the plan's files over SFTP (no shell round trip); on the scheduler's host, find or check
     its port; when threads are automatic, count the host's cores. Returns (port, cores)."""
-    from .preflight import free_port
-
     try:
         with conn.client.open_sftp() as sftp:
             path = ""
