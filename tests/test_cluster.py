@@ -194,3 +194,33 @@ def test_malformed_cluster_description_is_one_clear_line(ck, tmp_path):
         assert "Traceback" not in output
     finally:
         ck("rm", "machine:badhosts", "--force")
+
+
+def root_namespace_links():
+    return sorted(line.split(":")[1].strip() for line in
+                  subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout.splitlines())
+
+
+def test_testbed_never_touches_the_root_namespace_and_shapes_its_links(ck):
+    require_root_and_sshd()
+    before = root_namespace_links()
+    ck("testbed", "cluster:iso", "--hosts=2", "--rate=20mbit", check=True, timeout=120)
+    try:
+        assert root_namespace_links() == before
+        def qdisc(host):
+            return subprocess.run(["ip", "netns", "exec", f"rk-iso-h{host}", "tc", "qdisc", "show", "dev", "eth0"],
+                                  capture_output=True, text=True, check=True).stdout
+        assert all("tbf" in qdisc(h) and "rate 20Mbit" in qdisc(h) for h in (1, 2))
+        ck("testbed", "cluster:iso", "--shape=500kbit", check=True)
+        assert "rate 500Kbit" in qdisc(2)
+        ck("testbed", "cluster:iso", "--shape=off", check=True)
+        assert "tbf" not in qdisc(1)
+        bad = ck("testbed", "cluster:iso", "--shape=fast")
+        assert bad.returncode == 1 and "rate 'fast' is not a tc rate like 100mbit" in bad.stdout + bad.stderr
+    finally:
+        ck("testbed", "cluster:iso", "--down", check=True)
+    assert root_namespace_links() == before
+    assert not any(ns.startswith("rk-iso-") for ns in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                                      text=True).stdout.split())
+    again = ck("testbed", "cluster:iso", "--down", check=True)  # idempotent
+    assert "nothing to remove" in again.stdout

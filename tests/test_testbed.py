@@ -1,0 +1,29 @@
+"""Testbed input checks that need no root."""
+import pytest
+
+from reprokit import testbed
+from reprokit.errors import UserError
+
+
+def test_without_root_the_testbed_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(testbed.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match="the testbed needs root .* run it as root"):
+        testbed.create("tb", 2, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["", "UPPER", "has-dash", "toolongname1"])
+def test_bad_names_are_refused(name, tmp_path):
+    with pytest.raises(UserError, match="must be 1 to 8 lower-case letters or digits"):
+        testbed.create(name, 2, tmp_path)
+
+
+@pytest.mark.parametrize("hosts", [0, 33])
+def test_host_count_is_bounded(hosts, tmp_path):
+    with pytest.raises(UserError, match="a testbed has 1 to 32 hosts"):
+        testbed.create("tb", hosts, tmp_path)
+
+
+@pytest.mark.parametrize("rate", ["100", "fast", "100 mbit", "1gbit;ls"])
+def test_bad_rates_are_refused(rate, tmp_path):
+    with pytest.raises(UserError, match="is not a tc rate"):
+        testbed.create("tb", 2, tmp_path, rate=rate)
