@@ -142,7 +142,6 @@ class Outcome:
     failed_role: str | None = None
     failed_host: str | None = None
     exit_codes: dict[str, int | None] = field(default_factory=dict)
-    started_s: float = 0.0  # seconds from launch until every role was started
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     # Wall-clock stamps (time.time()) for launch-latency measurements.
@@ -199,7 +198,6 @@ def supervise(
             if stop.reason:
                 break
             procs.append(start_role(role))
-        started = clock() - begin
         all_running_at = time.time()
         workers_done_at: float | None = None
         while outcome is None:
@@ -229,14 +227,13 @@ def supervise(
                             f"finished; torn down"])
                 if outcome is None:
                     time.sleep(POLL_INTERVAL_S)
-        outcome.started_s = started
         outcome.all_running_at = all_running_at
     except Exception as exc:  # a role that cannot even start (missing interpreter, ...)
         outcome = Outcome(False, f"could not start the run: {exc}")
     finally:
         finished_at = time.time()
         teardown(procs)
-    outcome.began_at = outcome.began_at or began_at
+    outcome.began_at = began_at
     outcome.finished_at = finished_at
     outcome.exit_codes = {p.role.name: _quietly(p.poll) for p in procs}
     outcome.wall_s = clock() - begin
@@ -276,9 +273,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.command, local_environment(plan, role), run_dir, sink)
 
-    began_at = time.time()
     outcome = supervise(plan, start, stop)
-    outcome.began_at = began_at
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)
     if leftovers:
