@@ -14,9 +14,11 @@ trap 'rm -rf "$staging"' EXIT
 
 echo "Creating the engine prefix with $FRAMEWORK_PYTHON ..."
 "$FRAMEWORK_PYTHON" -m venv "$staging"
+# OpenCV's Python binding too: MXNet's own tools/im2rec.py and mx.recordio.pack_img need cv2
+# (the dataset-imagenet-2012-train-p3 conversion); the headless wheel needs no system libraries.
 "$staging/bin/python" -m pip install --disable-pip-version-check --no-input \
-    "mxnet==${MXNET_VERSION}" "numpy==${NUMPY_VERSION}"
-"$staging/bin/python" -c "import mxnet; print('MXNet', mxnet.__version__, 'imports from', mxnet.__path__[0])"
+    "mxnet==${MXNET_VERSION}" "numpy==${NUMPY_VERSION}" "opencv-python-headless==${OPENCV_VERSION}"
+"$staging/bin/python" -c "import mxnet, cv2; print('MXNet', mxnet.__version__, 'with OpenCV', cv2.__version__, 'imports from', mxnet.__path__[0])"
 
 rm -rf "$prefix.old"
 if [ -e "$prefix" ]; then mv "$prefix" "$prefix.old"; fi

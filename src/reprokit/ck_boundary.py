@@ -290,3 +290,148 @@ def cluster_testbed(i: dict) -> dict:
     print(f"testbed {name}: {raw} host(s) ready; register it with:\n"
           f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
     return {"return": 0, "hosts_json": str(hosts_json)}
+
+
+# ---------------------------------------------------------------- ImageNet data (reprokit.datasets, reprokit.recordio)
+
+
+def _env_list(ck: Any, tags: str) -> "list":
+    from .datasets import EnvEntry
+
+    r = ck.access({"action": "search", "module_uoa": "env", "tags": tags, "add_meta": "yes"})
+    if r["return"] > 0:
+        raise UserError(f"cannot search CK's env entries: {r['error']}")
+    return [EnvEntry(uid=e["data_uid"], alias=e.get("data_uoa", ""), variables=e.get("meta", {}).get("env", {}))
+            for e in r["lst"]]
+
+
+def imagenet_soft_dirs(i: dict) -> dict:
+    """Our own bounded search (datasets.find_train_roots) over --search_dirs and CK_DIRS only.
+
+    Not /usr, /opt, ~ (a whole-disk walk) nor CK_TOOLS (installed datasets are
+    registered already). CK then looks only one level into each train folder found.
+    """
+    from os.path import expanduser
+
+    from .datasets import find_train_roots
+
+    skip = {"/usr", "/opt", expanduser("~"), os.environ.get("CK_TOOLS") or expanduser("~/CK-TOOLS")}
+    roots = find_train_roots([d for d in i.get("dirs", []) if d not in skip])
+    return {"return": 0, "dirs": [str(r) for r in roots] or ["/nonexistent"]}
+
+
+def imagenet_soft_limit(i: dict) -> dict:
+    """CK matched class folders (nXXXXXXXX); each train folder once. Nothing found is one error line."""
+    from .datasets import DETECT_DEPTH, TRAIN_INSTALL_HINT, is_train_root
+
+    roots: dict[str, str] = {}
+    for path in i.get("list", []):
+        parent = os.path.dirname(path)
+        roots.setdefault(os.path.realpath(parent), parent)
+    found = [r for r in roots.values() if is_train_root(Path(r))]
+    if not found:
+        return {"return": 1, "error": f"no ImageNet train folder (class folders like n01440764 holding JPEG files) "
+                                      f"within {DETECT_DEPTH} levels of the searched folders; pass its folder with "
+                                      f"--search_dirs=DIR, or {TRAIN_INSTALL_HINT.replace('; ', ', ')}"}
+    return {"return": 0, "list": found, "skip_sort": "yes"}
+
+
+def imagenet_soft_version(i: dict) -> dict:
+    from .datasets import describe
+
+    try:
+        return {"return": 0, "version": describe(i["full_path"]).version}
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+
+
+def imagenet_soft_setup(i: dict) -> dict:
+    """Register the train folder, its kind (imagenet, imagenet-min, imagenet-synthetic) and class count."""
+    from .datasets import describe
+
+    customize, env = i["customize"], i["env"]
+    prefix = customize["env_prefix"]
+    try:
+        folder = describe(customize["full_path"])
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    customize["path_install"] = str(folder.root)
+    env[prefix] = str(folder.root)
+    env[prefix + "_KIND"] = folder.kind
+    env[prefix + "_CLASSES"] = str(folder.classes)
+    return {"return": 0, "bat": ""}
+
+
+def imagenet_package_setup(i: dict) -> dict:
+    """Downloads and the synthetic set run in the framework's interpreter (Pillow, no MXNet)."""
+    return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable,
+                                         "REPROKIT_SRC": str(Path(__file__).resolve().parents[1])}}
+
+
+def _number(env: dict, key: str, kind: type, low: float, high: float) -> Any:
+    raw = str(env.get(key, "")).strip()
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise UserError(f"{key} must be a {'whole ' if kind is int else ''}number from {low} to {high}, got {raw!r}; "
+                        f"fix it with --env.{key}=VALUE")
+    return value
+
+
+def recordio_package_setup(i: dict) -> dict:
+    """Choose the train folder to convert and the engine that converts it; check the conversion settings."""
+    from .datasets import TRAIN_TAGS, choose_train_folder
+
+    ck, given = i["ck_kernel"], i.get("new_env", {})
+    try:
+        folder = choose_train_folder(_env_list(ck, TRAIN_TAGS), str(given.get("IMAGENET_TRAIN_ENV", "")).strip())
+        python = find_engine(ck, {"ENGINE": "embedded"}).python  # stock MXNet: its im2rec and OpenCV
+        _number(given, "TRAIN_RATIO", float, 0.01, 1.0)
+        _number(given, "RESIZE", int, 0, 100_000)
+        _number(given, "QUALITY", int, 1, 100)
+        threads = str(given.get("NUM_THREADS", "")).strip() or str(os.cpu_count() or 1)
+        _number({"NUM_THREADS": threads}, "NUM_THREADS", int, 1, 1024)
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    print(f"dataset: converting the {folder.kind} train folder {folder.root} ({folder.classes} classes) "
+          f"with {threads} process(es)", flush=True)
+    return {"return": 0,
+            "install_env": {"ENGINE_PYTHON": python, "REPROKIT_SRC": str(Path(__file__).resolve().parents[1]),
+                            "SOURCE_DIR": str(folder.root), "SOURCE_KIND": folder.kind, "NUM_THREADS": threads},
+            # The env says which kind it holds (e.g. imagenet-synthetic), so nobody mistakes one for another.
+            "soft_cfg": {"tags": ",".join([*i.get("tags", []), folder.kind])}}
+
+
+def recordio_soft_setup(i: dict) -> dict:
+    """Register the .rec/.idx files of a finished conversion (its recordio.json is written last)."""
+    from .recordio import read_manifest
+
+    customize, env = i["customize"], i["env"]
+    prefix = customize["env_prefix"]
+    try:
+        folder = Path(customize["full_path"]).parent
+        manifest = read_manifest(folder)
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    customize["path_install"] = str(folder)
+    env[prefix] = str(folder)
+    for part, infix in (("train", ""), ("val", "_VAL")):
+        if part in manifest["parts"]:
+            env[f"{prefix}{infix}_REC"] = manifest["parts"][part]["rec"]
+            env[f"{prefix}{infix}_IDX"] = manifest["parts"][part]["idx"]
+            env[f"{prefix}{infix}_IMAGES"] = str(manifest["parts"][part]["images"])
+    env[prefix + "_KIND"] = manifest["kind"]
+    env[prefix + "_CLASSES"] = str(manifest["classes"])
+    env[prefix + "_SOURCE"] = manifest["source"]
+    env[prefix + "_CONVERTED_AT"] = manifest.get("converted_at", "")
+    return {"return": 0, "bat": ""}
+
+
+def find_image_data(ck: Any, env: dict) -> "Any":
+    """The converted train set a run reads (datasets.RecordioData), or None for synthetic batches."""
+    from .datasets import RECORDIO_TAGS, choose_recordio
+
+    return choose_recordio(_env_list(ck, RECORDIO_TAGS), str(env.get("DATA", "")),
+                           str(env.get("DATASET_ENV", "")).strip())

@@ -1,0 +1,13 @@
+"""CK soft hooks for the RecordIO ImageNet train set: thin calls into reprokit."""
+import os
+import sys
+
+_SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "src"))
+if _SRC not in sys.path:
+    sys.path.insert(0, _SRC)
+
+from reprokit.ck_boundary import recordio_soft_setup  # noqa: E402
+
+
+def setup(i):
+    return recordio_soft_setup(i)

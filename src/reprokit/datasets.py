@@ -1,0 +1,458 @@
+"""ImageNet-format train folders: download, synthesis, detection and the record of what kind each is.
+
+An ImageNet train folder ("train root") holds one sub-folder per class named
+like a WordNet id (``n01440764``) with that class's JPEG files in it. Three
+kinds are told apart, because results must say which one a run read:
+
+- ``imagenet``: a real ImageNet-1k train folder, detected where it lies;
+- ``imagenet-min``: the original workflow's small subset (a tarball);
+- ``imagenet-synthetic``: generated here, deterministic, a few MB; never ImageNet.
+
+Installed and generated folders carry a marker file (``MARKER``) naming their
+kind; a detected folder without one is taken as real ImageNet.
+
+Runs in the framework's interpreter (Pillow for the synthetic JPEGs):
+
+    python -m reprokit.datasets fetch --url URL --md5 MD5 --dest DIR
+    python -m reprokit.datasets synthetic --dest DIR [--classes 10 --images-per-class 30 --seed 42]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .errors import UserError
+
+KIND_IMAGENET = "imagenet"
+KIND_MIN = "imagenet-min"
+KIND_SYNTHETIC = "imagenet-synthetic"
+KINDS = (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC)
+VERSIONS = {KIND_IMAGENET: "2012", KIND_MIN: "2012-min", KIND_SYNTHETIC: "synthetic"}
+
+MARKER = "reprokit-dataset.json"  # inside the train root; im2rec lists image files only, so it is never packed
+TRAIN_DIR = "train"  # an installed package's train root, under its install folder
+
+# The original workflow's subset (package imagenet-2012-train-min).
+MIN_URL = "https://www.dropbox.com/s/3w4uzmdeq5eb9o4/ILSVRC2012_img_train_min.tar"
+MIN_MD5 = "bf3f7b41ca2ec88c2b7c44a5773e0d06"
+
+CLASS_DIR = re.compile(r"^n\d{8}$")
+IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")  # what im2rec packs
+DETECT_DEPTH = 3  # a train root at most this many folders below a search folder
+DOWNLOAD_TIMEOUT_S = 60  # per network operation; a stalled server fails instead of hanging
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TrainFolder:
+    root: Path
+    kind: str
+    classes: int
+
+    @property
+    def version(self) -> str:
+        return VERSIONS[self.kind]
+
+
+# ---------------------------------------------------------------- detection
+
+
+def class_dirs(root: Path) -> list[Path]:
+    try:
+        return sorted(e for e in root.iterdir() if CLASS_DIR.match(e.name) and e.is_dir())
+    except OSError:
+        return []
+
+
+def has_images(class_dir: Path) -> bool:
+    """True if the folder holds at least one image file; stops at the first one."""
+    try:
+        with os.scandir(class_dir) as entries:
+            return any(e.name.lower().endswith(IMAGE_SUFFIXES) and e.is_file() for e in entries)
+    except OSError:
+        return False
+
+
+def is_train_root(path: Path) -> bool:
+    """Class folders named like WordNet ids, the first of them holding an image."""
+    dirs = class_dirs(path)
+    return bool(dirs) and has_images(dirs[0])
+
+
+def find_train_roots(search_dirs: Iterable[str | Path], max_depth: int = DETECT_DEPTH) -> list[Path]:
+    """Train roots at most ``max_depth`` folders below each search folder.
+
+    Never descends into a train root or a class folder (ImageNet has 1.28 M
+    files there), skips hidden folders and visits each real folder once.
+    """
+    found: list[Path] = []
+    seen: set[str] = set()
+
+    def visit(path: Path, depth: int) -> None:
+        real = os.path.realpath(path)
+        if real in seen:
+            return
+        seen.add(real)
+        if is_train_root(path):
+            found.append(path)
+            return
+        if depth >= max_depth or CLASS_DIR.match(path.name):
+            return
+        try:
+            children = sorted(e for e in path.iterdir() if not e.name.startswith(".") and e.is_dir())
+        except OSError:
+            return
+        for child in children:
+            visit(child, depth + 1)
+
+    for d in search_dirs:
+        if str(d).strip() and Path(d).is_dir():
+            visit(Path(d), 0)
+    return found
+
+
+def read_marker(root: Path) -> dict:
+    try:
+        data = json.loads((root / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def describe(root: str | Path) -> TrainFolder:
+    """What a train root holds; raises UserError if it is not one."""
+    path = Path(root)
+    if not path.is_dir():
+        raise UserError(f"{path} is not a folder; point at an ImageNet train folder (class folders nXXXXXXXX/*.JPEG)")
+    if not is_train_root(path):
+        raise UserError(f"{path} is not an ImageNet train folder: no class folders named like n01440764 "
+                        f"holding images; pass the folder that contains them")
+    kind = read_marker(path).get("kind", KIND_IMAGENET)
+    if kind not in KINDS:
+        raise UserError(f"{path / MARKER} names an unknown dataset kind {kind!r}; valid ones: {', '.join(KINDS)}")
+    return TrainFolder(root=path, kind=kind, classes=len(class_dirs(path)))
+
+
+def write_marker(root: Path, kind: str, **details: object) -> None:
+    from .plan import write_json
+
+    write_json(root / MARKER, {"kind": kind, **details})
+
+
+# ---------------------------------------------------------------- install helpers
+
+
+def swap_in(staging: Path, final: Path) -> None:
+    """Replace ``final`` by the complete ``staging`` tree; an earlier ``final`` survives any failure before this."""
+    old = final.with_name(final.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staging, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def fresh_staging(dest: Path) -> Path:
+    """An empty staging folder in ``dest``; leftovers of killed earlier attempts are removed."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for stale in dest.glob(".staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = dest / f".staging-{os.getpid()}"
+    staging.mkdir()
+    return staging
+
+
+def _report(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def download(url: str, dest: Path, md5: str = "", timeout_s: float = DOWNLOAD_TIMEOUT_S,
+             progress: Callable[[str], None] | None = None) -> str:
+    """Stream ``url`` to ``dest`` and check it; returns the MD5. ``dest`` appears only when complete and verified."""
+    partial = dest.with_name(dest.name + ".partial")
+    request = urllib.request.Request(url, headers={"User-Agent": "reprokit"})
+    digest = hashlib.md5()
+    received = 0
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response, open(partial, "wb") as out:
+            if "text/html" in response.headers.get("Content-Type", ""):
+                raise UserError(f"{url} answered with a web page, not the archive (for a Dropbox link add ?dl=1); "
+                                f"give the archive's URL with --env.PACKAGE_URL=URL")
+            length = response.headers.get("Content-Length")
+            expected = int(length) if length and length.isdigit() else None
+            last = 0.0
+            while True:
+                chunk = response.read(CHUNK)
+                if not chunk:
+                    break
+                out.write(chunk)
+                digest.update(chunk)
+                received += len(chunk)
+                if time.monotonic() - last > 2:
+                    last = time.monotonic()
+                    total = f" of {expected / 1e6:.1f}" if expected else ""
+                    _report(progress, f"downloaded {received / 1e6:.1f}{total} MB")
+        if expected is not None and received != expected:
+            raise UserError(f"the download of {url} is truncated ({received} of {expected} bytes); retry, "
+                            f"or give a mirror with --env.PACKAGE_URL=URL")
+    except UserError:
+        partial.unlink(missing_ok=True)
+        raise
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        partial.unlink(missing_ok=True)
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"cannot download {url}: {reason}; check the URL or give a mirror with "
+                        f"--env.PACKAGE_URL=URL") from None
+    except http.client.HTTPException as exc:  # e.g. IncompleteRead: the connection ended early
+        partial.unlink(missing_ok=True)
+        raise UserError(f"the download of {url} broke off after {received} bytes ({type(exc).__name__}); retry, "
+                        f"or give a mirror with --env.PACKAGE_URL=URL") from None
+    got = digest.hexdigest()
+    if md5 and got != md5.lower():
+        partial.unlink(missing_ok=True)
+        raise UserError(f"checksum mismatch for {url}: MD5 {got}, expected {md5}; the file is corrupt or not the "
+                        f"expected one (a mirror's file needs its own --env.PACKAGE_MD5=MD5)")
+    os.replace(partial, dest)
+    return got
+
+
+def unpack(archive: Path, dest: Path) -> None:
+    """Extract a tar archive (any compression), refusing members that would land outside ``dest``."""
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        raise UserError(f"cannot unpack {archive.name}: {exc}; the archive is damaged or not a tar file") from None
+
+
+def fetch(url: str, md5: str, dest: Path, kind: str = KIND_MIN,
+          progress: Callable[[str], None] | None = None) -> TrainFolder:
+    """Download, verify and unpack a train-folder tarball into ``dest/train``; nothing changes there on failure."""
+    staging = fresh_staging(dest)
+    try:
+        archive = staging / "archive.tar"
+        _report(progress, f"downloading {url}")
+        download(url, archive, md5, progress=progress)
+        _report(progress, "checksum ok; unpacking")
+        unpacked = staging / "unpacked"
+        unpack(archive, unpacked)
+        archive.unlink()
+        roots = find_train_roots([unpacked])
+        if len(roots) != 1:
+            raise UserError(f"{url} holds {len(roots)} ImageNet train folders (class folders nXXXXXXXX with JPEGs), "
+                            f"expected exactly one")
+        write_marker(roots[0], kind, url=url, md5=md5)
+        final = dest / TRAIN_DIR
+        swap_in(roots[0], final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return describe(final)
+
+
+# ---------------------------------------------------------------- synthetic set
+
+
+def synthetic_wnid(index: int) -> str:
+    """Class folder names shaped like WordNet ids but outside ImageNet's (which all start n0 with a non-zero)."""
+    return f"n{index:08d}"
+
+
+def make_synthetic(dest: Path, classes: int = 10, images_per_class: int = 30, seed: int = 42,
+                   min_side: int = 96, max_side: int = 160, quality: int = 90) -> TrainFolder:
+    """A deterministic ImageNet-format train folder in ``dest/train``: same seed, same bytes.
+
+    Each class has its own colour and shape, drawn at a random size and place
+    on a noisy background, so a model can learn something from it. The folder
+    is built beside ``dest/train`` and swapped in when complete.
+    """
+    import random
+
+    from PIL import Image, ImageDraw
+
+    if classes < 1 or images_per_class < 1:
+        raise UserError(f"the synthetic set needs at least 1 class and 1 image per class, got {classes} and "
+                        f"{images_per_class}")
+    staging = fresh_staging(dest)
+    root = staging / TRAIN_DIR
+    try:
+        for label in range(classes):
+            wnid = synthetic_wnid(label)
+            (root / wnid).mkdir(parents=True)
+            rng = random.Random(seed * 100_003 + label)
+            colour = tuple(rng.randrange(40, 256) for _ in range(3))
+            for number in range(1, images_per_class + 1):
+                width, height = rng.randint(min_side, max_side), rng.randint(min_side, max_side)
+                background = tuple(rng.randrange(0, 256) for _ in range(3))
+                image = Image.new("RGB", (width, height), background)
+                draw = ImageDraw.Draw(image)
+                for _ in range(40):  # speckle noise
+                    x, y = rng.randrange(width), rng.randrange(height)
+                    draw.point((x, y), fill=tuple(rng.randrange(256) for _ in range(3)))
+                w, h = rng.randint(width // 3, width - 8), rng.randint(height // 3, height - 8)
+                x, y = rng.randint(0, width - w), rng.randint(0, height - h)
+                box = (x, y, x + w, y + h)
+                (draw.ellipse if label % 2 else draw.rectangle)(box, fill=colour)
+                image.save(root / wnid / f"{wnid}_{number}.JPEG", "JPEG", quality=quality)
+        write_marker(root, KIND_SYNTHETIC, classes=classes, images_per_class=images_per_class, seed=seed,
+                     note="generated by reprokit.datasets; NOT ImageNet")
+        swap_in(root, dest / TRAIN_DIR)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return describe(dest / TRAIN_DIR)
+
+
+# ---------------------------------------------------------------- registered datasets
+
+TRAIN_ENV = "CK_ENV_DATASET_IMAGENET_TRAIN"  # env prefix of soft:dataset.imagenet.train
+TRAIN_TAGS = "dataset,imagenet,train,raw"
+RECORDIO_ENV = "CK_ENV_DATASET_IMAGENET_TRAIN_P3"  # env prefix of soft:dataset.imagenet.train.p3
+RECORDIO_TAGS = "dataset,imagenet,train-p3"  # the original program's dependency: dataset,imagenet,raw,train-p3
+RANK = {KIND_IMAGENET: 2, KIND_MIN: 1, KIND_SYNTHETIC: 0}  # when several are registered, the most real one wins
+DATA_MODES = ("auto", "synthetic", "recordio")
+TRAIN_INSTALL_HINT = ("install one with: ck install package:imagenet-2012-train-synthetic --quiet (synthetic, "
+                      "a few MB), ck install package:imagenet-2012-train-min --quiet, or register a folder with: "
+                      "ck detect soft:dataset.imagenet.train --search_dirs=DIR --quiet")
+RECORDIO_INSTALL = "ck install package:dataset-imagenet-2012-train-p3 --quiet"
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """A CK env entry, reduced to what the choice needs."""
+    uid: str
+    alias: str
+    variables: dict
+
+
+@dataclass(frozen=True)
+class RecordioData:
+    """A converted train set a run reads (ImageRecordIter)."""
+    name: str  # the result's data field: imagenet, imagenet-min or imagenet-synthetic
+    rec: str
+    idx: str
+    images: int
+    classes: int
+    env_uid: str
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    def train_args(self) -> list[str]:
+        return ["--data-train", self.rec, "--data-train-idx", self.idx, "--data-images", str(self.images)]
+
+
+def _pinned(entries: list[EnvEntry], pinned: str, key: str, tags: str) -> list[EnvEntry]:
+    if not pinned:
+        return entries
+    found = [e for e in entries if pinned in (e.uid, e.alias)]
+    if not found:
+        raise UserError(f"{key}={pinned} is not a registered env entry with tags {tags}; list them with: "
+                        f"ck show env --tags={tags}")
+    return found
+
+
+def choose_train_folder(entries: list[EnvEntry], pinned: str = "") -> TrainFolder:
+    """The train folder to convert: pinned by IMAGENET_TRAIN_ENV=UID, else the most real registered one."""
+    usable = []
+    for entry in _pinned(entries, pinned, "IMAGENET_TRAIN_ENV", TRAIN_TAGS):
+        try:
+            usable.append((entry, describe(entry.variables.get(TRAIN_ENV, ""))))
+        except UserError:
+            continue  # its folder was removed
+    if not usable:
+        if pinned:
+            raise UserError(f"the folder of env {pinned} is gone; register it again or pin another with "
+                            f"--env.IMAGENET_TRAIN_ENV=UID")
+        raise UserError(f"no ImageNet train folder is registered (CK env with tags {TRAIN_TAGS}); {TRAIN_INSTALL_HINT}")
+    return max(usable, key=lambda pair: RANK[pair[1].kind])[1]
+
+
+def choose_recordio(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> RecordioData | None:
+    """The converted train set a run reads, or None for synthetic batches.
+
+    ``mode`` (--env.DATA): auto (default) reads a registered conversion if there is
+    one; synthetic never does; recordio requires one. ``pinned`` (--env.DATASET_ENV)
+    picks a conversion by env UID; otherwise the most real kind, then the newest.
+    """
+    mode = mode.strip() or "auto"
+    if mode not in DATA_MODES:
+        raise UserError(f"unknown DATA {mode!r}; valid ones: {', '.join(DATA_MODES)}")
+    if mode == "synthetic":
+        if pinned:
+            raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
+        return None
+    usable = []
+    for entry in _pinned(entries, pinned, "DATASET_ENV", RECORDIO_TAGS):
+        v = entry.variables
+        rec, idx = v.get(f"{RECORDIO_ENV}_REC", ""), v.get(f"{RECORDIO_ENV}_IDX", "")
+        kind = v.get(f"{RECORDIO_ENV}_KIND", "")
+        if not (rec and idx and os.path.isfile(rec) and os.path.isfile(idx)) or kind not in RANK:
+            continue  # removed, or not one of ours
+        data = RecordioData(name=kind, rec=rec, idx=idx, images=int(v.get(f"{RECORDIO_ENV}_IMAGES", "0") or 0),
+                            classes=int(v.get(f"{RECORDIO_ENV}_CLASSES", "0") or 0), env_uid=entry.uid)
+        usable.append(((RANK[kind], v.get(f"{RECORDIO_ENV}_CONVERTED_AT", "")), data))
+    if usable:
+        return max(usable, key=lambda pair: pair[0])[1]
+    if pinned:
+        raise UserError(f"the RecordIO files of env {pinned} are gone; convert again with: {RECORDIO_INSTALL}")
+    if mode == "recordio":
+        raise UserError(f"DATA=recordio needs a converted ImageNet train set (CK env with tags {RECORDIO_TAGS}); "
+                        f"convert one with: {RECORDIO_INSTALL}")
+    return None
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reprokit.datasets", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fetch", help="download, verify and unpack a train-folder tarball")
+    f.add_argument("--url", required=True)
+    f.add_argument("--md5", default="")
+    f.add_argument("--dest", required=True, type=Path)
+    f.add_argument("--kind", default=KIND_MIN, choices=KINDS)
+    s = sub.add_parser("synthetic", help="generate the deterministic synthetic train set")
+    s.add_argument("--dest", required=True, type=Path)
+    s.add_argument("--classes", type=int, default=10)
+    s.add_argument("--images-per-class", type=int, default=30)
+    s.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up the staging folder on SIGTERM too
+
+    def say(message: str) -> None:
+        print(f"dataset: {message}", flush=True)
+
+    try:
+        if args.command == "fetch":
+            folder = fetch(args.url, args.md5, args.dest, args.kind, progress=say)
+        else:
+            folder = make_synthetic(args.dest, args.classes, args.images_per_class, args.seed)
+    except UserError as exc:
+        print(f"dataset: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("dataset: error: interrupted; nothing was installed", file=sys.stderr, flush=True)
+        return 130
+    say(f"{folder.kind} train folder with {folder.classes} classes at {folder.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""Convert an ImageNet train folder to MXNet RecordIO, as the original workflow's im2rec steps did.
+
+    <engine python> -m reprokit.recordio --source TRAIN_ROOT --dest DIR [--threads N]
+
+Runs in the MXNet engine's interpreter (it needs mxnet and cv2) and reuses
+the engine's own ``mxnet/tools/im2rec.py`` for the two steps the original
+package ran::
+
+    im2rec.py --list --recursive --train-ratio 0.95 imagenet1k TRAIN_ROOT
+    im2rec.py --resize 480 --quality 95 --num-thread N imagenet1k TRAIN_ROOT
+
+so the lists, labels (class folders in sorted order), resizing (shorter edge)
+and JPEG encoding are MXNet's. What it adds: a progress bar, worker processes
+that are always torn down, a per-image time limit, and atomic output: all
+files are written into ``DIR/recordio.partial`` and swapped in as
+``DIR/recordio`` only when complete, with ``recordio.json`` (what was
+converted, how) written last. An interrupted conversion leaves at most a
+``.partial`` folder that nothing registers and the next attempt removes.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TextIO
+
+from .errors import UserError
+
+OUTPUT_DIR = "recordio"
+MANIFEST = "recordio.json"
+PREFIX = "imagenet1k"  # the original workflow's file names: imagenet1k_train.rec, imagenet1k_val.rec
+LABELS = "labels.txt"
+TRAIN_RATIO = 0.95
+RESIZE = 480
+QUALITY = 95
+IMAGE_TIMEOUT_S = 120  # one image; a worker stuck longer fails the conversion
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str  # train or val
+    rec: str
+    idx: str
+    lst: str
+    images: int
+    skipped: int
+
+
+def load_im2rec() -> ModuleType:
+    """MXNet's own tools/im2rec.py from the engine's site-packages, imported as a module."""
+    try:
+        import cv2  # noqa: F401  (im2rec and mx.recordio.pack_img encode with OpenCV)
+    except ImportError:
+        raise UserError(f"the MXNet engine at {sys.prefix} has no OpenCV (cv2), which im2rec needs; reinstall it "
+                        f"with: ck install package:lib-mxnet --quiet") from None
+    import mxnet
+
+    path = Path(mxnet.__file__).parent / "tools" / "im2rec.py"
+    if not path.exists():
+        raise UserError(f"{path} is missing from the MXNet engine; reinstall it with: ck install package:lib-mxnet --quiet")
+    spec = importlib.util.spec_from_file_location("mxnet_im2rec", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def list_args(source: Path, prefix: Path, train_ratio: float) -> argparse.Namespace:
+    """im2rec's options for ``--list --recursive --train-ratio R`` (shuffled with its fixed seed)."""
+    return argparse.Namespace(root=str(source), prefix=str(prefix), recursive=True, exts=[".jpeg", ".jpg", ".png"],
+                              chunks=1, train_ratio=train_ratio, test_ratio=0.0, shuffle=True)
+
+
+def pack_args(source: Path, resize: int, quality: int) -> argparse.Namespace:
+    """im2rec's options for ``--resize R --quality Q`` (JPEG, colour, no crop)."""
+    return argparse.Namespace(root=str(source), pass_through=False, resize=resize, center_crop=False,
+                              quality=quality, color=1, encoding=".jpg", pack_label=False)
+
+
+class Progress:
+    """A progress bar on a terminal; on a pipe, a line every 10 %."""
+
+    def __init__(self, total: int, label: str, out: TextIO = sys.stderr):
+        self.total, self.label, self.out = total, label, out
+        self.tty = out.isatty()
+        self.started = time.monotonic()
+        self.last_draw = 0.0
+        self.last_tenth = -1
+
+    def line(self, done: int) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = done / elapsed
+        eta = (self.total - done) / rate if rate > 0 else 0.0
+        filled = int(30 * done / self.total) if self.total else 30
+        return (f"{self.label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} images, "
+                f"{rate:.1f} images/s, ETA {eta:.0f} s")
+
+    def update(self, done: int) -> None:
+        if self.tty:
+            now = time.monotonic()
+            if now - self.last_draw > 0.2 or done == self.total:
+                self.last_draw = now
+                self.out.write("\r" + self.line(done))
+                if done == self.total:
+                    self.out.write("\n")
+                self.out.flush()
+        else:
+            tenth = 10 * done // self.total if self.total else 10
+            if tenth > self.last_tenth:
+                self.last_tenth = tenth
+                print(self.line(done), file=self.out, flush=True)
+
+
+class _Collect:
+    """Stands in for im2rec's output queue: image_encode puts one (i, record, item) into it."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+
+    def put(self, value: Any) -> None:
+        self.items.append(value)
+
+
+_WORKER: dict = {}  # per worker process: im2rec module and options
+
+
+def _init_worker(args: argparse.Namespace) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it terminates the pool
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER["im2rec"] = load_im2rec()
+    _WORKER["args"] = args
+
+
+def _encode(job: tuple[int, list]) -> tuple[int, bytes | None, str]:
+    """One image through im2rec's own image_encode (read, resize, JPEG, header); None if unreadable."""
+    i, item = job
+    out = _Collect()
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):  # im2rec prints per-image errors
+        _WORKER["im2rec"].image_encode(_WORKER["args"], i, item, out)
+    _, record, _ = out.items[0]
+    lines = said.getvalue().strip().splitlines()
+    return i, record, lines[-1] if record is None and lines else ""
+
+
+def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace, threads: int,
+         label: str) -> Part:
+    """Pack every image of ``lst`` into ``<lst stem>.rec``/``.idx`` in list order; unreadable images are skipped."""
+    import mxnet as mx
+
+    items = list(im2rec.read_list(str(lst)))
+    rec, idx = out_dir / (lst.stem + ".rec"), out_dir / (lst.stem + ".idx")
+    writer = mx.recordio.MXIndexedRecordIO(str(idx), str(rec), "w")
+    progress = Progress(len(items), label)
+    skipped: list[str] = []
+    pool = None
+    try:
+        if threads > 1:
+            # fork: the workers inherit the loaded engine instead of importing it again
+            pool = multiprocessing.get_context("fork").Pool(threads, initializer=_init_worker, initargs=(args,))
+            results = pool.imap(_encode, enumerate(items))  # chunksize 1: only its iterator takes a timeout
+            next_result = lambda: results.next(timeout=IMAGE_TIMEOUT_S)  # noqa: E731
+        else:
+            _init_worker(args)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            jobs = iter(enumerate(items))
+            next_result = lambda: _encode(next(jobs))  # noqa: E731
+        progress.update(0)
+        for done in range(1, len(items) + 1):
+            try:
+                i, record, problem = next_result()
+            except multiprocessing.TimeoutError:
+                raise UserError(f"a conversion worker took more than {IMAGE_TIMEOUT_S} s on one image "
+                                f"(near {items[done - 1][1]}); stopped") from None
+            if record is None:
+                skipped.append(f"{items[i][1]}{': ' + problem if problem else ''}")
+            else:
+                writer.write_idx(items[i][0], record)
+            progress.update(done)
+    finally:
+        writer.close()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    if skipped:
+        print(f"recordio: warning: skipped {len(skipped)} unreadable image(s) in {lst.name}, e.g. {skipped[0]}",
+              file=sys.stderr, flush=True)
+    if len(skipped) == len(items) and items:
+        raise UserError(f"none of the {len(items)} images in {lst.name} could be read (e.g. {skipped[0]})")
+    return Part(name=label, rec=rec.name, idx=idx.name, lst=lst.name, images=len(items) - len(skipped),
+                skipped=len(skipped))
+
+
+def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: float = TRAIN_RATIO,
+            resize: int = RESIZE, quality: int = QUALITY) -> dict:
+    """Convert ``source`` into ``dest/recordio``; returns the manifest. ``dest/recordio`` changes only on success."""
+    from .datasets import class_dirs, is_train_root, swap_in
+
+    if not is_train_root(source):
+        raise UserError(f"{source} is not an ImageNet train folder (class folders nXXXXXXXX holding images)")
+    if not 0 < train_ratio <= 1:
+        raise UserError(f"the train ratio must be in (0, 1], got {train_ratio}; fix it with --env.TRAIN_RATIO=R")
+    if threads < 1:
+        raise UserError(f"the number of threads must be at least 1, got {threads}; fix it with --env.NUM_THREADS=N")
+    im2rec = load_im2rec()
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = dest / (OUTPUT_DIR + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    started = time.monotonic()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as mapping:  # im2rec prints "class_folder label" per class
+            im2rec.make_list(list_args(source, staging / PREFIX, train_ratio))
+        (staging / LABELS).write_text(mapping.getvalue())
+        args = pack_args(source, resize, quality)
+        parts = []
+        for name in ("train", "val"):
+            lst = staging / f"{PREFIX}_{name}.lst"
+            if not lst.exists():  # train ratio 1: im2rec writes PREFIX.lst only
+                if name == "val":
+                    continue
+                os.replace(staging / f"{PREFIX}.lst", lst)
+            parts.append(pack(im2rec, lst, staging, args, threads, name))
+        seconds = time.monotonic() - started
+        images = sum(p.images for p in parts)
+        manifest = {
+            "kind": kind, "source": str(source), "classes": len(class_dirs(source)),
+            "train_ratio": train_ratio, "resize": resize, "quality": quality, "threads": threads,
+            "parts": {p.name: asdict(p) for p in parts}, "images": images,
+            "seconds": round(seconds, 3), "images_per_sec": round(images / seconds, 2) if seconds else None,
+            "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")  # last: marks completion
+        swap_in(staging, dest / OUTPUT_DIR)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+def read_manifest(dest: str | Path) -> dict:
+    """The manifest of a finished conversion under ``dest`` (its install folder or its recordio folder)."""
+    path = Path(dest)
+    if path.name != OUTPUT_DIR:
+        path = path / OUTPUT_DIR
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise UserError(f"{path} holds no finished conversion ({MANIFEST} is missing); convert again with: "
+                        f"ck install package:dataset-imagenet-2012-train-p3 --quiet") from None
+    for part in manifest.get("parts", {}).values():
+        for key in ("rec", "idx"):
+            part[key] = str(path / part[key])
+            if not os.path.exists(part[key]):
+                raise UserError(f"{part[key]} is missing; convert again with: "
+                                f"ck install package:dataset-imagenet-2012-train-p3 --quiet")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reprokit.recordio", description=__doc__.splitlines()[0])
+    parser.add_argument("--source", required=True, type=Path, help="the ImageNet train folder")
+    parser.add_argument("--dest", required=True, type=Path, help="the install folder; output goes to DEST/recordio")
+    parser.add_argument("--kind", default="imagenet", help="what the source is (imagenet, imagenet-min, ...)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--train-ratio", type=float, default=TRAIN_RATIO)
+    parser.add_argument("--resize", type=int, default=RESIZE)
+    parser.add_argument("--quality", type=int, default=QUALITY)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # tear the workers down and drop the partial output
+    try:
+        manifest = convert(args.source, args.dest, args.kind, args.threads, args.train_ratio, args.resize,
+                           args.quality)
+    except UserError as exc:
+        print(f"recordio: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("recordio: error: interrupted; no partial output was kept", file=sys.stderr, flush=True)
+        return 130
+    parts = ", ".join(f"{p['name']} {p['images']}" for p in manifest["parts"].values())
+    print(f"recordio: converted {manifest['images']} images ({parts}) of {manifest['kind']} in "
+          f"{manifest['seconds']:.1f} s ({manifest['images_per_sec']} images/s, {args.threads} thread(s)) "
+          f"into {args.dest / OUTPUT_DIR}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
