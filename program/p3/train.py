@@ -12,6 +12,7 @@ and the original artifact's logs alike.
 import argparse
 import hashlib
 import logging
+import os
 import sys
 import time
 
@@ -45,6 +46,9 @@ def parse_args(argv):
     parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
                         help="1: layers nearer the input first; 0: every slice priority 0")
     parser.add_argument("--save-params", default="", help="rank 0 saves its trainable parameters here (.npz)")
+    parser.add_argument("--data-train", default="", help="RecordIO train set (.rec); empty: synthetic batches")
+    parser.add_argument("--data-train-idx", default="", help="its index (.idx)")
+    parser.add_argument("--data-images", type=int, default=0, help="records in --data-train (one epoch)")
     return parser.parse_args(argv)
 
 
@@ -56,6 +60,78 @@ def synthetic_batches(batch_size, shape, num_classes, seed, count=4):
          mx.nd.array(rng.randint(0, num_classes, (batch_size,)).astype("float32")))
         for _ in range(count)
     ]
+
+
+class SyntheticData:
+    """Fixed random batches; an epoch of ``num_batches`` cycles through them."""
+
+    def __init__(self, args, shape, rank):
+        self.batches = synthetic_batches(args.batch_size, shape, args.num_classes, args.seed + rank)
+
+    def first(self):
+        return self.batches[0][0]
+
+    def epoch_batches(self, global_batch):
+        return IMAGENET_TRAIN_IMAGES // global_batch
+
+    def take(self, num_batches):
+        for nbatch in range(num_batches):
+            yield self.batches[nbatch % len(self.batches)]
+
+
+class RecordData:
+    """ImageRecordIter over a converted train set, as MXNet's train_imagenet.py reads ImageNet.
+
+    Each worker reads its own part of the file. Parts differ in size, and every
+    worker must run the same number of batches (dist_sync waits for all), so an
+    epoch is a fixed number of batches: the records over the global batch. A
+    worker whose part runs out starts its part again.
+    """
+
+    def __init__(self, args, shape, kv, threads):
+        height = shape[1]
+        self.images = args.data_images
+        self.iterator = mx.io.ImageRecordIter(
+            path_imgrec=args.data_train, path_imgidx=args.data_train_idx, data_shape=shape,
+            batch_size=args.batch_size, num_parts=kv.num_workers, part_index=kv.rank,
+            resize=height * 256 // 224,  # shorter edge, then a random crop: 256 for 224, 341 for 299
+            rand_crop=True, rand_mirror=True, shuffle=True, seed=args.seed + kv.rank, round_batch=True,
+            mean_r=123.68, mean_g=116.779, mean_b=103.939, std_r=58.393, std_g=57.12, std_b=57.375,
+            preprocess_threads=threads)
+        self.pending = None
+
+    def _next(self):
+        try:
+            batch = self.iterator.next()
+        except StopIteration:
+            self.iterator.reset()
+            batch = self.iterator.next()
+        cpu = mx.cpu()  # the iterator hands out pinned memory; the network's parameters live on cpu(0)
+        return batch.data[0].as_in_context(cpu), batch.label[0].as_in_context(cpu)
+
+    def first(self):
+        self.pending = self._next()
+        return self.pending[0]
+
+    def epoch_batches(self, global_batch):
+        return max(1, self.images // global_batch)
+
+    def take(self, num_batches):
+        for _ in range(num_batches):
+            if self.pending is not None:
+                batch, self.pending = self.pending, None
+            else:
+                batch = self._next()
+            yield batch
+
+
+def open_data(args, shape, kv):
+    if not args.data_train:
+        return SyntheticData(args, shape, kv.rank)
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
+    logging.info("data: %s (%d images), ImageRecordIter part %d of %d", args.data_train, args.data_images,
+                 kv.rank, kv.num_workers)
+    return RecordData(args, shape, kv, threads)
 
 
 class P3Sync:
@@ -152,12 +228,12 @@ def main(argv=None):
     net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
     net.hybridize(static_alloc=True)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batches = synthetic_batches(args.batch_size, shape, args.num_classes, args.seed + kv.rank)
+    data = open_data(args, shape, kv)
     global_batch = args.batch_size * kv.num_workers
     sgd = {"learning_rate": args.lr, "momentum": 0.9, "wd": 1e-4}
     if args.variant == "p3":
         # Shapes are known only after a first forward pass (deferred initialisation).
-        net(batches[0][0])
+        net(data.first())
         sync = P3Sync(kv, net, mx.optimizer.SGD(rescale_grad=1.0 / global_batch, **sgd),
                       args.p3_slice_size, args.p3_priority)
         logging.info("P3: %d slices of at most %s elements, priority %s", len(sync.slices),
@@ -168,17 +244,16 @@ def main(argv=None):
 
         def step():
             trainer.step(global_batch)
-    num_batches = args.num_batches or IMAGENET_TRAIN_IMAGES // global_batch
+    num_batches = args.num_batches or data.epoch_batches(global_batch)
 
     metric = mx.metric.Accuracy()
     speedometer = mx.callback.Speedometer(args.batch_size, args.disp_batches, auto_reset=True)
     for epoch in range(args.num_epochs):
         tic = time.time()
         metric.reset()
-        for nbatch in range(num_batches):
-            data, label = batches[nbatch % len(batches)]
+        for nbatch, (images, label) in enumerate(data.take(num_batches)):
             with autograd.record():
-                output = net(data)
+                output = net(images)
                 loss = loss_fn(output, label)
             loss.backward()
             step()
