@@ -125,9 +125,10 @@ def _spec(i: dict, run_dir: Path) -> dict:
     cluster_data = _cluster_config(i)
     settings = run_settings.resolve(cmd_key, env, default_profile="smoke" if cluster_data is None else "paper")
     engine = find_engine(i["ck_kernel"], env)
+    data = _image_data(i["ck_kernel"], env, settings, engine)
     common = dict(
         run_id=uuid.uuid4().hex,
-        command=[engine.python, TRAIN_SCRIPT.name, *settings.train_args()],
+        command=[engine.python, TRAIN_SCRIPT.name, *settings.train_args(), *(data.train_args() if data else [])],
         files=[str(f) for f in ENGINE_FILES],
         timeout_s=settings.timeout_s,
     )
@@ -157,6 +158,7 @@ def _spec(i: dict, run_dir: Path) -> dict:
             **common,
         )
         spec["cluster"] = cluster_data
+    spec["data"] = data.to_dict() if data else {"name": "synthetic"}
     spec["plan"] = plan.to_dict()
     return spec
 
@@ -239,7 +241,9 @@ def cluster_check(i: dict, ck: Any) -> dict:
                 raise
             python = ""
         port = run_settings.resolve_port(str(i.get("port", ""))) or 0
-        checks = check_cluster(cluster, python, [], scheduler_port=port)
+        data = find_image_data(ck, {"DATA": i.get("data", ""), "DATASET_ENV": i.get("dataset_env", "")})
+        # The converted train set must be at the same path on every host.
+        checks = check_cluster(cluster, python, [os.path.dirname(data.rec)] if data else [], scheduler_port=port)
     except UserError as exc:
         return {"return": 1, "error": str(exc)}
     print(table(checks), flush=True)
@@ -435,3 +439,10 @@ def find_image_data(ck: Any, env: dict) -> "Any":
 
     return choose_recordio(_env_list(ck, RECORDIO_TAGS), str(env.get("DATA", "")),
                            str(env.get("DATASET_ENV", "")).strip())
+
+
+def _image_data(ck: Any, env: dict, settings: Any, engine: Any) -> Any:
+    """Only our image-classification script reads a converted train set (not Sockeye, not the artifact's scripts)."""
+    if getattr(settings, "script", "train.py") != "train.py" or getattr(engine, "is_artifact", False):
+        return None
+    return find_image_data(ck, env)

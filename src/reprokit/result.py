@@ -29,7 +29,7 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
         **({"p3_slice_size": settings["p3_slice_size"], "p3_priority": settings["p3_priority"]}
            if spec["variant"] == "p3" else {}),
         "engine": spec["engine"]["name"],
-        "data": "synthetic",
+        "data": spec.get("data", {}).get("name", "synthetic"),  # or imagenet, imagenet-min, ...
         "hosts": plan.hosts,
         "run_id": plan.run_id,
         "wall_time_s": round(outcome.wall_s, 3),
