@@ -1,0 +1,75 @@
+"""Loopback stand-ins for download servers that tests cannot reach (Dropbox for the ImageNet subset)."""
+import http.server
+import io
+import tarfile
+import threading
+from pathlib import Path
+
+from reprokit.datasets import MARKER, make_synthetic
+
+
+class FileServer:
+    """http.server on 127.0.0.1 (a free port) in a thread, serving bytes registered by name.
+
+    ``add_truncated`` announces more bytes than it sends and closes the connection,
+    as a server that dies mid-download does.
+    """
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[bytes, str, int | None]] = {}
+        files = self.files
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                entry = files.get(self.path.lstrip("/"))
+                if entry is None:
+                    self.send_error(404)
+                    return
+                body, content_type, claimed = entry
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(claimed or len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                if claimed:
+                    self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def add(self, name: str, body: bytes, content_type: str = "application/x-tar") -> None:
+        self.files[name] = (body, content_type, None)
+
+    def add_truncated(self, name: str, body: bytes, claimed: int) -> None:
+        self.files[name] = (body, "application/x-tar", claimed)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/{name}"
+
+    def __enter__(self) -> "FileServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+def imagenet_like_tarball(work: Path) -> bytes:
+    """A tar shaped like ILSVRC2012_img_train_min.tar: a top folder of class folders with JPEGs.
+
+    Its first class is n01440764 with the sample file n01440764_10026.JPEG, as in the original.
+    """
+    root = make_synthetic(work, classes=3, images_per_class=2, seed=3).root
+    (root / MARKER).unlink()
+    first = root / "n00000000"
+    first.rename(root / "n01440764")
+    (root / "n01440764" / "n00000000_1.JPEG").rename(root / "n01440764" / "n01440764_10026.JPEG")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(root, arcname="ILSVRC2012_img_train_min")
+    return buffer.getvalue()

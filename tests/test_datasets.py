@@ -1,0 +1,180 @@
+"""ImageNet-format train folders without CK: the synthetic set, bounded detection, downloads, dataset choice."""
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from reprokit import datasets
+from reprokit.datasets import (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC, RECORDIO_ENV, TRAIN_ENV, EnvEntry,
+                               choose_recordio, choose_train_folder, describe, download, fetch, find_train_roots,
+                               make_synthetic)
+from reprokit.errors import UserError
+from loopback import FileServer, imagenet_like_tarball
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_synthetic_set_is_deterministic_small_and_shaped_like_imagenet(tmp_path):
+    first = make_synthetic(tmp_path / "a", classes=4, images_per_class=5, seed=7)
+    again = make_synthetic(tmp_path / "b", classes=4, images_per_class=5, seed=7)
+    other = make_synthetic(tmp_path / "c", classes=4, images_per_class=5, seed=8)
+    assert tree_digest(first.root) == tree_digest(again.root)
+    assert tree_digest(first.root) != tree_digest(other.root)
+    assert (first.kind, first.classes) == (KIND_SYNTHETIC, 4)
+    images = sorted(first.root.glob("*/*"))
+    assert len(images) == 20
+    for image in images:
+        wnid = image.parent.name
+        assert wnid.startswith("n") and len(wnid) == 9 and wnid[1:].isdigit()
+        assert image.name.startswith(wnid + "_") and image.suffix == ".JPEG"
+        with Image.open(image) as decoded:
+            assert decoded.format == "JPEG" and decoded.mode == "RGB"
+    assert json.loads((first.root / datasets.MARKER).read_text())["kind"] == KIND_SYNTHETIC
+    # The package's default (10 classes of 30) stays a few MB.
+    default = make_synthetic(tmp_path / "d")
+    assert sum(p.stat().st_size for p in default.root.rglob("*")) < 5_000_000
+
+
+def test_a_new_synthetic_set_replaces_the_old_one_whole(tmp_path):
+    make_synthetic(tmp_path, classes=3, images_per_class=2)
+    make_synthetic(tmp_path, classes=2, images_per_class=2)
+    assert describe(tmp_path / "train").classes == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["train"]  # no staging or .old left
+
+
+def test_detection_search_is_bounded_and_never_enters_class_folders(tmp_path):
+    shallow = make_synthetic(tmp_path / "data" / "imagenet", classes=2, images_per_class=1).root  # depth 2
+    deep = make_synthetic(tmp_path / "data" / "a" / "b" / "c", classes=2, images_per_class=1).root  # depth 4
+    # A train folder inside a class folder would only be found by a walk through the class folders.
+    make_synthetic(shallow / "n00000000" / "nested", classes=2, images_per_class=1)
+    (tmp_path / "data" / "empty" / "n12345678").mkdir(parents=True)  # a class-like folder without images
+    assert find_train_roots([tmp_path / "data"]) == [shallow]
+    assert sorted(find_train_roots([tmp_path / "data"], max_depth=4)) == sorted([deep, shallow])
+    assert find_train_roots([tmp_path / "missing"]) == []
+
+
+def test_describe_refuses_a_folder_without_class_folders(tmp_path):
+    with pytest.raises(UserError, match="not an ImageNet train folder"):
+        describe(tmp_path)
+
+
+@pytest.fixture
+def server(tmp_path):
+    with FileServer() as srv:
+        yield srv
+
+
+def test_download_streams_and_verifies_the_md5(server, tmp_path):
+    payload = b"x" * 3_000_000
+    server.add("file.bin", payload)
+    dest = tmp_path / "file.bin"
+    md5 = hashlib.md5(payload).hexdigest()
+    assert download(server.url("file.bin"), dest, md5) == md5
+    assert dest.read_bytes() == payload
+
+
+@pytest.mark.parametrize("name, md5, message", [
+    ("file.bin", "0" * 32, "checksum mismatch"),
+    ("truncated.bin", "", "truncated|broke off"),
+    ("page.html", "", "web page"),
+    ("missing.bin", "", "cannot download"),
+])
+def test_a_failed_download_leaves_no_file(server, tmp_path, name, md5, message):
+    server.add("file.bin", b"payload")
+    server.add_truncated("truncated.bin", b"y" * 1000, claimed=5000)
+    server.add("page.html", b"<html>preview</html>", content_type="text/html")
+    dest = tmp_path / "out.bin"
+    with pytest.raises(UserError, match=message):
+        download(server.url(name), dest, md5)
+    assert list(tmp_path.glob("out.bin*")) == []
+
+
+def test_fetch_unpacks_the_train_folder_and_marks_it_as_the_min_subset(server, tmp_path):
+    tarball = imagenet_like_tarball(tmp_path / "src")
+    server.add("ILSVRC2012_img_train_min.tar", tarball)
+    folder = fetch(server.url("ILSVRC2012_img_train_min.tar"), hashlib.md5(tarball).hexdigest(), tmp_path / "inst")
+    assert folder.root == tmp_path / "inst" / "train"
+    assert (folder.kind, folder.classes) == (KIND_MIN, 3)
+    assert (folder.root / "n01440764" / "n01440764_10026.JPEG").is_file()
+    assert [p.name for p in (tmp_path / "inst").iterdir()] == ["train"]
+
+
+def test_a_failed_fetch_keeps_the_earlier_install(server, tmp_path):
+    tarball = imagenet_like_tarball(tmp_path / "src")
+    server.add("good.tar", tarball)
+    server.add("bad.tar", tarball[: len(tarball) // 2])
+    fetch(server.url("good.tar"), hashlib.md5(tarball).hexdigest(), tmp_path / "inst")
+    before = tree_digest(tmp_path / "inst")
+    with pytest.raises(UserError, match="checksum mismatch"):
+        fetch(server.url("bad.tar"), hashlib.md5(tarball).hexdigest(), tmp_path / "inst")
+    assert tree_digest(tmp_path / "inst") == before
+
+
+def test_unpack_refuses_members_outside_the_folder(tmp_path):
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    with pytest.raises(UserError, match="cannot unpack"):
+        datasets.unpack(archive, tmp_path / "out")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def recordio_entry(tmp_path: Path, uid: str, kind: str, converted_at: str = "2026-01-01T00:00:00+00:00") -> EnvEntry:
+    folder = tmp_path / uid
+    folder.mkdir()
+    for name in ("t.rec", "t.idx"):
+        (folder / name).write_bytes(b"")
+    return EnvEntry(uid=uid, alias=uid, variables={
+        f"{RECORDIO_ENV}_REC": str(folder / "t.rec"), f"{RECORDIO_ENV}_IDX": str(folder / "t.idx"),
+        f"{RECORDIO_ENV}_KIND": kind, f"{RECORDIO_ENV}_IMAGES": "95", f"{RECORDIO_ENV}_CLASSES": "10",
+        f"{RECORDIO_ENV}_CONVERTED_AT": converted_at})
+
+
+def test_the_most_real_then_newest_conversion_is_read(tmp_path):
+    synthetic = recordio_entry(tmp_path, "s1", KIND_SYNTHETIC, "2026-03-01T00:00:00+00:00")
+    old_min = recordio_entry(tmp_path, "m1", KIND_MIN, "2026-01-01T00:00:00+00:00")
+    new_min = recordio_entry(tmp_path, "m2", KIND_MIN, "2026-02-01T00:00:00+00:00")
+    chosen = choose_recordio([synthetic, old_min, new_min])
+    assert (chosen.name, chosen.env_uid, chosen.images) == (KIND_MIN, "m2", 95)
+    assert chosen.train_args() == ["--data-train", chosen.rec, "--data-train-idx", chosen.idx, "--data-images", "95"]
+    assert choose_recordio([synthetic, new_min], pinned="s1").name == KIND_SYNTHETIC
+    assert choose_recordio([synthetic], mode="synthetic") is None
+    assert choose_recordio([]) is None
+
+
+def test_dataset_choice_refuses_bad_input_in_one_line(tmp_path):
+    entry = recordio_entry(tmp_path, "s1", KIND_SYNTHETIC)
+    with pytest.raises(UserError, match="unknown DATA 'imagenet'; valid ones: auto, synthetic, recordio"):
+        choose_recordio([entry], mode="imagenet")
+    with pytest.raises(UserError, match="DATASET_ENV=nope is not a registered env entry"):
+        choose_recordio([entry], pinned="nope")
+    with pytest.raises(UserError, match="DATA=recordio needs a converted ImageNet train set"):
+        choose_recordio([], mode="recordio")
+    with pytest.raises(UserError, match="drop one of them"):
+        choose_recordio([entry], mode="synthetic", pinned="s1")
+    Path(entry.variables[f"{RECORDIO_ENV}_REC"]).unlink()
+    assert choose_recordio([entry]) is None  # removed files: not usable, synthetic batches instead
+    with pytest.raises(UserError, match="files of env s1 are gone"):
+        choose_recordio([entry], pinned="s1")
+
+
+def test_the_train_folder_to_convert_prefers_real_imagenet(tmp_path):
+    synthetic = make_synthetic(tmp_path / "s", classes=2, images_per_class=1).root
+    real = make_synthetic(tmp_path / "r", classes=3, images_per_class=1).root
+    (real / datasets.MARKER).unlink()  # a detected folder without our marker is taken as real ImageNet
+    entries = [EnvEntry("u1", "u1", {TRAIN_ENV: str(synthetic)}), EnvEntry("u2", "u2", {TRAIN_ENV: str(real)}),
+               EnvEntry("u3", "u3", {TRAIN_ENV: str(tmp_path / "gone")})]
+    assert choose_train_folder(entries).root == real
+    assert choose_train_folder(entries, pinned="u1").kind == KIND_SYNTHETIC
+    assert describe(real).kind == KIND_IMAGENET
+    with pytest.raises(UserError, match="no ImageNet train folder is registered.*imagenet-2012-train-synthetic"):
+        choose_train_folder([])
