@@ -3,7 +3,7 @@ import pytest
 from reprokit.errors import UserError
 from reprokit.settings import resolve
 
-DEFAULTS = {"BATCH_SIZE": "32", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
+DEFAULTS = {"BATCH_SIZE": "", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
             "NUM_WORKERS": "", "NUM_SERVERS": "", "PS_ROOT_PORT": "", "SEED": "42"}
 
 
@@ -59,5 +59,37 @@ def test_p3_is_the_default_variant_with_the_papers_slice_size():
 
 
 def test_unknown_cmd_key_lists_the_valid_ones():
-    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: resnet, vgg"):
+    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: inception-v3, resnet, sockeye, vgg"):
         resolve("alexnet", DEFAULTS, default_profile="smoke")
+
+
+def test_inception_keeps_299_in_the_smoke_profile_with_a_lighter_run():
+    s = resolve("inception-v3", DEFAULTS, default_profile="smoke")
+    assert (s.image_shape, s.batch_size, s.num_batches, s.disp_batches) == ("3,299,299", 8, 7, 2)
+    assert s.train_args()[:2] == ["--network", "inceptionv3"]
+    paper = resolve("inception-v3", {**DEFAULTS, "PROFILE": "paper"}, default_profile="smoke")
+    assert (paper.image_shape, paper.batch_size, paper.num_batches) == ("3,299,299", 32, 0)
+
+
+def test_inception_refuses_inputs_smaller_than_299_with_the_fix():
+    with pytest.raises(UserError) as err:
+        resolve("inception-v3", {**DEFAULTS, "IMAGE_SHAPE": "3,224,224"}, default_profile="smoke")
+    assert str(err.value) == ("IMAGE_SHAPE 3,224,224 is too small for inception-v3, which needs at least 299x299; "
+                              "fix it with --env.IMAGE_SHAPE=3,299,299 or leave it empty")
+    assert resolve("inception-v3", {**DEFAULTS, "IMAGE_SHAPE": "3,320,320"}, "smoke").image_shape == "3,320,320"
+
+
+def test_sockeye_runs_its_own_launcher_without_an_image_shape():
+    s = resolve("sockeye", {**DEFAULTS, "OUTPUT_FILE": "/data/model"}, default_profile="smoke")
+    assert (s.script, s.image_shape, s.batch_size, s.num_batches, s.disp_batches) == ("sockeye_run.py", "", 16, 16, 5)
+    args = s.train_args()
+    assert "--image-shape" not in args and "--network" not in args
+    assert args[args.index("--output") + 1] == "/data/model"
+    assert resolve("sockeye", {**DEFAULTS, "PROFILE": "paper"}, "smoke").batch_size == 32
+    with pytest.raises(UserError, match=r"IMAGE_SHAPE does not apply to sockeye"):
+        resolve("sockeye", {**DEFAULTS, "IMAGE_SHAPE": "3,32,32"}, default_profile="smoke")
+
+
+def test_an_explicit_batch_size_beats_every_profile_fill_in():
+    for key in ("resnet", "inception-v3", "sockeye"):
+        assert resolve(key, {**DEFAULTS, "BATCH_SIZE": "4"}, default_profile="smoke").batch_size == 4

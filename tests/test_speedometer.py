@@ -77,3 +77,22 @@ def test_checksums_by_rank():
     text = ("2026 Parameter checksum: rank=1 sha256=" + "a" * 64 + " params=193\n"
             "2026 Parameter checksum: rank=0 sha256=" + "b" * 64 + " params=193\n")
     assert speedometer.parse_checksums(text) == {1: "a" * 64, 0: "b" * 64}
+
+
+def test_sockeye_reports_give_tokens_per_second_too():
+    log = "".join(
+        f"[INFO:sockeye.training] Epoch[0] Batch [{b}]\tSpeed: {s:.2f} samples/sec {t:.2f} tokens/sec "
+        f"0.51 updates/sec\tperplexity=1079.38\n"
+        for b, s, t in ((10, 16.0, 400.0), (20, 10.0, 200.0), (30, 20.0, 500.0)))
+    reports = speedometer.parse_reports(log)[""]
+    assert [(r.batch_end, r.batches, r.tokens_per_sec) for r in reports] == [(10, 10, 400.0), (20, 10, 200.0),
+                                                                             (30, 10, 500.0)]
+    worker = speedometer.summarize(speedometer.steady_state(reports))
+    # Two reports of 10 batches: 1.0 and 0.5 time units; tokens weighted by duration.
+    assert worker.samples_per_sec == pytest.approx(20 / (10 / 10.0 + 10 / 20.0))
+    assert worker.tokens_per_sec == pytest.approx((200.0 * 1.0 + 500.0 * 0.5) / 1.5)
+
+
+def test_image_reports_have_no_tokens():
+    worker = speedometer.summarize(speedometer.parse_reports("Epoch[0] Batch [10-20]\tSpeed: 5.00 samples/sec\n")[""])
+    assert worker.tokens_per_sec is None

@@ -4,7 +4,7 @@
 # so a failed install never damages an earlier one.
 set -euo pipefail
 
-: "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check the os entry's env_set)}"
+: "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"
 : "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: the package's customize.py did not run}"
 
 prefix="$INSTALL_DIR/prefix"

@@ -21,7 +21,8 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon.model_zoo import vision
 
-from p3_slicing import DEFAULT_SLICE_SIZE, plan_slices  # shipped beside this file
+from p3_kvstore import P3Sync  # shipped beside this file
+from p3_slicing import DEFAULT_SLICE_SIZE
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data
 
@@ -134,67 +135,6 @@ def open_data(args, shape, kv):
     return RecordData(args, shape, kv, threads)
 
 
-class P3Sync:
-    """P3's two mechanisms through stock MXNet's public kvstore API.
-
-    Every trainable parameter is cut into slices (keys) of at most ``slice_size``
-    elements; gradient slices are pushed output-layer first, as backward produces
-    them, and weight slices are pulled back with their layer's priority, so layers
-    nearer the input arrive first. MXNet's engine tracks each array on its own: a
-    push starts when its gradient is ready (overlapping the rest of backward), and
-    the next forward pass of a layer waits only for that layer's weights. The
-    optimizer runs on the servers, as it does for the baseline.
-    """
-
-    def __init__(self, kv, net, optimizer, slice_size, use_priority):
-        self.kv = kv
-        self.params = [p for p in net.collect_params().values() if p.grad_req != "null"]  # forward order
-        self.slices = plan_slices([p.data().size for p in self.params], slice_size, bool(use_priority))
-        self.by_param = [[] for _ in self.params]
-        for number, s in enumerate(self.slices):
-            self.by_param[s.param].append(number)
-        # No views anywhere: the kvstore refuses them, and MKLDNN keeps weights in blocked layouts.
-        # Operators write into these buffers instead; MXNet's engine tracks each array on its own.
-        self.grad_flat = [mx.nd.zeros((p.data().size,)) for p in self.params]
-        self.weight_flat = [mx.nd.zeros((p.data().size,)) for p in self.params]
-        self.grad_bufs, self.weight_bufs = [], []
-        for s in self.slices:
-            whole = len(self.by_param[s.param]) == 1
-            self.grad_bufs.append(self.grad_flat[s.param] if whole else mx.nd.zeros((s.size,)))
-            self.weight_bufs.append(self.weight_flat[s.param] if whole else mx.nd.zeros((s.size,)))
-        for index, param in enumerate(self.params):
-            mx.nd.reshape(param.data(), shape=(-1,), out=self.weight_flat[index])
-            self._split(self.weight_flat, self.weight_bufs, index)
-        kv.init([s.key for s in self.slices], self.weight_bufs)  # one call: every init is a barrier
-        kv.set_optimizer(optimizer)
-        self.pull()  # every worker starts from rank 0's initial weights
-
-    def _split(self, flat, bufs, index):
-        for number in self.by_param[index]:
-            if bufs[number] is not flat[index]:
-                s = self.slices[number]
-                mx.nd.slice_axis(flat[index], axis=0, begin=s.start, end=s.stop, out=bufs[number])
-
-    def pull(self):
-        for index, numbers in enumerate(self.by_param):  # input layer first
-            for number in numbers:
-                self.kv.pull(self.slices[number].key, out=self.weight_bufs[number],
-                             priority=self.slices[number].priority)
-            if len(numbers) > 1:
-                mx.nd.concat(*[self.weight_bufs[n] for n in numbers], dim=0, out=self.weight_flat[index])
-            param = self.params[index]
-            mx.nd.reshape(self.weight_flat[index], shape=param.shape, out=param.data())
-
-    def step(self):
-        for index in reversed(range(len(self.params))):  # backward produces the output layer's first
-            mx.nd.reshape(self.params[index].grad(), shape=(-1,), out=self.grad_flat[index])
-            self._split(self.grad_flat, self.grad_bufs, index)
-            for number in reversed(self.by_param[index]):
-                self.kv.push(self.slices[number].key, self.grad_bufs[number],
-                             priority=self.slices[number].priority)
-        self.pull()
-
-
 def parameter_checksum(net):
     """sha256 over every trainable parameter's bytes, in name order.
 
@@ -234,11 +174,15 @@ def main(argv=None):
     if args.variant == "p3":
         # Shapes are known only after a first forward pass (deferred initialisation).
         net(data.first())
-        sync = P3Sync(kv, net, mx.optimizer.SGD(rescale_grad=1.0 / global_batch, **sgd),
-                      args.p3_slice_size, args.p3_priority)
+        params = [p for p in net.collect_params().values() if p.grad_req != "null"]  # forward order
+        weights, grads = [p.data() for p in params], [p.grad() for p in params]
+        sync = P3Sync(kv, [w.size for w in weights], args.p3_slice_size, args.p3_priority)
+        sync.init(weights, mx.optimizer.SGD(rescale_grad=1.0 / global_batch, **sgd), weights)
         logging.info("P3: %d slices of at most %s elements, priority %s", len(sync.slices),
                      args.p3_slice_size or "unlimited", "on" if args.p3_priority else "off")
-        step = sync.step
+
+        def step():
+            sync.step(weights, grads)
     else:
         trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
 

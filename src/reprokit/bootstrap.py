@@ -1,4 +1,5 @@
-"""Prepare CK for this repository: register it, and install what the embedded default needs.
+"""Prepare CK for this repository: register it, and install what the embedded default needs
+(the MXNet engine, and Sockeye for it).
 
     python -m reprokit.bootstrap
 
@@ -18,6 +19,8 @@ REPO_ALIAS = "ck-sysml19-p3"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENGINE_TAGS = "lib,mxnet"
 ENGINE_PACKAGE = "lib-mxnet"
+SOCKEYE_TAGS = "lib,sockeye"
+SOCKEYE_PACKAGE = "lib-sockeye"
 
 
 def ck(*args: str, capture: bool = True, env: dict | None = None, timeout: float = 1800,
@@ -54,8 +57,8 @@ def ensure_repo() -> None:
     print(f"bootstrap: registered CK repository {REPO_ALIAS} at {REPO_ROOT}")
 
 
-def engine_installed() -> bool:
-    out = ck("search", "env", f"--tags={ENGINE_TAGS}", "--out=json")
+def installed(tags: str) -> bool:
+    out = ck("search", "env", f"--tags={tags}", "--out=json")
     if out.returncode != 0:
         return False
     try:
@@ -64,13 +67,13 @@ def engine_installed() -> bool:
         return False
 
 
-def ensure_engine() -> None:
-    if engine_installed():
-        print(f"bootstrap: MXNet engine already installed (ck show env --tags={ENGINE_TAGS})")
+def ensure_installed(package: str, tags: str, what: str) -> None:
+    if installed(tags):
+        print(f"bootstrap: {what} already installed (ck show env --tags={tags})")
         return
-    print(f"bootstrap: installing the MXNet engine: ck install package:{ENGINE_PACKAGE} --quiet")
-    if ck("install", f"package:{ENGINE_PACKAGE}", "--quiet", capture=False).returncode != 0:
-        raise SystemExit(f"bootstrap: ck install package:{ENGINE_PACKAGE} failed (see its output above)")
+    print(f"bootstrap: installing {what}: ck install package:{package} --quiet")
+    if ck("install", f"package:{package}", "--quiet", capture=False).returncode != 0:
+        raise SystemExit(f"bootstrap: ck install package:{package} failed (see its output above)")
 
 
 def main() -> int:
@@ -78,7 +81,8 @@ def main() -> int:
         if os.environ.get(var):
             print(f"bootstrap: {var}={os.environ[var]}")
     ensure_repo()
-    ensure_engine()
+    ensure_installed(ENGINE_PACKAGE, ENGINE_TAGS, "the MXNet engine")
+    ensure_installed(SOCKEYE_PACKAGE, SOCKEYE_TAGS, "Sockeye for the engine (cmd_key sockeye)")
     return 0
 
 

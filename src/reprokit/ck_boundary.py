@@ -8,12 +8,15 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import settings as run_settings
-from .engine import MXNET_LIBRARY, interpreter_of, prefix_of, version_of
+from .engine import MXNET_LIBRARY, interpreter_of, prefix_of, sockeye_in_engine, version_of
+from .artifact import BUILDS as ARTIFACT_BUILDS, ENGINE_TAGS as ARTIFACT_TAGS, ENV_PREFIX as ARTIFACT_ENV
+from .artifact import MANIFEST as ARTIFACT_MANIFEST, P3_PACKAGES_HINT as ARTIFACT_INSTALL
+from .artifact import EngineChoice, artifact_command, artifact_engine_name, load_installed, select_engine
+from .artifact import env_variables as artifact_env_variables
 from .errors import UserError
 from .p3run import SPEC_FILE
 from . import hosts as cluster_hosts
@@ -23,56 +26,66 @@ from .ssh import resolve as ssh_resolve
 from .result import RESULT_FILE
 
 PROGRAM_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
-TRAIN_SCRIPT = PROGRAM_DIR / "train.py"
-ENGINE_FILES = [TRAIN_SCRIPT, PROGRAM_DIR / "p3_slicing.py"]  # shipped into every role's working folder
+# Shipped into every role's working folder: the training scripts and what they import.
+ENGINE_FILES = [PROGRAM_DIR / name for name in (run_settings.IMAGE_SCRIPT, run_settings.TRANSLATION_SCRIPT,
+                                                "p3_slicing.py", "p3_kvstore.py", "synthetic_corpus.py")]
 
 
-@dataclass(frozen=True)
-class Engine:
-    name: str  # e.g. mxnet-1.9.1-cpu, recorded in every result
-    python: str  # the engine's own interpreter
-    env_uid: str
-
+Engine = EngineChoice  # the engine a run uses: stock MXNet (lib-mxnet) or the authors' P3/baseline build
 
 ENGINE_TAGS = "lib,mxnet"
 ENGINE_INSTALL = "ck install package:lib-mxnet --quiet"
 
 
-def find_engine(ck: Any, env: dict) -> Engine:
-    """The registered MXNet engine: pinned by --env.ENGINE_ENV=UID, else the newest version."""
-    pinned = str(env.get("ENGINE_ENV", "")).strip()
-    r = ck.access({"action": "search", "module_uoa": "env", "tags": ENGINE_TAGS, "add_meta": "yes"})
+def _env_entries(ck: Any, tags: str) -> list[dict]:
+    r = ck.access({"action": "search", "module_uoa": "env", "tags": tags, "add_meta": "yes"})
     if r["return"] > 0:
         raise UserError(f"cannot search CK's env entries: {r['error']}")
-    found = r["lst"]
-    if pinned:
-        found = [e for e in found if pinned in (e["data_uid"], e["data_uoa"])]
-        if not found:
-            raise UserError(f"ENGINE_ENV={pinned} is not a registered env entry with tags {ENGINE_TAGS}; "
-                            f"list them with: ck show env --tags={ENGINE_TAGS}")
-    usable = []
-    for entry in found:
-        meta = entry.get("meta", {})
-        python = meta.get("env", {}).get("CK_ENV_LIB_MXNET_PYTHON", "")
-        if python and os.path.exists(python):
-            version = meta.get("customize", {}).get("version", "")
-            usable.append((tuple(int(x) for x in version.split(".") if x.isdigit()), version, python, entry["data_uid"]))
-    if not usable:
-        raise UserError(f"the MXNet engine is not installed (no usable CK env with tags {ENGINE_TAGS}); "
-                        f"install it with: {ENGINE_INSTALL}")
-    _, version, python, uid = max(usable)
-    return Engine(name=f"mxnet-{version}-cpu", python=python, env_uid=uid)
+    return r["lst"]
+
+
+def _stock_engine(entry: dict) -> Engine | None:
+    meta = entry.get("meta", {})
+    python = meta.get("env", {}).get("CK_ENV_LIB_MXNET_PYTHON", "")
+    if not (python and os.path.exists(python)):
+        return None
+    version = meta.get("customize", {}).get("version", "")
+    return Engine(env_uid=entry["data_uid"], build="stock", name=f"mxnet-{version}-cpu", python=python,
+                  rank=tuple(int(x) for x in version.split(".") if x.isdigit()))
+
+
+def _artifact_engine(entry: dict) -> Engine | None:
+    variables = entry.get("meta", {}).get("env", {})
+    python, tree = variables.get(f"{ARTIFACT_ENV}_PYTHON", ""), variables.get(ARTIFACT_ENV, "")
+    build = variables.get(f"{ARTIFACT_ENV}_BUILD", "")
+    if not (python and os.path.exists(python) and tree and os.path.isdir(tree)) or build not in ARTIFACT_BUILDS:
+        return None  # an entry whose install was removed
+    return Engine(env_uid=entry["data_uid"], build=build,
+                  name=artifact_engine_name(build, variables.get(f"{ARTIFACT_ENV}_COMMIT", "")), python=python,
+                  rank=(variables.get(f"{ARTIFACT_ENV}_INSTALLED_AT", ""),), tree=tree,
+                  cuda=variables.get(f"{ARTIFACT_ENV}_CUDA") == "1")
+
+
+def find_engine(ck: Any, env: dict) -> Engine:
+    """The engine for this run's VARIANT (see artifact.select_engine): --env.ENGINE_ENV=UID pins one,
+    --env.ENGINE=embedded|artifact forces a side, else the artifact when installed and stock MXNet otherwise."""
+    entries = [(e, _stock_engine(e)) for e in _env_entries(ck, ENGINE_TAGS)]
+    entries += [(e, _artifact_engine(e)) for e in _env_entries(ck, ARTIFACT_TAGS)]
+    pinned = str(env.get("ENGINE_ENV", "")).strip()
+    pinned = next((e["data_uid"] for e, _ in entries if pinned == e["data_uoa"]), pinned)
+    return select_engine([c for _, c in entries if c is not None], str(env.get("VARIANT", "")).strip() or "p3",
+                         str(env.get("ENGINE", "")).strip(), pinned)
 
 
 def mxnet_soft_dirs(i: dict) -> dict:
-    """Search only where MXNet engines are installed (CK_TOOLS, CK_DIRS, --search_dirs), not /usr, /opt or ~."""
+    """Search only where engines and their libraries are installed (CK_TOOLS, CK_DIRS, --search_dirs), not /usr, /opt or ~."""
     from os.path import expanduser
 
     system = {"/usr", "/opt", expanduser("~")}
     return {"return": 0, "dirs": [d for d in i.get("dirs", []) if d not in system] or ["/nonexistent"]}
 
 
-def mxnet_soft_limit(i: dict) -> dict:
+def _soft_candidates(i: dict, nothing_found: str) -> dict:
     """One candidate per real file (venvs show lib and lib64 twins); nothing found is an error.
 
     Stock CK would otherwise ask whether to open wiki pages, which fails with stdin closed.
@@ -81,9 +94,13 @@ def mxnet_soft_limit(i: dict) -> dict:
     for path in sorted(i.get("list", []), key=len):
         unique.setdefault(os.path.realpath(path), path)
     if not unique:
-        return {"return": 1, "error": f"no MXNet engine ({MXNET_LIBRARY}) found in the searched folders; "
-                                      f"pass the prefix with --search_dirs=DIR, or install one with: {ENGINE_INSTALL}"}
+        return {"return": 1, "error": nothing_found}
     return {"return": 0, "list": list(unique.values())}
+
+
+def mxnet_soft_limit(i: dict) -> dict:
+    return _soft_candidates(i, f"no MXNet engine ({MXNET_LIBRARY}) found in the searched folders; "
+                               f"pass the prefix with --search_dirs=DIR, or install one with: {ENGINE_INSTALL}")
 
 
 def mxnet_soft_version(i: dict) -> dict:
@@ -110,6 +127,70 @@ def mxnet_soft_setup(i: dict) -> dict:
     return {"return": 0, "bat": ""}
 
 
+SOCKEYE_INSTALL = "ck install package:lib-sockeye --quiet"
+
+
+def sockeye_soft_limit(i: dict) -> dict:
+    return _soft_candidates(i, "no Sockeye (sockeye/__init__.py) found in the searched folders; pass the "
+                               f"site-packages folder with --search_dirs=DIR, or install it with: {SOCKEYE_INSTALL}")
+
+
+def sockeye_soft_version(i: dict) -> dict:
+    from .engine import sockeye_version_in
+
+    try:
+        return {"return": 0, "version": sockeye_version_in(Path(i["full_path"]))}
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+
+
+def sockeye_soft_setup(i: dict) -> dict:
+    """Register the folder that holds the sockeye package (the one the engine's .pth file names)."""
+    customize = i["customize"]
+    site = Path(customize["full_path"]).parent.parent
+    customize["path_install"] = str(site)
+    i["env"][customize["env_prefix"]] = str(site)
+    return {"return": 0, "bat": ""}
+
+
+def artifact_package_setup(i: dict) -> dict:
+    """The install script runs reprokit.artifact with the framework's interpreter."""
+    return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable,
+                                         "REPROKIT_SRC": str(Path(__file__).resolve().parents[1])}}
+
+
+def artifact_soft_dirs(i: dict) -> dict:
+    return mxnet_soft_dirs(i)
+
+
+def artifact_soft_limit(i: dict) -> dict:
+    """Nothing found is one line (stock CK would ask whether to open wiki pages, and fail with stdin closed)."""
+    found = sorted(set(i.get("list", [])))
+    if not found:
+        return {"return": 1, "error": f"no installed artifact ({ARTIFACT_MANIFEST}) found in the searched folders; pass "
+                                      f"the install folder with --search_dirs=DIR, or install it with: {ARTIFACT_INSTALL}"}
+    return {"return": 0, "list": found}
+
+
+def artifact_soft_version(i: dict) -> dict:
+    try:
+        return {"return": 0, "version": load_installed(i["full_path"]).manifest.version}
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+
+
+def artifact_soft_setup(i: dict) -> dict:
+    """Register the artifact's source tree, interpreter, build (p3|baseline), commit and CUDA flag."""
+    customize = i["customize"]
+    try:
+        installed = load_installed(customize["full_path"])
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    customize["path_install"] = str(installed.root.parent)  # INSTALL_DIR: a reinstall swaps artifact/ there
+    i["env"].update(artifact_env_variables(installed))
+    return {"return": 0, "bat": ""}
+
+
 def mxnet_package_setup(i: dict) -> dict:
     """The install script builds the engine's prefix with the framework's interpreter."""
     return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable}}
@@ -125,15 +206,20 @@ def _spec(i: dict, run_dir: Path) -> dict:
     cluster_data = _cluster_config(i)
     settings = run_settings.resolve(cmd_key, env, default_profile="smoke" if cluster_data is None else "paper")
     engine = find_engine(i["ck_kernel"], env)
+    if settings.script == run_settings.TRANSLATION_SCRIPT and not engine.is_artifact:
+        from dataclasses import replace
+
+        engine = replace(engine, name=f"{engine.name}+sockeye-{sockeye_in_engine(engine.python)}")
     data = _image_data(i["ck_kernel"], env, settings, engine)
     common = dict(
         run_id=uuid.uuid4().hex,
-        command=[engine.python, TRAIN_SCRIPT.name, *settings.train_args(), *(data.train_args() if data else [])],
+        command=[engine.python, settings.script, *settings.train_args(), *(data.train_args() if data else [])],
         files=[str(f) for f in ENGINE_FILES],
         timeout_s=settings.timeout_s,
     )
     spec = {"settings": settings.to_dict(), "variant": settings.variant,
-            "engine": {"name": engine.name, "python": engine.python, "env_uid": engine.env_uid}}
+            "engine": {"name": engine.name, "python": engine.python, "env_uid": engine.env_uid,
+                       "build": engine.build, **({"tree": engine.tree, "cuda": engine.cuda} if engine.is_artifact else {})}}
     if cluster_data is None:
         hosts = [LOCALHOST]
         if settings.ps_root_port is None:
@@ -158,9 +244,21 @@ def _spec(i: dict, run_dir: Path) -> dict:
             **common,
         )
         spec["cluster"] = cluster_data
+    if engine.is_artifact:
+        _run_artifact_scripts(plan, engine, settings, data.rec if data else "")
     spec["data"] = data.to_dict() if data else {"name": "synthetic"}
     spec["plan"] = plan.to_dict()
     return spec
+
+
+def _run_artifact_scripts(plan: RolePlan, engine: Engine, settings: "run_settings.RunSettings", data_train: str) -> None:
+    """The artifact runs its own training scripts (P3 is compiled into it): none of ours is shipped."""
+    run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
+                           settings.num_batches, settings.disp_batches, len(plan.workers), data_train=data_train,
+                           sockeye_output=getattr(settings, "output_file", ""))  # sockeye runs only
+    plan.command = run.command
+    plan.extra_env.update(run.extra_env)
+    plan.files = []
 
 
 def p3_preprocess(i: dict) -> dict:
@@ -185,7 +283,7 @@ def p3_preprocess(i: dict) -> dict:
         s = spec["settings"]
         print(f"p3: plan: {counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} "
               f"worker(s) on {', '.join(plan.hosts)}; {s['model']} batch {s['batch_size']} shape "
-              f"{s['image_shape']}; profile {s['profile']}; engine {spec['engine']['name']}", flush=True)
+              f"{s['image_shape'] or 'n/a'}; profile {s['profile']}; engine {spec['engine']['name']}", flush=True)
     write_json(run_dir / SPEC_FILE, spec)
     src = str(Path(__file__).resolve().parents[1])
     return {"return": 0, "new_env": {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": src}}
@@ -442,7 +540,7 @@ def find_image_data(ck: Any, env: dict) -> "Any":
 
 
 def _image_data(ck: Any, env: dict, settings: Any, engine: Any) -> Any:
-    """Only our image-classification script reads a converted train set (not Sockeye, not the artifact's scripts)."""
-    if getattr(settings, "script", "train.py") != "train.py" or getattr(engine, "is_artifact", False):
+    """Only image classification reads a converted train set (our train.py, or the artifact's train_imagenet.py)."""
+    if getattr(settings, "script", "train.py") != "train.py":
         return None
     return find_image_data(ck, env)

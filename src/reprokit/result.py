@@ -18,10 +18,10 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
         "run_success": outcome.success,
         "failure_reason": outcome.reason or None,
         "model": settings["model"],
-        "network": settings["zoo_name"],
+        "network": settings["network"],
         "profile": settings["profile"],
         "batch_size": settings["batch_size"],
-        "image_shape": settings["image_shape"],
+        "image_shape": settings["image_shape"] or None,
         "num_epochs": settings["num_epochs"],
         "num_workers": len(plan.workers),
         "num_servers": len(plan.servers),
@@ -58,6 +58,8 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
             "throughput_min": round(min(w.minimum for w in measured), 3),
             "throughput_max": round(max(w.maximum for w in measured), 3),
             "throughput_worker_spread": round(statistics.pstdev(speeds), 3) if len(speeds) > 1 else 0.0,
+            **({"throughput_tokens_per_sec": round(sum(w.tokens_per_sec for w in measured), 3)}
+               if all(w.tokens_per_sec is not None for w in measured) else {}),
             "batches_measured": sum(w.batches for w in measured),
             "speedometer_reports_measured": sum(w.reports for w in measured),
         })
@@ -80,5 +82,7 @@ def summary_line(result: dict) -> str:
     per_worker = ", ".join(f"{s:.2f}" for s in result["throughput_per_worker"])
     sync = {True: "in sync", False: "NOT in sync", None: "not checked"}[result.get("params_in_sync")]
     return (f"p3: OK: {result['model']} {result['variant']} on {result['engine']}: "
-            f"{result['throughput_samples_per_sec']:.2f} samples/s over {result['num_workers']} workers "
+            f"{result['throughput_samples_per_sec']:.2f} samples/s"
+            + (f" ({result['throughput_tokens_per_sec']:.0f} tokens/s)" if "throughput_tokens_per_sec" in result else "")
+            + f" over {result['num_workers']} workers "
             f"({per_worker}); {result['batches_measured']} batches measured; parameters {sync}")

@@ -13,17 +13,42 @@ from typing import Mapping
 from .errors import UserError
 
 
+IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
+TRANSLATION_SCRIPT = "sockeye_run.py"  # program/p3's launcher of Sockeye's own trainer
+PAPER_BATCH_SIZE = 32  # the original workflow's BATCH_SIZE
+
+
 @dataclass(frozen=True)
 class Model:
     cmd_key: str
-    zoo_name: str  # gluon model zoo name, passed to the training script
-    paper_image_shape: str  # C,H,W as in the paper and the original workflow
-    smoke_image_shape: str
+    network: str  # what the training script builds: a gluon model zoo name, or sockeye's architecture
+    script: str  # the training script in program/p3 that every role runs
+    paper_image_shape: str = ""  # C,H,W as in the paper and the original workflow; "" for text
+    smoke_image_shape: str = ""
+    min_image_side: int = 1  # smaller inputs make the model fail deep inside MXNet
+    # The smoke profile's per-model fill-ins, for models too heavy for its generic values.
+    smoke_batch_size: int = PAPER_BATCH_SIZE
+    smoke_num_batches: int | None = None
+    smoke_disp_batches: int | None = None
 
+    @property
+    def is_image(self) -> bool:
+        return self.script == IMAGE_SCRIPT
+
+
+# Sockeye's architecture as the original workflow ran it: an LSTM encoder-decoder with MLP attention.
+SOCKEYE_NETWORK = "rnn-lstm-2:2-h512-e512:512-mlp512"
 
 MODELS: dict[str, Model] = {
-    "resnet": Model("resnet", "resnet50_v1", "3,224,224", "3,32,32"),
-    "vgg": Model("vgg", "vgg19", "3,224,224", "3,32,32"),
+    "resnet": Model("resnet", "resnet50_v1", IMAGE_SCRIPT, "3,224,224", "3,32,32"),
+    # Inception-v3 needs 299x299 (its last pooling is 8x8); the smoke profile keeps that shape and
+    # makes the run affordable with a smaller batch and fewer, more frequent reports instead.
+    "inception-v3": Model("inception-v3", "inceptionv3", IMAGE_SCRIPT, "3,299,299", "3,299,299",
+                          min_image_side=299, smoke_batch_size=8, smoke_num_batches=7, smoke_disp_batches=2),
+    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32"),
+    # Sockeye's LSTM is slow on a CPU: the smoke profile takes smaller batches and reports every 5.
+    "sockeye": Model("sockeye", SOCKEYE_NETWORK, TRANSLATION_SCRIPT,
+                     smoke_batch_size=16, smoke_num_batches=16, smoke_disp_batches=5),
 }
 
 
@@ -50,10 +75,11 @@ PROFILES: dict[str, Profile] = {
 @dataclass(frozen=True)
 class RunSettings:
     model: str
-    zoo_name: str
+    network: str
+    script: str
     profile: str
     batch_size: int
-    image_shape: str
+    image_shape: str  # "" for translation
     num_epochs: int
     num_batches: int
     disp_batches: int
@@ -67,16 +93,20 @@ class RunSettings:
     p3_slice_size: int  # elements per slice; 0: no slicing
     p3_priority: bool
     save_params: str  # rank 0 saves its trainable parameters there (.npz); empty: not saved
+    output_file: str  # sockeye: the model folder of worker 0 (others add .worker-N); empty: in the role's folder
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def train_args(self) -> list[str]:
         """Command-line arguments of the training script for this run."""
+        if self.image_shape:
+            model_args = ["--network", self.network, "--image-shape", self.image_shape]
+        else:
+            model_args = ["--output", self.output_file] if self.output_file else []
         return [
-            "--network", self.zoo_name,
+            *model_args,
             "--batch-size", str(self.batch_size),
-            "--image-shape", self.image_shape,
             "--num-epochs", str(self.num_epochs),
             "--num-batches", str(self.num_batches),
             "--disp-batches", str(self.disp_batches),
@@ -119,11 +149,16 @@ def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:
     return port
 
 
-def _image_shape(raw: str) -> str:
+def _image_shape(raw: str, model: Model) -> str:
     parts = raw.split(",")
     if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
         raise UserError(f"IMAGE_SHAPE must be C,H,W with positive integers (e.g. 3,224,224), got {raw!r}")
-    return ",".join(str(int(p)) for p in parts)
+    channels, height, width = (int(p) for p in parts)
+    if min(height, width) < model.min_image_side:
+        raise UserError(f"IMAGE_SHAPE {raw} is too small for {model.cmd_key}, which needs at least "
+                        f"{model.min_image_side}x{model.min_image_side}; fix it with --env.IMAGE_SHAPE="
+                        f"{model.paper_image_shape} or leave it empty")
+    return f"{channels},{height},{width}"
 
 
 def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSettings:
@@ -136,20 +171,29 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
     if profile is None:
         raise UserError(f"unknown PROFILE {profile_name!r}; valid ones: {', '.join(sorted(PROFILES))}")
     shape_raw = str(env.get("IMAGE_SHAPE", "")).strip()
-    if shape_raw:
-        image_shape = _image_shape(shape_raw)
+    smoke = profile.use_smoke_shape
+    if not model.is_image:
+        if shape_raw:
+            raise UserError(f"IMAGE_SHAPE does not apply to {model.cmd_key} (a translation model); "
+                            f"drop --env.IMAGE_SHAPE")
+        image_shape = ""
+    elif shape_raw:
+        image_shape = _image_shape(shape_raw, model)
     else:
-        image_shape = model.smoke_image_shape if profile.use_smoke_shape else model.paper_image_shape
+        image_shape = model.smoke_image_shape if smoke else model.paper_image_shape
+    num_batches = (model.smoke_num_batches if smoke else None) or profile.num_batches
+    disp_batches = (model.smoke_disp_batches if smoke else None) or profile.disp_batches
     ps_root_port = resolve_port(str(env.get("PS_ROOT_PORT", "")))
     return RunSettings(
         model=model.cmd_key,
-        zoo_name=model.zoo_name,
+        network=model.network,
+        script=model.script,
         profile=profile.name,
-        batch_size=_positive_int(env, "BATCH_SIZE"),
+        batch_size=_positive_int(env, "BATCH_SIZE", model.smoke_batch_size if smoke else PAPER_BATCH_SIZE),
         image_shape=image_shape,
         num_epochs=_positive_int(env, "NUM_EPOCHS", 1),
-        num_batches=_positive_int(env, "NUM_BATCHES", profile.num_batches, allow_zero=True),
-        disp_batches=_positive_int(env, "DISP_BATCHES", profile.disp_batches),
+        num_batches=_positive_int(env, "NUM_BATCHES", num_batches, allow_zero=True),
+        disp_batches=_positive_int(env, "DISP_BATCHES", disp_batches),
         num_workers=_optional_int(env, "NUM_WORKERS"),
         num_servers=_optional_int(env, "NUM_SERVERS"),
         worker_threads=_positive_int(env, "WORKER_THREADS", 0, allow_zero=True),
@@ -160,6 +204,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True),
         p3_priority=_flag(env, "P3_PRIORITY", True),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
+        output_file=str(env.get("OUTPUT_FILE", "")).strip(),
     )
 
 

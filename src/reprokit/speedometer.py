@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 _SPEED = re.compile(
     r"Epoch\[(?P<epoch>\d+)\]\s+Batch\s*\[(?P<first>\d+)(?:-(?P<last>\d+))?\]\s+"
-    r"Speed:\s*(?P<speed>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?\d+)?)\s*samples/sec",
+    r"Speed:\s*(?P<speed>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?\d+)?)\s*samples/sec"
+    r"(?:\s+(?P<tokens>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?\d+)?)\s*tokens/sec)?",  # Sockeye adds tokens/sec
     re.IGNORECASE,
 )
-_SOURCE = re.compile(r"^\[(?P<source>[^\]]+)\]\s")
+_SOURCE = re.compile(r"^\[(?P<source>[^\]]+#\d+)\]\s")  # our launcher's "[host role#i] "
 _CHECKSUM = re.compile(r"Parameter checksum: rank=(?P<rank>\d+) sha256=(?P<digest>[0-9a-f]{64})")
 
 
@@ -25,6 +26,7 @@ class SpeedReport:
     batch_end: int  # batch index at which the report was made
     batches: int | None  # batches the speed covers; None when the old format does not say
     samples_per_sec: float
+    tokens_per_sec: float | None = None  # Sockeye's Speedometer reports it too
 
 
 def parse_reports(text: str) -> dict[str, list[SpeedReport]]:
@@ -37,10 +39,12 @@ def parse_reports(text: str) -> dict[str, list[SpeedReport]]:
         source_match = _SOURCE.match(line)
         source = source_match.group("source") if source_match else ""
         first, last = int(match.group("first")), match.group("last")
-        if last is None:  # MXNet <= 1.3: "Batch [20]" names the batch index only
-            report = SpeedReport(int(match.group("epoch")), first, None, float(match.group("speed")))
+        speed = float(match.group("speed"))
+        tokens = float(match.group("tokens")) if match.group("tokens") else None
+        if last is None:  # MXNet <= 1.3 and Sockeye: "Batch [20]" names the batch index only
+            report = SpeedReport(int(match.group("epoch")), first, None, speed, tokens)
         else:
-            report = SpeedReport(int(match.group("epoch")), int(last), int(last) - first, float(match.group("speed")))
+            report = SpeedReport(int(match.group("epoch")), int(last), int(last) - first, speed, tokens)
         grouped.setdefault(source, []).append(report)
     return {source: _fill_batches(reports) for source, reports in grouped.items()}
 
@@ -54,7 +58,8 @@ def _fill_batches(reports: list[SpeedReport]) -> list[SpeedReport]:
         if batches is None:
             batches = report.batch_end - previous_end.get(report.epoch, 0)
         previous_end[report.epoch] = report.batch_end
-        filled.append(SpeedReport(report.epoch, report.batch_end, batches, report.samples_per_sec))
+        filled.append(SpeedReport(report.epoch, report.batch_end, batches, report.samples_per_sec,
+                                  report.tokens_per_sec))
     return filled
 
 
@@ -77,6 +82,7 @@ class WorkerThroughput:
     maximum: float
     batches: int
     reports: int
+    tokens_per_sec: float | None = None  # time-weighted like samples_per_sec; None when not reported
 
 
 def summarize(reports: list[SpeedReport]) -> WorkerThroughput | None:
@@ -91,6 +97,11 @@ def summarize(reports: list[SpeedReport]) -> WorkerThroughput | None:
     else:
         mean = statistics.fmean(r.samples_per_sec for r in reports)
     speeds = [r.samples_per_sec for r in reports]
+    tokens = None
+    if all(r.tokens_per_sec is not None and r.samples_per_sec > 0 for r in reports):
+        # Each report's duration is proportional to batches / samples_per_sec (batch size is constant).
+        durations = [(r.batches or 1) / r.samples_per_sec for r in reports]
+        tokens = sum(r.tokens_per_sec * d for r, d in zip(reports, durations)) / sum(durations)
     return WorkerThroughput(
         samples_per_sec=mean,
         std=statistics.pstdev(speeds) if len(speeds) > 1 else 0.0,
@@ -98,6 +109,7 @@ def summarize(reports: list[SpeedReport]) -> WorkerThroughput | None:
         maximum=max(speeds),
         batches=batches,
         reports=len(reports),
+        tokens_per_sec=tokens,
     )
 
 

@@ -1,0 +1,157 @@
+"""One role of a distributed Sockeye run: Sockeye's own trainer, launched the way the original workflow did.
+
+Runs inside the engine's interpreter, where `ck install package:lib-sockeye`
+put Sockeye 1.18 (MXNet-based) beside MXNet. Scheduler and server roles are
+started and finished by importing mxnet (DMLC_ROLE), as for train.py. A worker
+runs ``sockeye.train`` with the original workflow's architecture (RNN
+encoder-decoder, 2:2 LSTM layers, 512 hidden units, 512:512 embeddings, MLP
+attention 512, bucket width 10) and a dist kvstore. What this launcher adds:
+
+- the corpus: the IWSLT15 folder given by --data-dir, or a synthetic corpus it
+  writes into the worker's folder (synthetic_corpus.py);
+- Sockeye's Speedometer period (its constant MEASURE_SPEED_EVERY) set from
+  --disp-batches, so short runs report; the log lines are Sockeye's own;
+- two fixes that make Sockeye 1.18 run with a dist kvstore at all: servers load
+  Sockeye before serving (they unpickle its optimizer), and checkpoints skip the
+  optimizer state, which lives on the servers;
+- for --variant p3, P3's sliced and prioritised synchronisation in place of
+  Module's one key per parameter (p3_kvstore.use_p3_in_modules);
+- afterwards, the checksum of the trained parameters, logged like train.py's,
+  so the launcher can check that every worker ended in step.
+"""
+import argparse
+import gc
+import hashlib
+import os
+import sys
+
+ROLE = os.environ.get("DMLC_ROLE", "worker")
+if ROLE == "worker":
+    # Sockeye starts its forkserver before MXNet is loaded (it refuses to otherwise).
+    import sockeye.multiprocessing_utils
+
+    sockeye.multiprocessing_utils.initialize()
+    import mxnet as mx
+else:
+    # Servers unpickle Sockeye's optimizer and learning-rate schedule, whose modules import
+    # mxnet: while importing mxnet runs the server, that import is incomplete and they fail.
+    # So load both with the role hidden, then start the role the way importing mxnet does.
+    del os.environ["DMLC_ROLE"]
+    import mxnet as mx
+    import sockeye.lr_scheduler  # noqa: F401
+    import sockeye.optimizers  # noqa: F401
+    from mxnet.kvstore import kvstore_server
+
+    os.environ["DMLC_ROLE"] = ROLE
+    kvstore_server._init_kvstore_server_module()  # serves until the job ends, then exits
+    sys.exit(f"sockeye_run: MXNet did not start the {ROLE} role (DMLC_ROLE={ROLE})")
+
+import synthetic_corpus  # noqa: E402  shipped beside this file
+from p3_slicing import DEFAULT_SLICE_SIZE  # noqa: E402
+
+# The original workflow's Sockeye architecture (see the program's README).
+ARCHITECTURE = ["--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",
+                "--rnn-num-hidden", "512", "--num-embed", "512:512", "--rnn-attention-type", "mlp",
+                "--rnn-attention-num-hidden", "512", "--bucket-width", "10"]
+# Sockeye refuses adaptive learning-rate schedules with a dist kvstore; this is the fixed one it suggests.
+DIST_LR_SCHEDULE = ["--learning-rate-scheduler-type", "fixed-rate-inv-sqrt-t"]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default="", help="model folder of worker 0 (others add .worker-N)")
+    parser.add_argument("--data-dir", default="", help="IWSLT15 en-vi folder; empty: a synthetic corpus")
+    parser.add_argument("--batch-size", type=int, required=True, help="sentences per batch")
+    parser.add_argument("--num-epochs", type=int, default=1)
+    parser.add_argument("--num-batches", type=int, default=0, help="updates in all; 0: --num-epochs full epochs")
+    parser.add_argument("--disp-batches", type=int, default=50)
+    parser.add_argument("--kv-store", default="dist_sync")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--variant", choices=("baseline", "p3"), default="baseline")
+    parser.add_argument("--p3-slice-size", type=int, default=DEFAULT_SLICE_SIZE)
+    parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--save-params", default="", help="rank 0 saves its trained parameters here (.npz)")
+    return parser.parse_args(argv)
+
+
+def sockeye_arguments(args, data_dir, output):
+    run_length = (["--max-updates", str(args.num_batches), "--checkpoint-frequency", str(args.num_batches)]
+                  if args.num_batches else ["--max-num-epochs", str(args.num_epochs)])
+    return ["-s", os.path.join(data_dir, "train.en"), "-t", os.path.join(data_dir, "train.vi"),
+            "-vs", os.path.join(data_dir, "tst2012.en"), "-vt", os.path.join(data_dir, "tst2012.vi"),
+            "-o", output, *ARCHITECTURE, "--batch-size", str(args.batch_size), "--batch-type", "sentence",
+            *run_length, "--kvstore", args.kv_store, *(DIST_LR_SCHEDULE if "dist" in args.kv_store else []),
+            "--use-cpu", "--disable-device-locking", "--decode-and-evaluate", "0", "--seed", str(args.seed),
+            "--overwrite-output"]
+
+
+def trained_parameters(output):
+    """Sockeye's last checkpoint: {name: NDArray} of the trainable (arg:) parameters."""
+    saved = mx.nd.load(os.path.join(output, "params.best"))
+    return {name.split(":", 1)[1]: array for name, array in saved.items() if name.startswith("arg:")}
+
+
+def parameter_checksum(params):
+    digest = hashlib.sha256()
+    for name in sorted(params):
+        digest.update(name.encode())
+        digest.update(params[name].asnumpy().tobytes())
+    return digest.hexdigest()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    worker = int(os.environ.get("DMLC_WORKER_ID", "0"))
+    workdir = os.path.abspath(f"sockeye-worker-{worker}")  # roles on one host share the run folder
+    data_dir = args.data_dir
+    if not data_dir:
+        data_dir = os.path.join(workdir, "corpus")
+        synthetic_corpus.write_corpus(data_dir, seed=args.seed)
+    output = args.output and (args.output if worker == 0 else f"{args.output}.worker-{worker}")
+    output = os.path.abspath(output or os.path.join(workdir, "model"))
+
+    import mxnet.module.module as module_impl
+    import sockeye.constants
+    import sockeye.train
+    import sockeye.training
+
+    sockeye.constants.MEASURE_SPEED_EVERY = args.disp_batches
+    # With a dist kvstore the optimizer state lives on the servers, and Sockeye's checkpoint would
+    # fail on saving it ("Cannot save states for distributed training"); Sockeye cannot continue a
+    # distributed run from it anyway, so checkpoints keep the parameters only.
+    sockeye.training.TrainingModel.save_optimizer_states = lambda self, fname: None
+    if args.variant == "p3":
+        from p3_kvstore import use_p3_in_modules
+
+        p3_syncs = use_p3_in_modules(args.p3_slice_size, args.p3_priority)
+    ranks = []
+    initialize = module_impl._initialize_kvstore
+
+    def initialize_and_note_rank(kvstore, *rest, **named):
+        ranks.append(kvstore.rank)  # the rank MXNet assigned at registration
+        return initialize(kvstore, *rest, **named)
+
+    module_impl._initialize_kvstore = initialize_and_note_rank
+
+    sockeye_argv = sockeye_arguments(args, data_dir, output)
+    print("sockeye_run: python -m sockeye.train " + " ".join(sockeye_argv), flush=True)
+    sys.argv = ["sockeye.train", *sockeye_argv]
+    sockeye.train.main()
+    # Free the kvstore now: its destructor tells the scheduler this worker is done. Left to
+    # interpreter exit (Sockeye's objects hold it in cycles), it is never freed and the process aborts.
+    if args.variant == "p3":
+        p3_syncs.clear()
+    gc.collect()
+
+    params = trained_parameters(output)
+    rank = ranks[0] if ranks else worker
+    print(f"Parameter checksum: rank={rank} sha256={parameter_checksum(params)} params={len(params)}", flush=True)
+    if args.save_params and rank == 0:
+        import numpy as np
+
+        np.savez(args.save_params, **{name: array.asnumpy() for name, array in params.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
