@@ -1,0 +1,437 @@
+"""From run records to statistics, speedups with intervals, a verdict per claim, and badges.
+
+Statistics (pandas): per setup and configuration, mean, standard deviation,
+a Student-t confidence interval of the mean and n (successful runs only;
+failed runs are counted beside them). The speedup of a variant over its
+reference is the ratio of the means with a delta-method interval (relative
+variances added, Welch-Satterthwaite degrees of freedom).
+
+A setup is one evaluator's target: (origin of the store, target), so runs
+imported from other evaluators stay side by side with local ones.
+
+Verdicts per claim and setup, in this order:
+
+* ``not testable here``: the claim's configuration cannot be built on the
+  setup (no cluster, another cluster size, a bandwidth the links cannot be
+  shaped to or that exceeds them, a model the program does not have);
+* ``inconclusive``: not measured, measured with another profile than the
+  claim's, fewer successful runs per variant than the study asks, or an
+  interval wider than the study allows;
+* ``replicated``: the speedup interval reaches the claimed speedup within the
+  study's tolerance ([claim - tol, claim + tol]);
+* ``not replicated``: the interval lies wholly outside that band.
+
+A claim without a bandwidth ("up to X%") is judged at the tested bandwidth
+with the highest measured speedup.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from .study import NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
+
+REPLICATED = "replicated"
+NOT_REPLICATED = "not replicated"
+INCONCLUSIVE = "inconclusive"
+NOT_TESTABLE = "not testable here"
+
+
+# --- statistics ----------------------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (Lentz's method)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with df degrees of freedom (bisection on the CDF)."""
+    if not 0.0 < p < 1.0 or df <= 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        high *= 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    n: int
+    mean: float
+    std: float
+    low: float  # NaN when n < 2
+    high: float
+
+
+def mean_interval(values: Sequence[float], confidence: float) -> MeanInterval:
+    n = len(values)
+    if n == 0:
+        return MeanInterval(0, math.nan, math.nan, math.nan, math.nan)
+    mean = statistics.fmean(values)
+    if n < 2:
+        return MeanInterval(1, mean, math.nan, math.nan, math.nan)
+    std = statistics.stdev(values)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+    return MeanInterval(n, mean, std, mean - half, mean + half)
+
+
+def ratio_interval(numerator: Sequence[float], denominator: Sequence[float],
+                   confidence: float = 0.95) -> tuple[float, float, float]:
+    """Ratio of the means with a delta-method interval; (ratio, nan, nan) with fewer than 2 values a side."""
+    mn, md = statistics.fmean(numerator), statistics.fmean(denominator)
+    ratio = mn / md
+    nn, nd = len(numerator), len(denominator)
+    if nn < 2 or nd < 2:
+        return ratio, math.nan, math.nan
+    a = statistics.variance(numerator) / nn / mn ** 2
+    b = statistics.variance(denominator) / nd / md ** 2
+    rel = math.sqrt(a + b)
+    if rel == 0.0:
+        return ratio, ratio, ratio
+    df = (a + b) ** 2 / (a ** 2 / (nn - 1) + b ** 2 / (nd - 1))  # Welch-Satterthwaite
+    half = t_quantile(0.5 + confidence / 2.0, df) * rel
+    return ratio, ratio * (1 - half), ratio * (1 + half)
+
+
+# --- records as a table --------------------------------------------------------------------------
+
+COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind", "num_hosts", "shaping",
+           "link_capacity", "profile", "model", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
+           "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id"]
+
+
+def setup_label(record: dict) -> str:
+    origin = record.get("origin", {})
+    target = record["config"]["target"]
+    who = "here" if not record.get("imported_from") else f"{origin.get('host', '?')} ({origin.get('id', '?')[:8]})"
+    return f"{target.get('label') or target.get('name') or 'embedded default'} [{who}]"
+
+
+def frame(records: Iterable[dict], metric: str = "throughput_samples_per_sec") -> pd.DataFrame:
+    rows = []
+    for r in records:
+        config, target, result = r["config"], r["config"]["target"], r.get("result") or {}
+        bandwidth = config["bandwidth"]
+        rows.append({
+            "setup": setup_label(r), "origin": r.get("origin", {}).get("id"), "origin_host": r.get("origin", {}).get("host"),
+            "imported": bool(r.get("imported_from")), "target": target.get("label"), "target_kind": target.get("kind"),
+            "num_hosts": len(target.get("hosts", [])), "shaping": bool(target.get("shaping")),
+            "link_capacity": target.get("link_capacity"), "profile": config.get("profile"),
+            "model": config["model"], "variant": config["variant"], "bandwidth": bandwidth,
+            "bandwidth_bps": rate_bps(bandwidth) if bandwidth != NATIVE else math.nan,
+            "repetition": config.get("repetition"), "ok": r.get("status") == "ok",
+            "throughput": result.get(metric) if r.get("status") == "ok" else math.nan,
+            "params_in_sync": result.get("params_in_sync"), "failure_reason": r.get("failure_reason"),
+            "record_id": r.get("record_id"), "sweep_id": r.get("sweep_id"),
+        })
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df.astype({"ok": bool, "imported": bool, "shaping": bool, "throughput": float, "bandwidth_bps": float})
+
+
+CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "variant"]
+
+
+def summarize(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Per setup, profile, model, bandwidth and variant: n, failures, mean, std and interval."""
+    out = []
+    for key, group in df.groupby(CONFIG_KEYS, sort=False, dropna=False):
+        values = group.loc[group["ok"], "throughput"].astype(float).tolist()
+        stats = mean_interval(values, confidence)
+        out.append({**dict(zip(CONFIG_KEYS, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0],
+                    "n": stats.n, "failed": int((~group["ok"]).sum()), "mean": stats.mean, "std": stats.std,
+                    "ci_low": stats.low, "ci_high": stats.high})
+    cols = CONFIG_KEYS + ["bandwidth_bps", "n", "failed", "mean", "std", "ci_low", "ci_high"]
+    result = pd.DataFrame(out, columns=cols)
+    return _order(result)
+
+
+def _order(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df
+    df = df.assign(_bw=df["bandwidth_bps"].fillna(-1.0))
+    return df.sort_values(["setup", "profile", "model", "_bw"], kind="stable").drop(columns="_bw").reset_index(drop=True)
+
+
+def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: float) -> pd.DataFrame:
+    """Speedup of each (variant, versus) pair per setup, profile, model and bandwidth, where both ran."""
+    out = []
+    keys = ["setup", "profile", "model", "bandwidth"]
+    ok = df[df["ok"]]
+    for key, group in ok.groupby(keys, sort=False, dropna=False):
+        for variant, versus in pairs:
+            num = group.loc[group["variant"] == variant, "throughput"].astype(float).tolist()
+            den = group.loc[group["variant"] == versus, "throughput"].astype(float).tolist()
+            if not num or not den:
+                continue
+            ratio, low, high = ratio_interval(num, den, confidence)
+            out.append({**dict(zip(keys, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0], "variant": variant,
+                        "versus": versus, "n_variant": len(num), "n_versus": len(den), "speedup": ratio,
+                        "ci_low": low, "ci_high": high})
+    cols = keys + ["bandwidth_bps", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low", "ci_high"]
+    return _order(pd.DataFrame(out, columns=cols))
+
+
+def claim_pairs(study: Study) -> list[tuple[str, str]]:
+    pairs = {(c.variant, c.versus) for c in study.claims}
+    pairs |= {(v, "baseline") for v in study.variants if v != "baseline"}
+    return sorted(pairs)
+
+
+# --- verdicts ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setup:
+    label: str
+    kind: str  # embedded, testbed or cluster
+    num_hosts: int
+    shaping: bool
+    link_capacity: str | None
+    imported: bool
+
+
+def setups(df: pd.DataFrame) -> list[Setup]:
+    seen = []
+    for label, group in df.groupby("setup", sort=False):
+        row = group.iloc[0]
+        cap = row["link_capacity"]
+        seen.append(Setup(label=str(label), kind=str(row["target_kind"]), num_hosts=int(row["num_hosts"]),
+                          shaping=bool(row["shaping"]), link_capacity=cap if isinstance(cap, str) else None,
+                          imported=bool(row["imported"])))
+    return sorted(seen, key=lambda s: (s.imported, s.label))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: str
+    setup: str
+    verdict: str
+    reason: str
+    bandwidth: str | None = None
+    speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
+
+
+def buildable(claim: Claim, setup: Setup, program_models: set[str]) -> str | None:
+    """Why the claim's configuration cannot be built on this setup, or None if it can."""
+    where = f" at {claim.bandwidth}" if claim.bandwidth else ""
+    if claim.model not in program_models:
+        return f"the program has no cmd_key {claim.model!r} yet, so {claim.model} cannot run"
+    if setup.kind == "embedded":
+        return (f"the claim is about a cluster{where}; the embedded default runs every role on this host over "
+                f"loopback, whose bandwidth cannot be set (use --target with a testbed or a cluster)")
+    if claim.cluster_size and setup.num_hosts != claim.cluster_size:
+        return (f"the claim is for {claim.cluster_size} machines; this target has {setup.num_hosts} "
+                f"(a testbed of {claim.cluster_size}: ck testbed cluster:NAME --hosts={claim.cluster_size})")
+    if claim.bandwidth:
+        if not setup.shaping:
+            if not same_rate(setup.link_capacity, claim.bandwidth):
+                return (f"the claim is at {claim.bandwidth}; this target's links run at native bandwidth "
+                        f"({setup.link_capacity or 'not given'}) and are not shaped from here")
+        elif setup.link_capacity and rate_bps(claim.bandwidth) > rate_bps(setup.link_capacity):
+            return f"{claim.bandwidth} exceeds this target's links ({setup.link_capacity})"
+    return None
+
+
+def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str]) -> Verdict:
+    def verdict(kind: str, reason: str, row=None) -> Verdict:
+        if row is None:
+            return Verdict(claim.id, setup.label, kind, reason)
+        return Verdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"], speedup=float(row["speedup"]),
+                       ci_low=float(row["ci_low"]), ci_high=float(row["ci_high"]),
+                       n=int(min(row["n_variant"], row["n_versus"])))
+
+    why_not = buildable(claim, setup, program_models)
+    if why_not:
+        return verdict(NOT_TESTABLE, why_not)
+    rows = speedup_rows[(speedup_rows["setup"] == setup.label) & (speedup_rows["model"] == claim.model)
+                        & (speedup_rows["variant"] == claim.variant) & (speedup_rows["versus"] == claim.versus)]
+    if claim.bandwidth:
+        rows = rows[[same_rate(b, claim.bandwidth) for b in rows["bandwidth"]]]
+    where = f" at {claim.bandwidth}" if claim.bandwidth else ""
+    if rows.empty:
+        return verdict(INCONCLUSIVE, f"not measured: no successful runs of both {claim.variant} and {claim.versus} "
+                                     f"for {claim.model}{where} (ck reproduce study:NAME --target=... "
+                                     f"--models={claim.model}{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})")
+    in_profile = rows[rows["profile"] == tol.profile]
+    if in_profile.empty:
+        best = rows.loc[rows["speedup"].idxmax()]
+        return verdict(INCONCLUSIVE, f"measured only with the {best['profile']} profile ({_fmt(best['speedup'])}); "
+                                     f"the claim holds for the {tol.profile} profile, whose image size and epoch "
+                                     f"length set the ratio of compute to communication", best)
+    row = in_profile.loc[in_profile["speedup"].idxmax()]
+    at = f" at {row['bandwidth']}" if not claim.bandwidth else ""
+    n = int(min(row["n_variant"], row["n_versus"]))
+    measured = f"measured {_fmt(row['speedup'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]{at}"
+    if n < tol.min_runs:
+        return verdict(INCONCLUSIVE, f"{measured} from {n} run(s) per variant; the study needs {tol.min_runs}", row)
+    half = (row["ci_high"] - row["ci_low"]) / 2 / row["speedup"]
+    if not half <= tol.max_relative_half_width:
+        return verdict(INCONCLUSIVE, f"{measured}: the {tol.confidence:.0%} interval is ±{half:.0%}, wider than "
+                                     f"the ±{tol.max_relative_half_width:.0%} the study accepts; add repetitions", row)
+    band_low, band_high = claim.speedup - tol.speedup, claim.speedup + tol.speedup
+    band = f"the claimed {claim.speedup:.2f}x ± {tol.speedup:.2f}"
+    if row["ci_high"] >= band_low and row["ci_low"] <= band_high:
+        return verdict(REPLICATED, f"{measured} reaches {band}", row)
+    side = "below" if row["ci_high"] < band_low else "above"
+    return verdict(NOT_REPLICATED, f"{measured} lies {side} {band}", row)
+
+
+def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[Verdict]:
+    rows = speedups(df, claim_pairs(study), study.tolerance.confidence)
+    found = setups(df)
+    if not found:
+        return [Verdict(c.id, "no runs", INCONCLUSIVE, "not measured: no runs stored yet (ck reproduce study:NAME)")
+                for c in study.claims]
+    return [judge(c, s, rows, study.tolerance, program_models) for c in study.claims for s in found]
+
+
+def overall(verdicts: Sequence[Verdict], claim_id: str) -> str:
+    """One verdict per claim over every setup: a failed replication anywhere outweighs a success elsewhere."""
+    kinds = {v.verdict for v in verdicts if v.claim == claim_id}
+    for kind in (NOT_REPLICATED, REPLICATED, INCONCLUSIVE):
+        if kind in kinds:
+            return kind
+    return NOT_TESTABLE
+
+
+# --- badges --------------------------------------------------------------------------------------
+
+RECOMMENDED, NOT_RECOMMENDED, UNDECIDED = "recommended", "not recommended", "undecided"
+
+
+@dataclass(frozen=True)
+class Badge:
+    name: str  # ACM: Artifacts Available, Artifacts Evaluated - Functional, Results Reproduced
+    status: str
+    reasons: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "reasons": list(self.reasons)}
+
+
+def badges(study: Study, df: pd.DataFrame, verdicts: Sequence[Verdict], program_models: set[str]) -> list[Badge]:
+    return [available_badge(study), functional_badge(df), reproduced_badge(study, verdicts)]
+
+
+def available_badge(study: Study) -> Badge:
+    available = study.artifact.get("available", {})
+    if available.get("doi"):
+        return Badge("Artifacts Available", RECOMMENDED, (
+            f"the authors' artifact is archived on {available.get('archive', 'an archive')} with DOI {available['doi']}"
+            f" ({available.get('file', '')}) and published at {available.get('repository', 'n/a')}",
+            "recorded in the study entry; this report did not download the archive (no internet here)"))
+    return Badge("Artifacts Available", NOT_RECOMMENDED, ("the study records no permanent archive (DOI) of the artifact",))
+
+
+def functional_badge(df: pd.DataFrame) -> Badge:
+    if df.empty:
+        return Badge("Artifacts Evaluated - Functional", UNDECIDED, ("no runs stored yet",))
+    reasons, broken = [], False
+    for (model, variant), group in df.groupby(["model", "variant"], sort=True):
+        ok = group[group["ok"]]
+        if ok.empty:
+            broken = True
+            reasons.append(f"{model} {variant}: all {len(group)} run(s) failed ({group['failure_reason'].iloc[-1]})")
+            continue
+        out_of_sync = int((ok["params_in_sync"] == False).sum())  # noqa: E712 (None means not checked)
+        if out_of_sync:
+            broken = True
+            reasons.append(f"{model} {variant}: {out_of_sync} run(s) ended with workers' parameters NOT in sync")
+        else:
+            reasons.append(f"{model} {variant}: {len(ok)} of {len(group)} run(s) succeeded, workers' parameters in sync")
+    return Badge("Artifacts Evaluated - Functional", NOT_RECOMMENDED if broken else RECOMMENDED, tuple(reasons))
+
+
+def reproduced_badge(study: Study, verdicts: Sequence[Verdict]) -> Badge:
+    per_claim = {c.id: overall(verdicts, c.id) for c in study.claims}
+    caveat = ("P3 here is a re-implementation of its two mechanisms on stock MXNet (CPU), not the authors' build; "
+              "ACM asks for the main results obtained by others, in part with the authors' artifacts")
+    failed = [c for c, v in per_claim.items() if v == NOT_REPLICATED]
+    if failed:
+        return Badge("Results Reproduced", NOT_RECOMMENDED, (f"not replicated: {', '.join(failed)}", caveat))
+    open_claims = [f"{c} ({v})" for c, v in per_claim.items() if v != REPLICATED]
+    if open_claims:
+        return Badge("Results Reproduced", UNDECIDED, (
+            f"{len(open_claims)} of {len(per_claim)} claim(s) not yet replicated: {', '.join(open_claims)}", caveat))
+    return Badge("Results Reproduced", RECOMMENDED, (f"all {len(per_claim)} claims replicated", caveat))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    speedups: pd.DataFrame
+    verdicts: list[Verdict]
+    overall: dict[str, str]
+    badges: list[Badge]
+    setups: list[Setup]
+
+
+def analyse(study: Study, records: Iterable[dict], program_models: set[str]) -> Analysis:
+    df = frame(records, study.metric)
+    verdicts = judge_all(study, df, program_models)
+    return Analysis(
+        runs=df, summary=summarize(df, study.tolerance.confidence),
+        speedups=speedups(df, claim_pairs(study), study.tolerance.confidence), verdicts=verdicts,
+        overall={c.id: overall(verdicts, c.id) for c in study.claims},
+        badges=badges(study, df, verdicts, program_models), setups=setups(df),
+    )

@@ -1,0 +1,240 @@
+"""One run of a sweep: `ck run program:P` in its own run folder, guarded, and its provenance.
+
+Each run is the ck CLI in a child process, so that its exact command line is
+recorded (and can be typed again), its output goes to the run folder instead
+of over the progress bar, and it has a timeout. The child runs under a small
+guard (``python -m reprokit.study_runner --guard -- ck run ...``) in a session
+of its own. The guard reads a pipe from the sweep; when the pipe closes (the
+sweep stopped, timed out, or died, even by SIGKILL) it sends SIGTERM to its
+whole session (ck, its shell and the launcher, which tears every role down),
+then SIGKILL after a grace period. So no run outlives its sweep.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from .result import RESULT_FILE
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+GUARD_GRACE_S = 15.0  # the launcher needs a few seconds to tear its roles down
+CK_OUTPUT = "ck-output.json"
+CK_LOG = "ck-run.log"
+
+
+def ck_executable() -> str:
+    return str(Path(sys.executable).with_name("ck"))
+
+
+def run_command(program: str, model: str, target: str, run_dir: Path, env: dict[str, str]) -> list[str]:
+    return [ck_executable(), "run", f"program:{program}", f"--cmd_key={model}",
+            *([f"--target={target}"] if target else []),
+            f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / CK_OUTPUT}",
+            *(f"--env.{k}={v}" for k, v in sorted(env.items()))]
+
+
+@dataclass
+class RunOutcome:
+    ok: bool
+    reason: str | None
+    result: dict | None
+    started_at: float
+    ended_at: float
+    exit_code: int | None
+    stopped: bool = False  # the sweep was asked to stop during this run: it is not a result
+
+
+class GuardedRun:
+    """Starts the guarded child; ``stop()`` (from a signal handler too) tears it down."""
+
+    def __init__(self, command: list[str], run_dir: Path):
+        self.log = open(run_dir / CK_LOG, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reprokit.study_runner", "--guard", "--", *command],
+            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, cwd=run_dir,
+            start_new_session=True,
+        )
+        self.stop_reason: str | None = None
+
+    def stop(self, reason: str) -> None:
+        self.stop_reason = self.stop_reason or reason
+        try:
+            self.proc.stdin.close()  # the guard's watchdog sees EOF and tears the session down
+        except (OSError, ValueError):
+            pass
+
+    def wait(self, timeout_s: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.stop(f"timed out after {timeout_s:.0f} s")
+        try:
+            return self.proc.wait(timeout=GUARD_GRACE_S + 5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return self.proc.wait()
+        finally:
+            self.log.close()
+
+
+def run_once(command: list[str], run_dir: Path, timeout_s: float, on_start=None) -> RunOutcome:
+    """Run the command guarded in run_dir; read the unified result it left there."""
+    started = time.time()
+    run = GuardedRun(command, run_dir)
+    if on_start:
+        on_start(run)
+    code = run.wait(timeout_s)
+    if not run.log.closed:
+        run.log.close()
+    ended = time.time()
+    result_path = run_dir / RESULT_FILE
+    result = None
+    if result_path.exists():
+        try:
+            result = json.loads(result_path.read_text())
+        except ValueError:
+            result = None
+    if run.stop_reason:
+        return RunOutcome(False, run.stop_reason, result, started, ended, code,
+                          stopped=not run.stop_reason.startswith("timed out"))
+    if result is not None and result.get("run_success"):
+        return RunOutcome(True, None, result, started, ended, code)
+    if result is not None:
+        reason = result.get("failure_reason") or "the run failed without a reason"
+    else:
+        tail = _tail(run_dir / CK_LOG)
+        reason = f"ck exited with code {code} and wrote no {RESULT_FILE}" + (f": {tail}" if tail else "")
+    return RunOutcome(False, reason, result, started, ended, code)
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    wanted = [l for l in text if l.startswith(("p3: error:", "p3: FAILED:", "CK error:"))]
+    return " | ".join((wanted or text)[-lines:])[:500]
+
+
+# --- provenance ----------------------------------------------------------------------------------
+
+def _git(*args: str) -> str:
+    try:
+        proc = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def engine_python_version(python: str) -> str:
+    try:
+        proc = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip()
+
+
+def environment() -> dict:
+    """What does not change between the runs of a sweep: this repository, the framework, the host."""
+    revision = _git("rev-parse", "HEAD")
+    return {
+        "repo_revision": revision or "unknown (not a git checkout)",
+        "repo_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")) if revision else None,
+        "ck_version": metadata.version("ck"),
+        "python_version": platform.python_version(),
+        "controller_host": platform.node(),
+        "platform": platform.platform(),
+    }
+
+
+def run_provenance(run_dir: Path, command: list[str], outcome: RunOutcome, env: dict) -> dict:
+    """The per-run part: engine and role plan from the run's own specification, command, times."""
+    spec = {}
+    spec_path = run_dir / "p3-run.json"
+    if spec_path.exists():
+        try:
+            spec = json.loads(spec_path.read_text())
+        except ValueError:
+            spec = {}
+    engine = spec.get("engine", {})
+    engine_name = engine.get("name", "")
+    plan = spec.get("plan", {})
+    return {
+        "engine": engine_name or None,
+        "mxnet_version": engine_name.split("-")[1] if engine_name.startswith("mxnet-") else None,
+        "engine_env_uid": engine.get("env_uid"),
+        "engine_python": engine.get("python"),
+        "hosts": plan.get("hosts") or (outcome.result or {}).get("hosts"),
+        "role_plan": [{k: r.get(k) for k in ("kind", "index", "host")} for r in plan.get("roles", [])] or None,
+        "env_overrides": env,
+        "started_at": _iso(outcome.started_at),
+        "ended_at": _iso(outcome.ended_at),
+        "duration_s": round(outcome.ended_at - outcome.started_at, 3),
+        "command": command,
+        "command_line": shlex.join(command),
+        "ck_exit_code": outcome.exit_code,
+    }
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t)) + f" ({t:.3f})"
+
+
+# --- the guard -----------------------------------------------------------------------------------
+
+def _others_in_group() -> bool:
+    me, group = os.getpid(), os.getpgrp()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
+def guard(command: list[str]) -> int:
+    """Run command in this session; tear the whole session down when stdin (the sweep's pipe) closes."""
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    finished = threading.Event()
+
+    def watchdog() -> None:
+        sys.stdin.buffer.read()  # returns at EOF: the sweep closed the pipe or died
+        if finished.is_set():
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.killpg(0, signal.SIGTERM)
+        deadline = time.monotonic() + GUARD_GRACE_S
+        while _others_in_group() and time.monotonic() < deadline:  # the launcher tears its roles down
+            time.sleep(0.1)
+        os.killpg(0, signal.SIGKILL)  # whatever is left, the guard included
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    code = child.wait()
+    finished.set()
+    return code
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--guard" and sys.argv[2] == "--":
+        code = guard(sys.argv[3:])
+        sys.stdout.flush()
+        os._exit(code)  # not sys.exit: the watchdog thread still blocks in a read of stdin
+    sys.exit("usage: python -m reprokit.study_runner --guard -- COMMAND...")
