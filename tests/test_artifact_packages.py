@@ -1,0 +1,185 @@
+"""`ck install package:sysml19-p3-github|-zenodo|-baseline-github` against stand-ins for GitHub and Zenodo.
+
+GitHub and Zenodo are unreachable here: a local git repository and a zip served
+by a loopback HTTP server stand in for them (tests/artifact_standin.py), so the
+real recipe runs end to end: clone or download, checksum, unzip, make, pip
+install into the artifact's own prefix, import check, registration.
+"""
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from artifact_standin import make_git_repository, make_zip
+from conftest import CkCli, REPO_ROOT
+from loopback import FileServer
+from reprokit.artifact import detect_cuda
+
+pytestmark = pytest.mark.ck
+
+LEAN = ["--env.ARTIFACT_PIP_PACKAGES="]  # the stand-in needs no numpy; one test installs the default set
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    root = tmp_path_factory.mktemp("standin")
+    commits = make_git_repository(root / "p3.git")
+    top = make_zip(root / "p3.git", commits["master"], root / "p3-v1.3.zip")
+    body = (root / "p3-v1.3.zip").read_bytes()
+    with FileServer() as server:  # stands in for Zenodo
+        server.add("p3-v1.3.zip", body, "application/zip")
+        server.add_truncated("truncated/p3-v1.3.zip", body[: len(body) // 2], claimed=len(body))
+        url = server.url("")[:-1]
+        yield {"repo": str(root / "p3.git"), "commits": commits, "url": url, "top": top,
+               "md5": hashlib.md5(body).hexdigest()}
+
+
+@pytest.fixture(scope="module")
+def artifact_ck(tmp_path_factory) -> CkCli:
+    """A CK of its own: registered artifact builds change which engine later runs use."""
+    cli = CkCli(tmp_path_factory.mktemp("ck-artifact"))
+    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
+    return cli
+
+
+def install(ck: CkCli, package: str, *env: str):
+    return ck("install", f"package:{package}", "--quiet", *env, timeout=900)
+
+
+def artifact_envs(ck: CkCli) -> dict[str, dict]:
+    """Registered artifact builds by their env UID: their CK_ENV_TOOL_SYSML19_P3* variables."""
+    found = json.loads(ck("search", "env", "--tags=tool,p3", "--add_meta", "--out=json", check=True).stdout)["lst"]
+    return {e["data_uid"]: e["meta"]["env"] for e in found}
+
+
+def build_info(python: str) -> dict:
+    out = subprocess.run([python, "-c", "import json, mxnet; print(json.dumps(mxnet.build_info()))"],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd="/")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def assert_failed_in_one_line(proc, step: str) -> str:
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    errors = [line for line in output.splitlines() if line.startswith("artifact: error:")]
+    assert len(errors) == 1 and f"step {step} failed" in errors[0], output[-3000:]
+    assert "Traceback" not in output
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def github_install(artifact_ck, standin):
+    proc = install(artifact_ck, "sysml19-p3-github", f"--env.PACKAGE_URL={standin['repo']}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [variables] = [v for v in artifact_envs(artifact_ck).values() if v["CK_ENV_TOOL_SYSML19_P3_BUILD"] == "p3"]
+    return variables
+
+
+def test_github_package_clones_builds_and_registers_the_p3_build(artifact_ck, standin, github_install):
+    variables = github_install
+    assert variables["CK_ENV_TOOL_SYSML19_P3_COMMIT"] == standin["commits"]["master"]
+    tree = Path(variables["CK_ENV_TOOL_SYSML19_P3"])
+    assert (tree / "example/image-classification/train_imagenet.py").exists()
+    assert tree.is_relative_to(artifact_ck.env["CK_TOOLS"])
+    python = variables["CK_ENV_TOOL_SYSML19_P3_PYTHON"]
+    info = build_info(python)
+    assert info["build"] == "p3"
+    # The library the installed package loads is the one make compiled, with the seed's flags.
+    assert Path(info["library"]).is_relative_to(Path(python).parent.parent)
+    cuda = detect_cuda(os.environ)
+    assert info["flags"]["USE_CUDA"] == ("1" if cuda else "0") and info["cuda_compiled"] == bool(cuda)
+    assert variables["CK_ENV_TOOL_SYSML19_P3_CUDA"] == ("1" if cuda else "0")
+    assert {k: info["flags"][k] for k in ("USE_BLAS", "USE_OPENCV", "USE_DIST_KVSTORE")} == \
+        {"USE_BLAS": "openblas", "USE_OPENCV": "1", "USE_DIST_KVSTORE": "1"}
+    # The default python dependencies are in the artifact's own prefix, not the framework's.
+    numpy = subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+    assert numpy.stdout.strip() == "1.23.5"
+
+
+def test_baseline_package_builds_the_baseline_branch(artifact_ck, standin, github_install):
+    proc = install(artifact_ck, "sysml19-p3-baseline-github", f"--env.PACKAGE_URL={standin['repo']}",
+                   "--env.USE_CUDA=0", *LEAN)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    builds = {v["CK_ENV_TOOL_SYSML19_P3_BUILD"]: v for v in artifact_envs(artifact_ck).values()}
+    assert set(builds) == {"p3", "baseline"}
+    baseline = builds["baseline"]
+    assert baseline["CK_ENV_TOOL_SYSML19_P3_COMMIT"] == standin["commits"]["baseline"]
+    info = build_info(baseline["CK_ENV_TOOL_SYSML19_P3_PYTHON"])
+    assert info["build"] == "baseline" and info["flags"]["USE_CUDA"] == "0" and not info["cuda_compiled"]
+    assert baseline["CK_ENV_TOOL_SYSML19_P3"] != builds["p3"]["CK_ENV_TOOL_SYSML19_P3"]
+
+
+@pytest.fixture(scope="module")
+def zenodo_install(artifact_ck, standin):
+    proc = install(artifact_ck, "sysml19-p3-zenodo", f"--env.PACKAGE_URL={standin['url']}/p3-v1.3.zip",
+                   f"--env.PACKAGE_MD5={standin['md5']}", f"--env.PACKAGE_TOP_DIR={standin['top']}",
+                   "--env.USE_CUDA=0", *LEAN)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "md5 verified" in proc.stdout
+    [(uid, variables)] = [(u, v) for u, v in artifact_envs(artifact_ck).items()
+                          if "sysml19-p3-zenodo" in v["CK_ENV_TOOL_SYSML19_P3"]]
+    return uid, variables
+
+
+def test_zenodo_package_downloads_verifies_and_unzips_over_loopback(standin, zenodo_install):
+    _, variables = zenodo_install
+    # The commit comes from GitHub's archive naming of the top folder (anandj91-p3-c647954 for v1.3).
+    assert variables["CK_ENV_TOOL_SYSML19_P3_COMMIT"] == standin["commits"]["master"][:7]
+    assert build_info(variables["CK_ENV_TOOL_SYSML19_P3_PYTHON"])["build"] == "p3"
+    # Unzipping kept the executable bits.
+    train = Path(variables["CK_ENV_TOOL_SYSML19_P3"]) / "example/image-classification/train_imagenet.py"
+    assert os.access(train, os.X_OK)
+
+
+def manifest_of(variables: dict) -> str:
+    return Path(variables["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).read_text()
+
+
+@pytest.mark.parametrize("bad_download, step, message", [
+    (["--env.PACKAGE_MD5=" + "0" * 32], "fetch", "checksum mismatch"),
+    (["--env.PACKAGE_URL={url}/truncated/p3-v1.3.zip"], "fetch", "cut short"),
+    (["--env.PACKAGE_URL={url}/no-such-file.zip"], "fetch", "HTTP 404"),
+])
+def test_bad_download_fails_and_keeps_the_earlier_install(artifact_ck, standin, zenodo_install, bad_download, step,
+                                                          message):
+    uid, variables = zenodo_install
+    before_envs, before_manifest = artifact_envs(artifact_ck), manifest_of(variables)
+    env = [a.format(url=standin["url"]) for a in bad_download]
+    defaults = {"--env.PACKAGE_URL": f"{standin['url']}/p3-v1.3.zip", "--env.PACKAGE_MD5": standin["md5"]}
+    given = {a.split("=", 1)[0] for a in env}
+    args = env + [f"{k}={v}" for k, v in defaults.items() if k not in given]
+    error = assert_failed_in_one_line(install(artifact_ck, "sysml19-p3-zenodo", "--env.USE_CUDA=0", *LEAN, *args), step)
+    assert message in error
+    assert artifact_envs(artifact_ck) == before_envs
+    assert manifest_of(variables) == before_manifest
+    assert build_info(variables["CK_ENV_TOOL_SYSML19_P3_PYTHON"])["build"] == "p3"
+
+
+@pytest.mark.parametrize("bad_source, step, message", [
+    (["--env.PACKAGE_URL={root}/no-such-repo.git"], "fetch", "does not exist"),
+    (["--env.PACKAGE_URL={repo}", "--env.PACKAGE_BRANCH=broken"], "build", "make exited with code"),
+    (["--env.PACKAGE_URL={repo}", "--env.PACKAGE_COMMIT=0123456789abcdef"], "fetch", "git exited"),
+])
+def test_failed_clone_or_build_keeps_the_earlier_install(artifact_ck, standin, github_install, bad_source, step,
+                                                         message):
+    before_envs, before_manifest = artifact_envs(artifact_ck), manifest_of(github_install)
+    args = [a.format(repo=standin["repo"], root=Path(standin["repo"]).parent) for a in bad_source]
+    error = assert_failed_in_one_line(install(artifact_ck, "sysml19-p3-github", "--env.USE_CUDA=0", *LEAN, *args), step)
+    assert message in error
+    assert artifact_envs(artifact_ck) == before_envs
+    assert manifest_of(github_install) == before_manifest
+    assert build_info(github_install["CK_ENV_TOOL_SYSML19_P3_PYTHON"])["build"] == "p3"
+
+
+def test_failed_first_install_registers_nothing(bare_ck, standin):
+    proc = install(bare_ck, "sysml19-p3-baseline-github", f"--env.PACKAGE_URL={standin['repo']}",
+                   "--env.PACKAGE_BRANCH=no-such-branch", "--env.USE_CUDA=0", *LEAN)
+    assert_failed_in_one_line(proc, "fetch")
+    assert artifact_envs(bare_ck) == {}
+    installed = list(Path(bare_ck.env["CK_TOOLS"]).glob("sysml19-p3-baseline-github*/artifact*"))
+    assert installed == []

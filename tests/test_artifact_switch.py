@@ -1,0 +1,139 @@
+"""VARIANT resolves to the right engine in both worlds: the embedded default, and the authors' artifact installed.
+
+The artifact world uses the stand-in for github anandj91/p3 (tests/artifact_standin.py):
+its P3 and baseline builds are really built and registered through the CK
+packages, and their train_imagenet.py records the command line and DMLC_*
+environment each role got (they cannot train, so those runs fail, saying so).
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from artifact_standin import STANDIN_EXIT, make_git_repository
+from conftest import CkCli, REPO_ROOT
+from test_artifact_packages import LEAN, artifact_envs
+
+pytestmark = pytest.mark.ck
+
+SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.WORKER_THREADS=1"]
+
+
+def run_spec(run_dir: Path) -> dict:
+    return json.loads((run_dir / "p3-run.json").read_text())
+
+
+@pytest.mark.parametrize("variant", ["p3", "baseline"])
+def test_embedded_world_runs_both_variants_on_stock_mxnet(ck, tmp_path, variant):
+    proc, out = ck.run_p3(tmp_path, *SHORT, f"--env.VARIANT={variant}")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    result = out["characteristics"]
+    assert (result["engine"], result["variant"]) == ("mxnet-1.9.1-cpu", variant)
+    spec = run_spec(tmp_path)
+    assert spec["engine"]["build"] == "stock"
+    assert spec["plan"]["command"][1:3] == ["train.py", "--network"]
+    assert "--variant" in spec["plan"]["command"]
+
+
+def stock_engine_prefix(ck: CkCli) -> str:
+    found = json.loads(ck("search", "env", "--tags=lib,mxnet", "--add_meta", "--out=json", check=True).stdout)["lst"]
+    return found[0]["meta"]["env"]["CK_ENV_LIB_MXNET"]
+
+
+def world(root: Path, stock_prefix: str) -> CkCli:
+    """A CK of its own (artifact builds change engine selection) with the session's stock engine detected."""
+    cli = CkCli(root)
+    root.mkdir()
+    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
+    cli("detect", "soft:lib.mxnet", f"--search_dirs={stock_prefix}", "--quiet", check=True, timeout=300)
+    return cli
+
+
+@pytest.fixture(scope="module")
+def artifact_world(ck, tmp_path_factory):
+    """Stock MXNet, the P3 build and the baseline build, each registered (CPU builds: the command is then known)."""
+    root = tmp_path_factory.mktemp("artifact-world")
+    commits = make_git_repository(root / "p3.git")
+    cli = world(root / "ck", stock_engine_prefix(ck))
+    for package in ("sysml19-p3-github", "sysml19-p3-baseline-github"):
+        proc = cli("install", f"package:{package}", f"--env.PACKAGE_URL={root / 'p3.git'}", "--env.USE_CUDA=0",
+                   *LEAN, "--quiet", timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    builds = {v["CK_ENV_TOOL_SYSML19_P3_BUILD"]: v for v in artifact_envs(cli).values()}
+    return cli, builds, commits
+
+
+def standin_records(run_dir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(run_dir.glob("standin-*.json"))]
+
+
+@pytest.mark.parametrize("variant, branch", [("p3", "master"), ("baseline", "baseline")])
+def test_artifact_world_runs_each_variant_on_its_own_build(artifact_world, tmp_path, variant, branch):
+    cli, builds, commits = artifact_world
+    proc, out = cli.run_p3(tmp_path, "--cmd_key=resnet", f"--env.VARIANT={variant}")
+    tree = builds[variant]["CK_ENV_TOOL_SYSML19_P3"]
+    engine = f"{'sysml19-p3' if variant == 'p3' else 'sysml19-p3-baseline'}@{commits[branch][:12]}"
+
+    spec = run_spec(tmp_path)
+    assert spec["engine"]["name"] == engine and spec["engine"]["build"] == variant
+    command = spec["plan"]["command"]
+    assert command[:2] == [builds[variant]["CK_ENV_TOOL_SYSML19_P3_PYTHON"],
+                           f"{tree}/example/image-classification/train_imagenet.py"]
+    assert spec["plan"]["files"] == []  # none of our scripts (and so none of our P3 slicing) is shipped
+
+    # Every role ran the artifact's script from that build, with our launcher's DMLC_* environment.
+    records = standin_records(tmp_path)
+    roles = sorted(r["env"]["DMLC_ROLE"] for r in records)
+    assert roles == ["scheduler", "server", "worker", "worker"]
+    for record in records:
+        assert record["kind"] == "train_imagenet" and record["mxnet"]["build"] == variant
+        assert record["argv"][1:] == command[2:]
+        assert record["env"]["DMLC_NUM_WORKER"] == "2" and record["env"]["DMLC_NUM_SERVER"] == "1"
+    argv = records[0]["argv"]
+    assert argv[argv.index("--network") + 1: argv.index("--network") + 4] == ["resnet", "--num-layers", "50"]
+    assert argv[argv.index("--kv-store") + 1] == "dist_sync" and "--gpus" not in argv
+
+    # The stand-in cannot train: the run fails, and the result still names the engine and variant.
+    assert proc.returncode != 0
+    result = out["characteristics"]
+    assert result["run_success"] is False and f"exited with code {STANDIN_EXIT}" in result["failure_reason"]
+    assert (result["engine"], result["variant"]) == (engine, variant)
+    failed_role = result["failure_reason"].split()[0]  # e.g. worker#1; its log says why
+    log = "scheduler.log" if failed_role == "scheduler" else failed_role.replace("#", "-") + ".log"
+    assert "stand-in for the P3 artifact" in (tmp_path / "logs" / log).read_text()
+
+
+def test_artifact_world_runs_the_bundled_sockeye(artifact_world, tmp_path):
+    cli, builds, _ = artifact_world
+    cli.run_p3(tmp_path, "--cmd_key=sockeye", "--env.VARIANT=p3", f"--env.OUTPUT_FILE={tmp_path / 'model'}")
+    tree = builds["p3"]["CK_ENV_TOOL_SYSML19_P3"]
+    [worker] = [r for r in standin_records(tmp_path) if r["env"]["DMLC_ROLE"] == "worker"][:1]
+    assert worker["kind"] == "sockeye.train" and worker["mxnet"]["build"] == "p3"
+    assert worker["env"]["PYTHONPATH"] == f"{tree}/example/sockeye/source"
+    argv = worker["argv"]
+    assert argv[argv.index("--source") + 1] == f"{tree}/example/sockeye/dataset/iwslt15_en-vi/train-preproc.en"
+    assert argv[argv.index("--output") + 1] == str(tmp_path / "model")
+
+
+def test_engine_embedded_forces_stock_mxnet_in_the_artifact_world(artifact_world, tmp_path):
+    cli, _, _ = artifact_world
+    proc, out = cli.run_p3(tmp_path, *SHORT, "--env.VARIANT=baseline", "--env.ENGINE=embedded")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert (out["characteristics"]["engine"], out["characteristics"]["variant"]) == ("mxnet-1.9.1-cpu", "baseline")
+    assert standin_records(tmp_path) == []
+
+
+def test_only_the_p3_build_installed_refuses_the_baseline_in_one_line(ck, artifact_world, tmp_path):
+    _, builds, _ = artifact_world
+    cli = world(tmp_path / "ck", stock_engine_prefix(ck))
+    # Register the P3 build that is already built (ck detect), and nothing else of the artifact.
+    p3_install = Path(builds["p3"]["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).parent
+    cli("detect", "soft:tool.p3", f"--search_dirs={p3_install}", "--search_depth=1", "--quiet", check=True)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    proc, _ = cli.run_p3(run_dir, "--cmd_key=resnet", "--env.VARIANT=baseline")
+    errors = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if line.startswith("p3: error:")]
+    assert proc.returncode != 0 and len(errors) == 1
+    assert "ck install package:sysml19-p3-baseline-github" in errors[0] and "--env.ENGINE=embedded" in errors[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (run_dir / "logs").exists()
