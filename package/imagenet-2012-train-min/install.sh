@@ -4,7 +4,7 @@
 # an earlier install is replaced only after success, and CK registers nothing on failure.
 # A mirror (or the loopback server of the tests) needs both: --env.PACKAGE_URL=... --env.PACKAGE_MD5=...
 set -euo pipefail
-: "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check the os entry's env_set)}"
-: "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: the package's custom.py did not run}"
+: "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"
+: "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: custom.py of the package did not run}"
 PYTHONPATH="$REPROKIT_SRC" exec "$FRAMEWORK_PYTHON" -m reprokit.datasets fetch \
     --url "$PACKAGE_URL" --md5 "$PACKAGE_MD5" --dest "$INSTALL_DIR" --kind imagenet-min

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 : "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"
-: "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: the package's customize.py did not run}"
+: "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: customize.py of the package did not run}"
 
 prefix="$INSTALL_DIR/prefix"
 staging="$INSTALL_DIR/prefix.partial"
