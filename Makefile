@@ -20,13 +20,14 @@ demo: setup
 test: setup testbed-deps
 	$(VPY) -m pytest
 
-# The testbed tests need root, iproute2 and Debian's openssh-server. As root, install what is
-# missing; policy-rc.d keeps the package from starting a system-wide sshd.
+# The testbed tests need root, iproute2 and Debian's openssh-server; the study report test opens
+# the HTML report in Debian's chromium. As root, install what is missing; policy-rc.d keeps the
+# package from starting a system-wide sshd.
 testbed-deps:
-	@if [ "$$(id -u)" = 0 ] && { [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null; }; then \
-	  echo "make: installing openssh-server and iproute2 for the testbed tests"; \
+	@if [ "$$(id -u)" = 0 ] && { [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null || ! command -v chromium >/dev/null; }; then \
+	  echo "make: installing openssh-server, iproute2 and chromium for the testbed and report tests"; \
 	  created=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; created=1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server iproute2 >/dev/null; rc=$$?; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server iproute2 chromium >/dev/null; rc=$$?; \
 	  if [ -n "$$created" ]; then rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; \
 	fi
 
