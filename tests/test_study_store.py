@@ -1,0 +1,139 @@
+"""The results store and bundles on constructed records (no ck): write-once records, attempts, export/import."""
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from reprokit.errors import UserError
+from reprokit.study_analysis import analyse
+from reprokit.study_bundle import export, import_bundle
+from reprokit.study_store import AlreadyStored, Store, write_once
+
+from test_study_analysis import ALL_MODELS, records, study
+
+
+def snapshot(root: Path) -> dict:
+    """Every file under root with the hash of its content: to show that nothing changed."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def filled_store(root: Path, origin_host: str) -> Store:
+    store = Store(root, "sysml19-p3")
+    origin = store.origin()
+    for record in records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0]):
+        record["origin"] = origin
+        record["record_id"] = record["record_id"].replace("--o-local", "")
+        record["provenance"] = {"repo_revision": "abc", "command_line": "ck run program:p3 ...", "hosts": ["10.77.0.1"]}
+        run = store.new_attempt_dir(record["record_id"])
+        (run / "logs").mkdir()
+        (run / "logs" / "worker-0.log").write_text(f"Speed: 1 samples/sec from {origin_host}\n")
+        record["run_folder"] = str(run.relative_to(root))
+        store.put_record(record)
+    return store
+
+
+def test_records_are_written_once_and_never_replaced(tmp_path):
+    path = tmp_path / "records" / "r1.json"
+    write_once(path, {"value": 1})
+    with pytest.raises(AlreadyStored):
+        write_once(path, {"value": 2})
+    assert json.loads(path.read_text()) == {"value": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["r1.json"]  # no temporary file left behind
+
+
+def test_a_writer_killed_mid_write_leaves_no_visible_record(tmp_path):
+    store = filled_store(tmp_path, "a")
+    (store.records_dir / ".half.json.123.abcd.tmp").write_text('{"record_id": "half", "sta')  # killed mid-write
+    (store.records_dir / ".half2.json").write_text("{")
+    assert len(store.local_records()) == 6
+
+
+def test_attempt_folders_keep_earlier_attempts(tmp_path):
+    store = Store(tmp_path, "sysml19-p3")
+    first, second = store.new_attempt_dir("r1"), store.new_attempt_dir("r1")
+    assert (first.name, second.name) == ("attempt-1", "attempt-2")
+
+
+def test_origin_is_stable_and_a_store_of_another_study_is_refused(tmp_path):
+    assert Store(tmp_path, "sysml19-p3").origin() == Store(tmp_path, "sysml19-p3").origin()
+    with pytest.raises(UserError, match="holds results of study 'sysml19-p3'"):
+        Store(tmp_path, "other").origin()
+
+
+def test_export_import_round_trip_keeps_provenance_and_shows_runs_side_by_side(tmp_path):
+    source = filled_store(tmp_path / "a", "host-a")
+    bundle = export(source, tmp_path / "a.tar.gz")["path"]
+    dest = filled_store(tmp_path / "b", "host-b")
+    done = import_bundle(dest, bundle)
+    assert not done["already"] and done["records"] == 6
+    imported = dest.imported_records()
+    assert {r["origin"]["id"] for r in imported} == {source.origin()["id"]}
+    assert imported[0]["provenance"]["command_line"] == "ck run program:p3 ..."
+    log = next(done["path"].rglob("worker-0.log")).read_text()
+    assert "host-a" in log
+    analysis = analyse(study(), dest.all_records(), ALL_MODELS)
+    assert len(analysis.setups) == 2 and sorted(s.imported for s in analysis.setups) == [False, True]
+    before = snapshot(dest.root)
+    assert import_bundle(dest, bundle)["already"]  # a second import changes nothing
+    assert snapshot(dest.root) == before
+    with pytest.raises(UserError, match="exported from this store"):
+        import_bundle(source, bundle)
+
+
+def rewrite_member(bundle: Path, out: Path, name: str, change) -> None:
+    with tarfile.open(bundle, "r:gz") as src, tarfile.open(out, "w:gz") as dst:
+        for member in src:
+            data = src.extractfile(member).read()
+            if member.name == name:
+                data = change(data)
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+
+
+def test_tampered_corrupted_and_foreign_bundles_are_refused_and_change_nothing(tmp_path):
+    source = filled_store(tmp_path / "a", "host-a")
+    bundle = export(source, tmp_path / "a.tar.gz")["path"]
+    dest = filled_store(tmp_path / "b", "host-b")
+    before = snapshot(dest.root)
+    record = next(n for n in tarfile.open(bundle).getnames() if n.startswith("records/"))
+
+    tampered = tmp_path / "tampered.tar.gz"
+    rewrite_member(bundle, tampered, record, lambda d: d.replace(b'"throughput_samples_per_sec": 1', b'"throughput_samples_per_sec": 9'))
+    assert tarfile.open(tampered).extractfile(record).read() != tarfile.open(bundle).extractfile(record).read()
+    with pytest.raises(UserError, match="does not match its checksum"):
+        import_bundle(dest, tampered)
+
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(bundle.read_bytes()[:-200])
+    with pytest.raises(UserError, match="refusing bundle"):
+        import_bundle(dest, truncated)
+
+    foreign = tmp_path / "foreign.tar.gz"
+    with tarfile.open(foreign, "w:gz") as tar:
+        data = b"hello"
+        info = tarfile.TarInfo("notes.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(UserError, match="unexpected path 'notes.txt'"):
+        import_bundle(dest, foreign)
+
+    other_study = tmp_path / "other.tar.gz"
+    rewrite_member(bundle, other_study, "manifest.json",
+                   lambda d: d.replace(b'"study": "sysml19-p3"', b'"study": "other-paper"'))
+    with pytest.raises(UserError, match="results of study 'other-paper'"):
+        import_bundle(dest, other_study)
+
+    escaping = tmp_path / "escaping.tar.gz"
+    with tarfile.open(escaping, "w:gz") as tar:
+        info = tarfile.TarInfo("records/../../evil.json")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+    with pytest.raises(UserError, match="unexpected path"):
+        import_bundle(dest, escaping)
+
+    assert snapshot(dest.root) == before
+    assert not list(dest.imported_dir.glob("*")) if dest.imported_dir.exists() else True
