@@ -210,7 +210,7 @@ def _spec(i: dict, run_dir: Path) -> dict:
         from dataclasses import replace
 
         engine = replace(engine, name=f"{engine.name}+sockeye-{sockeye_in_engine(engine.python)}")
-    data = _image_data(i["ck_kernel"], env, settings, engine)
+    data = _run_data(i["ck_kernel"], env, settings)
     common = dict(
         run_id=uuid.uuid4().hex,
         command=[engine.python, settings.script, *settings.train_args(), *(data.train_args() if data else [])],
@@ -245,7 +245,7 @@ def _spec(i: dict, run_dir: Path) -> dict:
         )
         spec["cluster"] = cluster_data
     if engine.is_artifact:
-        _run_artifact_scripts(plan, engine, settings, data.rec if data else "")
+        _run_artifact_scripts(plan, engine, settings, getattr(data, "rec", ""))
     spec["data"] = data.to_dict() if data else {"name": "synthetic"}
     spec["plan"] = plan.to_dict()
     return spec
@@ -394,6 +394,60 @@ def cluster_testbed(i: dict) -> dict:
     return {"return": 0, "hosts_json": str(hosts_json)}
 
 
+# ---------------------------------------------------------------- IWSLT15 en-vi (reprokit.iwslt)
+
+
+def iwslt_soft_limit(i: dict) -> dict:
+    """Folders whose files make a complete corpus, each once; nothing found is one error line."""
+    from .iwslt import INSTALL_HINT, check_corpus
+
+    folders: dict[str, str] = {}
+    for path in i.get("list", []):
+        try:
+            check_corpus(Path(path).parent)
+        except UserError:
+            continue
+        folders.setdefault(os.path.realpath(path), path)
+    if not folders:
+        return {"return": 1, "error": "no IWSLT15 en-vi corpus (train/tst2012/tst2013 .en/.vi and vocab files) in the "
+                                      f"searched folders; pass its folder with --search_dirs=DIR, or {INSTALL_HINT}"}
+    return {"return": 0, "list": list(folders.values())}
+
+
+def iwslt_soft_version(i: dict) -> dict:
+    from .iwslt import KIND_SYNTHETIC, describe
+
+    try:
+        corpus = describe(Path(i["full_path"]).parent)
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    return {"return": 0, "version": "synthetic" if corpus.name == KIND_SYNTHETIC else "2015"}
+
+
+def iwslt_soft_setup(i: dict) -> dict:
+    """Register the corpus folder, its kind (iwslt15, iwslt15-synthetic) and its number of training pairs."""
+    from .iwslt import describe
+
+    customize, env = i["customize"], i["env"]
+    prefix = customize["env_prefix"]
+    try:
+        corpus = describe(Path(customize["full_path"]).parent)
+    except UserError as exc:
+        return {"return": 1, "error": str(exc)}
+    customize["path_install"] = corpus.folder
+    env[prefix] = corpus.folder
+    env[prefix + "_KIND"] = corpus.name
+    env[prefix + "_PAIRS"] = str(corpus.train_pairs)
+    return {"return": 0, "bat": ""}
+
+
+def find_corpus(ck: Any, env: dict) -> "Any":
+    """The corpus a Sockeye run reads (iwslt.Corpus), or None to generate the synthetic one per worker."""
+    from .iwslt import TAGS, choose_corpus
+
+    return choose_corpus(_env_list(ck, TAGS), str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+
+
 # ---------------------------------------------------------------- ImageNet data (reprokit.datasets, reprokit.recordio)
 
 
@@ -539,8 +593,9 @@ def find_image_data(ck: Any, env: dict) -> "Any":
                            str(env.get("DATASET_ENV", "")).strip())
 
 
-def _image_data(ck: Any, env: dict, settings: Any, engine: Any) -> Any:
-    """Only image classification reads a converted train set (our train.py, or the artifact's train_imagenet.py)."""
-    if getattr(settings, "script", "train.py") != "train.py":
-        return None
+def _run_data(ck: Any, env: dict, settings: Any) -> Any:
+    """What a run reads: a converted ImageNet train set (image models) or a registered IWSLT15 corpus (sockeye);
+    None for generated data (synthetic batches, or the synthetic corpus written by every Sockeye worker)."""
+    if settings.script == run_settings.TRANSLATION_SCRIPT:
+        return find_corpus(ck, env)
     return find_image_data(ck, env)
