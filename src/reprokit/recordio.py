@@ -136,11 +136,16 @@ class _Collect:
 _WORKER: dict = {}  # per worker process: im2rec module and options
 
 
-def _init_worker(args: argparse.Namespace) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it terminates the pool
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def _load(args: argparse.Namespace) -> None:
     _WORKER["im2rec"] = load_im2rec()
     _WORKER["args"] = args
+
+
+def _init_worker(args: argparse.Namespace) -> None:
+    """In each pool process: the parent decides about interruptions (it terminates the pool)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _load(args)
 
 
 def _encode(job: tuple[int, list]) -> tuple[int, bytes | None, str]:
@@ -173,8 +178,7 @@ def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace,
             results = pool.imap(_encode, enumerate(items))  # chunksize 1: only its iterator takes a timeout
             next_result = lambda: results.next(timeout=IMAGE_TIMEOUT_S)  # noqa: E731
         else:
-            _init_worker(args)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _load(args)
             jobs = iter(enumerate(items))
             next_result = lambda: _encode(next(jobs))  # noqa: E731
         progress.update(0)
