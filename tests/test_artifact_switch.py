@@ -94,10 +94,11 @@ def test_artifact_world_runs_each_variant_on_its_own_build(artifact_world, tmp_p
     assert argv[argv.index("--kv-store") + 1] == "dist_sync" and "--gpus" not in argv
 
     # The stand-in cannot train: the run fails, and the result still names the engine and variant.
-    assert proc.returncode != 0
-    result = out["characteristics"]
+    assert proc.returncode != 0 and out["misc"]["run_success"] == "no"
+    result = json.loads((tmp_path / "p3-result.json").read_text())
     assert result["run_success"] is False and f"exited with code {STANDIN_EXIT}" in result["failure_reason"]
     assert (result["engine"], result["variant"]) == (engine, variant)
+    assert out["characteristics"]["engine"] == engine
     failed_role = result["failure_reason"].split()[0]  # e.g. worker#1; its log says why
     log = "scheduler.log" if failed_role == "scheduler" else failed_role.replace("#", "-") + ".log"
     assert "stand-in for the P3 artifact" in (tmp_path / "logs" / log).read_text()
