@@ -41,6 +41,39 @@ def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_p
     assert no_process_left(run_id_of(tmp_path))
 
 
+def test_inception_v3_trains_at_299_with_the_smoke_profile(ck, tmp_path):
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    c = out["characteristics"]
+    assert (c["model"], c["network"], c["image_shape"], c["batch_size"]) == ("inception-v3", "inceptionv3",
+                                                                             "3,299,299", 8)
+    assert c["batches_measured"] == 2 * 4  # 7 batches: reports at 2, 4, 6; the first is warm-up
+    assert c["params_in_sync"] is True and c["data"] == "synthetic"
+
+
+def test_inception_v3_refuses_a_smaller_image_before_starting_anything(ck, tmp_path):
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3", "--env.IMAGE_SHAPE=3,224,224")
+    assert proc.returncode != 0
+    assert "p3: error: IMAGE_SHAPE 3,224,224 is too small for inception-v3, which needs at least 299x299" in proc.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_sockeye_trains_with_sockeyes_own_trainer_and_p3_keeps_workers_in_sync(ck, tmp_path):
+    """Real Sockeye 1.18 (package lib-sockeye) on a generated corpus; the default variant, p3, patches Module."""
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=sockeye")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    c = out["characteristics"]
+    assert (c["model"], c["engine"], c["data"], c["variant"]) == ("sockeye", "mxnet-1.9.1-cpu+sockeye-1.18.106",
+                                                                  "synthetic", "p3")
+    assert c["image_shape"] is None and c["batch_size"] == 16
+    assert c["throughput_tokens_per_sec"] > c["throughput_samples_per_sec"] > 0  # several tokens per sentence
+    assert c["params_in_sync"] is True and len(c["param_checksums"]) == 2
+    worker_log = (tmp_path / "logs" / "worker-0.log").read_text()
+    assert "[INFO:sockeye.training] Epoch[0] Batch [10]\tSpeed:" in worker_log  # Sockeye's own Speedometer
+    assert "P3: " in worker_log and " slices of at most 50000 elements, priority on" in worker_log
+    assert no_process_left(run_id_of(tmp_path))
+
+
 def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tmp_path):
     with long_run(ck, tmp_path) as (run, run_id):
         pid = wait_for(lambda: next((p for p in run_processes(run_id)

@@ -27,7 +27,7 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
         "num_servers": len(plan.servers),
         "variant": spec["variant"],
         **({"p3_slice_size": settings["p3_slice_size"], "p3_priority": settings["p3_priority"]}
-           if spec["variant"] == "p3" else {}),
+           if spec["variant"] == "p3" and spec["engine"].get("build", "stock") == "stock" else {}),  # ours only
         "engine": spec["engine"]["name"],
         "data": spec.get("data", {}).get("name", "synthetic"),  # or imagenet, imagenet-min, ...
         "hosts": plan.hosts,
