@@ -36,9 +36,7 @@ def init(i):
 
 
 def _error(i, exc):
-    """One line. CK prints errors only when --out is con; `ck export ... --out=FILE` is not, so say it here."""
-    if i.get("out") not in ("con", "json", "json_file"):
-        print(f"CK error: [study] {exc}", file=sys.stderr, flush=True)
+    """One line; the ck CLI prints it (also with `--out=FILE.tar.gz`) and exits 1."""
     return {"return": 1, "error": str(exc)}
 
 

@@ -1,0 +1,174 @@
+"""`ck reproduce / report / export / import study:sysml19-p3` through the real ck CLI, with real MXNet runs.
+
+Runs are tiny (resnet, 3x32x32, batch 8, 6 batches, Speedometer every 2) through
+`--env.*`, which the sweep passes to every run and records.
+"""
+import hashlib
+import json
+import os
+import signal
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_for
+from reprokit.procscan import run_processes
+
+pytestmark = pytest.mark.ck
+TINY = ["--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
+STUDY = "study:sysml19-p3"
+
+
+def records_in(store: Path) -> dict[str, Path]:
+    folder = store / "records"
+    return {p.stem: p for p in folder.glob("*.json") if not p.name.startswith(".")} if folder.exists() else {}
+
+
+def training(store: Path, record_id_part: str):
+    """The run folder of an attempt of that run whose worker trains; its run id."""
+    for spec in store.glob(f"runs/*{record_id_part}*/attempt-*/p3-run.json"):
+        log = spec.parent / "logs" / "worker-1.log"
+        if log.exists() and "worker rank" in log.read_text():
+            return spec.parent, json.loads(spec.read_text())["plan"]["run_id"]
+    return None
+
+
+def no_guard_left(store: Path) -> bool:
+    """No process of ours (guard, ck, launcher) still has a command line naming this store."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(store).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return False
+        except OSError:
+            pass
+    return True
+
+
+def fingerprint(paths):
+    return {p.name: (p.stat().st_ino, hashlib.sha256(p.read_bytes()).hexdigest()) for p in paths}
+
+
+def test_sweep_killed_between_and_during_runs_resumes_without_losing_or_rewriting_anything(ck, tmp_path):
+    store = tmp_path / "store"
+    args = ["reproduce", STUDY, f"--store={store}", "--models=resnet", "--repetitions=1", *TINY]
+
+    # 1. SIGKILL between runs: as soon as the first record is stored.
+    sweep = ck.popen(*args, new_session=True)
+    try:
+        assert wait_for(lambda: len(records_in(store)) >= 1 or sweep.poll() is not None, timeout=300, interval=0.01)
+        os.kill(sweep.pid, signal.SIGKILL)
+        sweep.wait(timeout=30)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert len(records_in(store)) == 1, sweep.stdout.read()
+    first = fingerprint(records_in(store).values())
+    assert wait_for(lambda: no_guard_left(store), timeout=30), "a run outlived its killed sweep"
+    [sweep_file] = (store / "sweeps").glob("*.json")
+    sweep_id = sweep_file.stem
+
+    # 2. SIGKILL in the middle of the second run: its guard tears the run down.
+    sweep = ck.popen("reproduce", STUDY, f"--store={store}", "--resume", new_session=True)
+    try:
+        found = wait_for(lambda: training(store, "--p3--"), timeout=300)
+        assert found, "the second run never started training"
+        killed_dir, run_id = found
+        os.kill(sweep.pid, signal.SIGKILL)
+        sweep.wait(timeout=30)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert wait_for(lambda: not run_processes(run_id) and no_guard_left(store), timeout=40), \
+        "MXNet roles or the guarded ck outlived the sweep"
+    assert len(records_in(store)) == 1
+
+    # 3. SIGTERM in the middle of the second run: the sweep says how to continue and exits non-zero.
+    sweep = ck.popen("reproduce", STUDY, f"--store={store}", "--resume", new_session=True)
+    try:
+        found = wait_for(lambda: (lambda t: t if t and t[0] != killed_dir else None)(training(store, "--p3--")),
+                         timeout=300)
+        assert found, "the resumed second run never started training"
+        os.kill(sweep.pid, signal.SIGTERM)
+        output, _ = sweep.communicate(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 1
+    assert f"stopped by SIGTERM; the runs stored are kept; continue with: ck reproduce {STUDY} --resume={sweep_id}" in output
+    assert wait_for(lambda: not run_processes(found[1]), timeout=20)
+
+    # 4. Resume to the end: the first record untouched, the second run stored once, every attempt's logs kept.
+    proc = ck("reproduce", STUDY, f"--store={store}", f"--resume={sweep_id}", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "resuming sweep" in proc.stdout and "1 of 2 run(s) already stored" in proc.stdout
+    stored = records_in(store)
+    assert sorted(stored) == sorted([f"{sweep_id}--resnet--baseline--native--r1", f"{sweep_id}--resnet--p3--native--r1"])
+    assert {k: v for k, v in fingerprint(stored.values()).items() if k in first} == first
+    attempts = sorted(p.name for p in (store / "runs" / f"{sweep_id}--resnet--p3--native--r1").iterdir())
+    assert len(attempts) >= 3 and killed_dir.name in attempts and found[0].name in attempts[:-1]
+    assert all("worker rank" in (d / "logs" / "worker-1.log").read_text() for d in (killed_dir, found[0]))
+    record = json.loads(stored[f"{sweep_id}--resnet--p3--native--r1"].read_text())
+    assert record["status"] == "ok" and record["result"]["throughput_samples_per_sec"] > 0
+    assert record["run_folder"].endswith(attempts[-1])
+    prov = record["provenance"]
+    assert prov["env_overrides"]["NUM_BATCHES"] == "6" and prov["env_overrides"]["VARIANT"] == "p3"
+    assert prov["command"][1:3] == ["run", "program:p3"] and "--env.VARIANT=p3" in prov["command"]
+    assert prov["mxnet_version"] == "1.9.1" and prov["ck_version"] == "2.6.4" and prov["hosts"] == ["127.0.0.1"]
+    assert [r["kind"] for r in prov["role_plan"]].count("worker") == 2
+    assert prov["bandwidth"] == "native" and prov["bandwidth_shaped"] is False
+    assert (store / "report" / "report.html").exists()
+    assert "not testable here" in (store / "report" / "report.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def one_run_store(ck, tmp_path_factory):
+    """A store with one real run (resnet baseline): the other evaluator in the import test."""
+    store = tmp_path_factory.mktemp("evaluator-b") / "store"
+    proc = ck("reproduce", STUDY, f"--store={store}", "--models=resnet", "--variants=baseline", "--repetitions=1",
+              *TINY, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return store
+
+
+def tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "report" not in p.parts}
+
+
+def test_export_import_round_trip_and_refused_bundles_through_ck(ck, one_run_store, tmp_path):
+    source = tmp_path / "source-store"
+    proc = ck("reproduce", STUDY, f"--store={source}", "--models=resnet", "--variants=baseline", "--repetitions=1",
+              *TINY, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    bundle = tmp_path / "evaluator-a.tar.gz"
+    proc = ck("export", STUDY, f"--store={source}", f"--out={bundle}")
+    assert proc.returncode == 0 and "exported 1 run(s)" in proc.stdout, proc.stdout + proc.stderr
+
+    before = tree(one_run_store)
+    tampered = tmp_path / "tampered.tar.gz"
+    with tarfile.open(bundle) as src, tarfile.open(tampered, "w:gz") as dst:
+        for member in src:
+            data = src.extractfile(member).read()
+            if member.name.endswith("p3-result.json"):
+                data = data.replace(b'"run_success": true', b'"run_success": false')
+            member.size = len(data)
+            dst.addfile(member, __import__("io").BytesIO(data))
+    proc = ck("import", "study", f"--in={tampered}", f"--store={one_run_store}")
+    assert proc.returncode == 1
+    assert "does not match its checksum in the manifest (corrupted or tampered with); nothing was imported" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    proc = ck("import", "study", f"--in={tmp_path / 'missing.tar.gz'}", f"--store={one_run_store}")
+    assert proc.returncode == 1 and "refusing bundle" in proc.stdout
+    assert tree(one_run_store) == before
+
+    proc = ck("import", STUDY, f"--in={bundle}", f"--store={one_run_store}")
+    assert proc.returncode == 0 and "imported 1 run(s)" in proc.stdout, proc.stdout + proc.stderr
+    proc = ck("report", STUDY, f"--store={one_run_store}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    md = (one_run_store / "report" / "report.md").read_text()
+    setups = {line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| embedded default [")}
+    assert len(setups) == 2 and "embedded default [here]" in setups  # local and imported side by side
+    origin_a = json.loads((source / "origin.json").read_text())["id"]
+    assert f"{origin_a} (imported)" in md
