@@ -172,3 +172,39 @@ def test_export_import_round_trip_and_refused_bundles_through_ck(ck, one_run_sto
     assert len(setups) == 2 and "embedded default [here]" in setups  # local and imported side by side
     origin_a = json.loads((source / "origin.json").read_text())["id"]
     assert f"{origin_a} (imported)" in md
+
+
+def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp_path):
+    """Needs root, iproute2 and sshd (CI has them): a 2-host testbed, links shaped per configuration."""
+    import subprocess
+
+    from test_cluster import make_testbed
+
+    make_testbed(ck, "stb2", 2)
+    store = tmp_path / "store"
+
+    def qdisc() -> str:
+        return subprocess.run(["ip", "netns", "exec", "rk-stb2-h2", "tc", "qdisc", "show", "dev", "eth0"],
+                              capture_output=True, text=True, timeout=10).stdout
+
+    try:
+        sweep = ck.popen("reproduce", STUDY, f"--store={store}", "--target=stb2", "--models=resnet",
+                         "--bandwidths=300mbit", "--repetitions=1", "--profile=smoke", *TINY)
+        shaped = wait_for(lambda: "rate 300Mbit" in qdisc() or sweep.poll() is not None, timeout=300, interval=0.2)
+        output, _ = sweep.communicate(timeout=600)
+        assert sweep.returncode == 0, output[-3000:]
+        assert shaped and "rate 300Mbit" not in qdisc(), "links not shaped during the runs, or not restored after"
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        ck("testbed", "cluster:stb2", "--down", timeout=60)
+        ck("rm", "machine:stb2", "--force")
+    assert "testbed stb2: each host's egress is limited with tc" in output
+    stored = [json.loads(p.read_text()) for p in records_in(store).values()]
+    assert sorted(r["config"]["variant"] for r in stored) == ["baseline", "p3"]
+    for r in stored:
+        assert r["status"] == "ok", r["failure_reason"]
+        assert r["provenance"]["bandwidth_shaped"] is True and r["config"]["bandwidth"] == "300mbit"
+        assert r["config"]["target"]["kind"] == "testbed" and r["provenance"]["hosts"] == ["10.77.0.1", "10.77.0.2"]
+    md = (store / "report" / "report.md").read_text()
+    assert "the claim is for 4 machines; this target has 2" in md
