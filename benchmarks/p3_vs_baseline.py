@@ -6,7 +6,7 @@
 On a fresh testbed (one server and one worker per host, every host's egress
 shaped with tc), runs baseline and p3 for every model and bandwidth,
 interleaved so that drift hits both, and prints throughput means, spread and
-the p3/baseline speedup with a rough 95% interval. A speedup whose interval
+the p3/baseline speedup with its 95% interval (the study's analysis code). A speedup whose interval
 contains 1.0 is reported as within noise. Then measures the cost of many small
 keys on an unshaped local run: p3 with slicing on and priority off, over baseline.
 Uses its own CK_REPOS/CK_TOOLS in a temporary folder.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli
+from reprokit.study_analysis import ratio_interval  # the study's speedup interval (delta method, Welch df)
 
 CK = str(Path(sys.executable).with_name("ck"))
 ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
@@ -37,17 +37,6 @@ def throughput(env: dict, run_dir: Path, *args: str) -> float:
     ck("run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
        "--treat_return_code_as_exit_code=yes", *args)
     return json.loads((run_dir / "p3-result.json").read_text())["throughput_samples_per_sec"]
-
-
-def ratio_interval(p3: list[float], base: list[float]) -> tuple[float, float, float]:
-    """Speedup of the means with a delta-method 95% interval (t quantile for small n)."""
-    mp, mb = statistics.fmean(p3), statistics.fmean(base)
-    ratio = mp / mb
-    if len(p3) < 2 or len(base) < 2:
-        return ratio, math.nan, math.nan
-    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57}.get(min(len(p3), len(base)), 2.45)
-    rel = math.sqrt((statistics.variance(p3) / len(p3)) / mp ** 2 + (statistics.variance(base) / len(base)) / mb ** 2)
-    return ratio, ratio * (1 - t * rel), ratio * (1 + t * rel)
 
 
 def main() -> int:
