@@ -51,6 +51,14 @@ def test_inception_v3_trains_at_299_with_the_smoke_profile(ck, tmp_path):
     assert c["params_in_sync"] is True and c["data"] == "synthetic"
 
 
+def test_vgg19_trains_with_the_smoke_profile(ck, tmp_path):
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=vgg", "--env.NUM_BATCHES=11", "--env.DISP_BATCHES=5")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    c = out["characteristics"]
+    assert (c["model"], c["network"], c["image_shape"], c["profile"]) == ("vgg", "vgg19", "3,32,32", "smoke")
+    assert c["batches_measured"] == 2 * 5 and c["params_in_sync"] is True
+
+
 def test_inception_v3_refuses_a_smaller_image_before_starting_anything(ck, tmp_path):
     proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3", "--env.IMAGE_SHAPE=3,224,224")
     assert proc.returncode != 0
