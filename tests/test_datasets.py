@@ -153,7 +153,7 @@ def test_the_most_real_then_newest_conversion_is_read(tmp_path):
 
 def test_dataset_choice_refuses_bad_input_in_one_line(tmp_path):
     entry = recordio_entry(tmp_path, "s1", KIND_SYNTHETIC)
-    with pytest.raises(UserError, match="unknown DATA 'imagenet'; valid ones: auto, synthetic, recordio"):
+    with pytest.raises(UserError, match="unknown DATA 'imagenet' for image models; valid ones: auto, synthetic, recordio"):
         choose_recordio([entry], mode="imagenet")
     with pytest.raises(UserError, match="DATASET_ENV=nope is not a registered env entry"):
         choose_recordio([entry], pinned="nope")

@@ -55,7 +55,7 @@ def test_the_real_corpus_is_preferred_and_data_synthetic_reads_none(tmp_path):
 
 
 @pytest.mark.parametrize("mode,pinned,message", [
-    ("recordio", "", "DATA=recordio does not apply to sockeye; valid ones: auto, synthetic, iwslt15"),
+    ("recordio", "", "unknown DATA 'recordio' for sockeye; valid ones: auto, synthetic, iwslt15"),
     ("iwslt15", "", "DATA=iwslt15 needs a registered IWSLT15 en-vi corpus"),
     ("", "nope", "DATASET_ENV=nope is not a registered env entry with tags dataset,iwslt15,en-vi"),
     ("synthetic", "x", "DATA=synthetic reads no dataset, but DATASET_ENV=x pins one"),

@@ -357,7 +357,17 @@ class RecordioData:
         return ["--data-train", self.rec, "--data-train-idx", self.idx, "--data-images", str(self.images)]
 
 
-def _pinned(entries: list[EnvEntry], pinned: str, key: str, tags: str) -> list[EnvEntry]:
+def data_mode(mode: str, pinned: str, valid: tuple[str, ...], workload: str) -> str:
+    """--env.DATA checked against the workload's modes (auto when empty); synthetic and a pin exclude each other."""
+    mode = mode.strip() or "auto"
+    if mode not in valid:
+        raise UserError(f"unknown DATA {mode!r} for {workload}; valid ones: {', '.join(valid)}")
+    if mode == "synthetic" and pinned:
+        raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
+    return mode
+
+
+def pinned_entries(entries: list[EnvEntry], pinned: str, key: str, tags: str) -> list[EnvEntry]:
     if not pinned:
         return entries
     found = [e for e in entries if pinned in (e.uid, e.alias)]
@@ -370,7 +380,7 @@ def _pinned(entries: list[EnvEntry], pinned: str, key: str, tags: str) -> list[E
 def choose_train_folder(entries: list[EnvEntry], pinned: str = "") -> TrainFolder:
     """The train folder to convert: pinned by IMAGENET_TRAIN_ENV=UID, else the most real registered one."""
     usable = []
-    for entry in _pinned(entries, pinned, "IMAGENET_TRAIN_ENV", TRAIN_TAGS):
+    for entry in pinned_entries(entries, pinned, "IMAGENET_TRAIN_ENV", TRAIN_TAGS):
         try:
             usable.append((entry, describe(entry.variables.get(TRAIN_ENV, ""))))
         except UserError:
@@ -390,15 +400,11 @@ def choose_recordio(entries: list[EnvEntry], mode: str = "", pinned: str = "") -
     one; synthetic never does; recordio requires one. ``pinned`` (--env.DATASET_ENV)
     picks a conversion by env UID; otherwise the most real kind, then the newest.
     """
-    mode = mode.strip() or "auto"
-    if mode not in DATA_MODES:
-        raise UserError(f"unknown DATA {mode!r}; valid ones: {', '.join(DATA_MODES)}")
+    mode = data_mode(mode, pinned, DATA_MODES, "image models")
     if mode == "synthetic":
-        if pinned:
-            raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
         return None
     usable = []
-    for entry in _pinned(entries, pinned, "DATASET_ENV", RECORDIO_TAGS):
+    for entry in pinned_entries(entries, pinned, "DATASET_ENV", RECORDIO_TAGS):
         v = entry.variables
         rec, idx = v.get(f"{RECORDIO_ENV}_REC", ""), v.get(f"{RECORDIO_ENV}_IDX", "")
         kind = v.get(f"{RECORDIO_ENV}_KIND", "")

@@ -23,7 +23,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .datasets import EnvEntry, _pinned, download, fresh_staging, read_marker, swap_in, write_marker
+from .datasets import (EnvEntry, data_mode, download, fresh_staging, pinned_entries, read_marker, swap_in,
+                       write_marker)
 from .errors import UserError
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
@@ -127,15 +128,11 @@ def choose_corpus(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> 
     ``mode`` (--env.DATA): auto reads a registered corpus if there is one (the real
     one before the synthetic one); synthetic never does; iwslt15 requires one.
     """
-    mode = mode.strip() or "auto"
-    if mode not in ("auto", "synthetic", "iwslt15"):
-        raise UserError(f"DATA={mode} does not apply to sockeye; valid ones: auto, synthetic, iwslt15")
+    mode = data_mode(mode, pinned, ("auto", "synthetic", "iwslt15"), "sockeye")
     if mode == "synthetic":
-        if pinned:
-            raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
         return None
     usable = []
-    for entry in _pinned(entries, pinned, "DATASET_ENV", TAGS):
+    for entry in pinned_entries(entries, pinned, "DATASET_ENV", TAGS):
         try:
             corpus = describe(entry.variables.get(ENV, ""))
         except UserError:
