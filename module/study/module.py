@@ -24,6 +24,7 @@ if _SRC not in sys.path:
 
 from pathlib import Path  # noqa: E402
 
+from reprokit import ck_boundary  # noqa: E402
 from reprokit import study as studies  # noqa: E402
 from reprokit.errors import UserError  # noqa: E402
 from reprokit.study_store import Store  # noqa: E402
@@ -69,14 +70,7 @@ def _program_models(study):
 
 
 def _machine_config(name):
-    r = ck.access({"action": "load", "module_uoa": "machine", "data_uoa": name})
-    if r["return"] > 0:
-        raise UserError(f"there is no machine entry {name!r}; register it with: "
-                        f"ck add machine:{name} --type=cluster --config_file=hosts.json --quiet")
-    data = r["dict"].get("device_cfg", {}).get("remote_params", {}).get("cluster_config")
-    if data is None:
-        raise UserError(f"machine:{name} is not a cluster; register one with --type=cluster --config_file=hosts.json")
-    return data
+    return ck_boundary.machine_cluster_data(ck, name)
 
 
 def _flag(i, key):

@@ -310,17 +310,22 @@ def p3_postprocess(i: dict) -> dict:
     return {"return": 0, "characteristics": result}
 
 
-def _machine_cluster(ck: Any, name: str) -> "cluster_hosts.ClusterConfig":
-    if not name:
-        raise UserError("name the machine: ck check cluster:NAME")
+def machine_cluster_data(ck: Any, name: str) -> Any:
+    """The hosts.json data a cluster machine entry was registered with."""
     r = ck.access({"action": "load", "module_uoa": "machine", "data_uoa": name})
     if r["return"] > 0:
         raise UserError(f"there is no machine entry {name!r}; register it with: "
-                        f"ck add machine:{name} --type=cluster --config_file=hosts.json")
+                        f"ck add machine:{name} --type=cluster --config_file=hosts.json --quiet")
     data = r["dict"].get("device_cfg", {}).get("remote_params", {}).get("cluster_config")
     if data is None:
         raise UserError(f"machine:{name} is not a cluster; register one with --type=cluster --config_file=hosts.json")
-    return cluster_hosts.parse(data, source=f"machine:{name}")
+    return data
+
+
+def _machine_cluster(ck: Any, name: str) -> "cluster_hosts.ClusterConfig":
+    if not name:
+        raise UserError("name the machine: ck check cluster:NAME")
+    return cluster_hosts.parse(machine_cluster_data(ck, name), source=f"machine:{name}")
 
 
 def cluster_check(i: dict, ck: Any) -> dict:
