@@ -60,6 +60,13 @@ def test_the_synthetic_corpus_package_registers_a_corpus_tagged_synthetic(bare_c
     assert (env["meta"]["env"][f"{ENV}_KIND"], env["meta"]["env"][f"{ENV}_PAIRS"]) == ("iwslt15-synthetic", "60")
 
 
+def test_detect_registers_an_existing_corpus_folder(bare_ck, tmp_path):
+    corpus = make_synthetic(tmp_path / "data", train_pairs=30)
+    bare_ck("detect", "soft:dataset.iwslt15.en-vi", f"--search_dirs={tmp_path / 'data'}", "--quiet", check=True)
+    [env] = envs(bare_ck)
+    assert env["meta"]["env"][ENV] == corpus.folder and env["meta"]["env"][f"{ENV}_KIND"] == "iwslt15-synthetic"
+
+
 def test_a_sockeye_run_reads_the_registered_corpus_and_says_so(ck, tmp_path):
     """Own CK with the session's engine (Sockeye already on its path) and a registered corpus."""
     cli = CkCli(tmp_path / "ck")
@@ -67,6 +74,11 @@ def test_a_sockeye_run_reads_the_registered_corpus_and_says_so(ck, tmp_path):
     cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
     [engine] = json.loads(ck("search", "env", "--tags=lib,mxnet", "--add_meta", "--out=json", check=True).stdout)["lst"]
     cli("detect", "soft:lib.mxnet", f"--search_dirs={engine['meta']['env']['CK_ENV_LIB_MXNET']}", "--quiet", check=True)
+    [sockeye] = json.loads(ck("search", "env", "--tags=lib,sockeye", "--add_meta", "--out=json", check=True).stdout)["lst"]
+    site = Path(sockeye["meta"]["env"]["CK_ENV_LIB_SOCKEYE"])
+    cli("detect", "soft:lib.sockeye", f"--search_dirs={site.parent}", "--quiet", check=True)
+    [detected] = json.loads(cli("search", "env", "--tags=lib,sockeye", "--add_meta", "--out=json", check=True).stdout)["lst"]
+    assert detected["meta"]["env"]["CK_ENV_LIB_SOCKEYE"] == str(site)
     cli("install", "package:dataset-iwslt15-en-vi-synthetic", "--env.TRAIN_PAIRS=200", "--quiet", check=True)
     [corpus] = envs(cli)
     run_dir = tmp_path / "run"
