@@ -18,11 +18,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from reprokit.bootstrap import ck as ck_cli
+from reprokit.bootstrap import ck as ck_cli, isolated_ck
 
 CK = str(Path(sys.executable).with_name("ck"))
 ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
@@ -70,11 +69,8 @@ def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces)")
     sizes = [int(x) for x in args.hosts.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="launch-latency-"))
-    ENV.update({**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")})
-    env = ENV
-    subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)
+    work, env = isolated_ck("launch-latency-")
+    ENV.update(env)
     states = {}
     try:
         for n in sizes:

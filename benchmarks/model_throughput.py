@@ -15,13 +15,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from reprokit.bootstrap import ck as ck_cli
+from reprokit.bootstrap import ck as ck_cli, isolated_ck
 
 
 def run(env: dict, run_dir: Path, *args: str) -> tuple[dict, float]:
@@ -37,10 +35,7 @@ def main() -> int:
     parser.add_argument("--variants", default="baseline,p3")
     parser.add_argument("--repetitions", type=int, default=1)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="model-throughput-"))
-    env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
-    subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)
+    work, env = isolated_ck("model-throughput-")
     models, variants = args.models.split(","), args.variants.split(",")
     rows: dict[tuple[str, str], list[tuple[dict, float]]] = {}
     for rep in range(args.repetitions):

@@ -19,10 +19,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from reprokit.bootstrap import ck as ck_cli
+from reprokit.bootstrap import ck as ck_cli, isolated_ck
 from reprokit.study_analysis import ratio_interval  # the study's speedup interval (delta method, Welch df)
 
 CK = str(Path(sys.executable).with_name("ck"))
@@ -51,11 +50,8 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces, tc)")
-    work = Path(tempfile.mkdtemp(prefix="p3-vs-baseline-"))
-    ENV.update({**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")})
-    env = ENV
-    subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)
+    work, env = isolated_ck("p3-vs-baseline-")
+    ENV.update(env)
     common = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1", f"--env.NUM_BATCHES={args.batches}",
               "--env.DISP_BATCHES=5", f"--env.BATCH_SIZE={args.batch_size}"]
     models, bandwidths = args.models.split(","), args.bandwidths.split(",")

@@ -13,23 +13,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from reprokit.bootstrap import ck as ck_cli
+from reprokit.bootstrap import ck as ck_cli, isolated_ck
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report-repetitions", type=int, default=3)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="study-quick-"))
-    env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
-    subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL)
+    work, env = isolated_ck("study-quick-")
     store = work / "store"
     started = time.monotonic()
     proc = ck_cli("reproduce", "study:sysml19-p3", "--quick", f"--store={store}", env=env, timeout=1800)

@@ -6,21 +6,6 @@ _SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from reprokit.ck_boundary import (imagenet_soft_dirs, imagenet_soft_limit, imagenet_soft_setup,  # noqa: E402
-                                  imagenet_soft_version)
+from reprokit.ck_boundary import soft_hooks  # noqa: E402
 
-
-def dirs(i):
-    return imagenet_soft_dirs(i)
-
-
-def limit(i):
-    return imagenet_soft_limit(i)
-
-
-def version_cmd(i):
-    return imagenet_soft_version(i)
-
-
-def setup(i):
-    return imagenet_soft_setup(i)
+dirs, limit, version_cmd, setup = soft_hooks("dataset.imagenet.train")

@@ -6,20 +6,6 @@ _SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from reprokit.ck_boundary import mxnet_soft_dirs, sockeye_soft_limit, sockeye_soft_setup, sockeye_soft_version  # noqa: E402
+from reprokit.ck_boundary import soft_hooks  # noqa: E402
 
-
-def dirs(i):
-    return mxnet_soft_dirs(i)
-
-
-def limit(i):
-    return sockeye_soft_limit(i)
-
-
-def version_cmd(i):
-    return sockeye_soft_version(i)
-
-
-def setup(i):
-    return sockeye_soft_setup(i)
+dirs, limit, version_cmd, setup = soft_hooks("lib.sockeye")

@@ -76,6 +76,17 @@ def ensure_installed(package: str, tags: str, what: str) -> None:
         raise SystemExit(f"bootstrap: ck install package:{package} failed (see its output above)")
 
 
+def isolated_ck(prefix: str) -> tuple[Path, dict]:
+    """A temporary folder with its own CK_REPOS/CK_TOOLS, bootstrapped (for benchmarks); returns it and the env."""
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
+    subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL)
+    return work, env
+
+
 def main() -> int:
     for var in ("CK_REPOS", "CK_TOOLS"):
         if os.environ.get(var):

@@ -604,3 +604,15 @@ def _run_data(ck: Any, env: dict, settings: Any) -> Any:
     if settings.script == run_settings.TRANSLATION_SCRIPT:
         return find_corpus(ck, env)
     return find_image_data(ck, env)
+
+
+def soft_hooks(soft: str) -> tuple:
+    """The (dirs, limit, version_cmd, setup) hooks of one of our soft entries, for its customize.py."""
+    return {
+        "lib.mxnet": (mxnet_soft_dirs, mxnet_soft_limit, mxnet_soft_version, mxnet_soft_setup),
+        "lib.sockeye": (mxnet_soft_dirs, sockeye_soft_limit, sockeye_soft_version, sockeye_soft_setup),
+        "tool.p3": (artifact_soft_dirs, artifact_soft_limit, artifact_soft_version, artifact_soft_setup),
+        "dataset.imagenet.train": (imagenet_soft_dirs, imagenet_soft_limit, imagenet_soft_version,
+                                   imagenet_soft_setup),
+        "dataset.iwslt15.en-vi": (mxnet_soft_dirs, iwslt_soft_limit, iwslt_soft_version, iwslt_soft_setup),
+    }[soft]

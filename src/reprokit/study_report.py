@@ -53,27 +53,23 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path) -> Pl
     setups = list(dict.fromkeys(summary["setup"]))
     fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(11, 4.2))
     width = 0.8 / max(1, len(setups) * 3)
+
+    def points(ax, frame, column: str, s_index: int, setup: str, label: str) -> None:
+        """One marker per variant and bandwidth with its 95% interval, offset per setup and variant."""
+        for v_index, (variant, group) in enumerate(frame.groupby("variant", sort=True)):
+            color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
+            offset = (s_index * 3 + v_index - (len(setups) * 3 - 1) / 2) * width
+            xs = [x_of[b] + offset for b in group["bandwidth"]]
+            values = group[column].tolist()
+            err = [[v - lo if _num(lo) is not None else 0 for v, lo in zip(values, group["ci_low"])],
+                   [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
+            ax.errorbar(xs, values, yerr=err, fmt=marker, color=color, capsize=3,
+                        alpha=1.0 if s_index == 0 else 0.55, label=label.format(variant=variant, setup=setup))
+
     for s_index, setup in enumerate(setups):
-        rows = summary[summary["setup"] == setup]
-        for v_index, (variant, group) in enumerate(rows.groupby("variant", sort=True)):
-            color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
-            offset = (s_index * 3 + v_index - (len(setups) * 3 - 1) / 2) * width
-            xs = [x_of[b] + offset for b in group["bandwidth"]]
-            means = group["mean"].tolist()
-            err = [[m - l if _num(l) is not None else 0 for m, l in zip(means, group["ci_low"])],
-                   [h - m if _num(h) is not None else 0 for m, h in zip(means, group["ci_high"])]]
-            ax_t.errorbar(xs, means, yerr=err, fmt=marker, color=color, capsize=3,
-                          alpha=1.0 if s_index == 0 else 0.55, label=f"{variant} ({setup})")
-        sp = speedups[(speedups["setup"] == setup) & (speedups["versus"] == "baseline")]
-        for v_index, (variant, group) in enumerate(sp.groupby("variant", sort=True)):
-            color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
-            offset = (s_index * 3 + v_index - (len(setups) * 3 - 1) / 2) * width
-            xs = [x_of[b] + offset for b in group["bandwidth"]]
-            ratio = group["speedup"].tolist()
-            err = [[r - l if _num(l) is not None else 0 for r, l in zip(ratio, group["ci_low"])],
-                   [h - r if _num(h) is not None else 0 for r, h in zip(ratio, group["ci_high"])]]
-            ax_s.errorbar(xs, ratio, yerr=err, fmt=marker, color=color, capsize=3,
-                          alpha=1.0 if s_index == 0 else 0.55, label=f"{variant}/baseline ({setup})")
+        points(ax_t, summary[summary["setup"] == setup], "mean", s_index, setup, "{variant} ({setup})")
+        points(ax_s, speedups[(speedups["setup"] == setup) & (speedups["versus"] == "baseline")], "speedup",
+               s_index, setup, "{variant}/baseline ({setup})")
     for claim in claims:
         if claim.bandwidth:
             x = x_of[claim.bandwidth]
