@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -162,7 +161,8 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
             badges: Array.from(document.querySelectorAll('#badges tr td strong')).map(s => s.textContent),
             verdicts: document.querySelectorAll('#verdicts tr').length - 1})"""}, session=session)
         page = json.loads(state["result"]["value"])
-        time.sleep(0.5)  # late console messages
+        # The DevTools pipe is ordered: once this round trip answers, every event before it has arrived.
+        browser.call("Runtime.evaluate", {"expression": "0"}, session=session)
         with browser._cond:
             events = list(browser.events)
     finally:
