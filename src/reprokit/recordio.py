@@ -139,6 +139,12 @@ class _Collect:
 
 
 _WORKER: dict = {}  # per worker process: im2rec module and options
+_INTERRUPTED: list[int] = []  # signals received; im2rec's bare `except:` around imread swallows KeyboardInterrupt
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    _INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
 
 
 def _load(args: argparse.Namespace) -> None:
@@ -166,7 +172,12 @@ def _encode(job: tuple[int, list]) -> tuple[int, bytes | None, str]:
 
 
 def _encode_chunk(jobs: list[tuple[int, list]]) -> list[tuple[int, bytes | None, str]]:
-    return [_encode(job) for job in jobs]
+    encoded = []
+    for job in jobs:
+        encoded.append(_encode(job))
+        if _INTERRUPTED:  # a signal im2rec caught as a read error
+            raise KeyboardInterrupt
+    return encoded
 
 
 def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace, threads: int,
@@ -295,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resize", type=int, default=RESIZE)
     parser.add_argument("--quality", type=int, default=QUALITY)
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # tear the workers down and drop the partial output
+    for signum in (signal.SIGTERM, signal.SIGINT):  # tear the workers down and drop the partial output
+        signal.signal(signum, _interrupt)
     try:
         manifest = convert(args.source, args.dest, args.kind, args.threads, args.train_ratio, args.resize,
                            args.quality)
