@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from reprokit.plan import pick_free_port
+from reprokit.run.plan import pick_free_port
 
 CK = str(Path(sys.executable).with_name("ck"))
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -48,7 +48,7 @@ def direct(spec: dict, run_dir: Path) -> tuple[float, float]:
     spec["plan"]["run_id"] = uuid.uuid4().hex
     spec["plan"]["scheduler_port"] = pick_free_port()
     (run_dir / "p3-run.json").write_text(json.dumps(spec))
-    wall = timed([sys.executable, "-m", "reprokit.p3run", str(run_dir / "p3-run.json")],
+    wall = timed([sys.executable, "-m", "reprokit.run.command", str(run_dir / "p3-run.json")],
                  env={**os.environ, "PYTHONPATH": SRC})
     return wall, json.loads((run_dir / "p3-result.json").read_text())["throughput_samples_per_sec"]
 

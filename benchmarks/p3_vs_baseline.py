@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.study_analysis import ratio_interval  # the study's speedup interval (delta method, Welch df)
+from reprokit.study.analysis import ratio_interval  # the study's speedup interval (delta method, Welch df)
 
 CK = str(Path(sys.executable).with_name("ck"))
 ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from reprokit.bootstrap import ck
-from reprokit.datasets import make_synthetic
+from reprokit.data.imagenet import make_synthetic
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -38,7 +38,7 @@ def engine_python() -> str:
 
 def convert(python: str, source: Path, dest: Path, threads: int) -> tuple[dict, float]:
     start = time.perf_counter()
-    proc = subprocess.run([python, "-m", "reprokit.recordio", f"--source={source}", f"--dest={dest}",
+    proc = subprocess.run([python, "-m", "reprokit.data.recordio", f"--source={source}", f"--dest={dest}",
                            f"--threads={threads}", "--kind=imagenet-synthetic"], env={**os.environ, "PYTHONPATH": SRC},
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - start

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.plan import RolePlan, layout_roles
-from reprokit.procscan import run_processes
-from reprokit.settings import resolve
+from reprokit.run.plan import RolePlan, layout_roles
+from reprokit.run.procscan import run_processes
+from reprokit.run.settings import resolve
 
 TESTS = Path(__file__).resolve().parent
 REPO_ROOT = TESTS.parent

@@ -5,7 +5,7 @@ import tarfile
 import threading
 from pathlib import Path
 
-from reprokit.datasets import MARKER, make_synthetic
+from reprokit.data.imagenet import MARKER, make_synthetic
 
 
 class FileServer:

@@ -16,7 +16,7 @@ import pytest
 from artifact_standin import make_git_repository, make_zip
 from conftest import CkCli, REPO_ROOT
 from loopback import FileServer
-from reprokit.artifact import detect_cuda
+from reprokit.engines.artifact import detect_cuda
 
 pytestmark = pytest.mark.ck
 

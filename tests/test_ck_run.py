@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import long_run, no_process_left, wait_for
-from reprokit.procscan import run_processes
+from reprokit.run.procscan import run_processes
 
 pytestmark = pytest.mark.ck
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import long_run, no_process_left, wait_for
-from reprokit.procscan import run_processes
+from reprokit.run.procscan import run_processes
 
 pytestmark = pytest.mark.ck
 SMOKE = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1"]
@@ -118,7 +118,7 @@ def test_lost_ssh_connection_fails_the_run_and_the_host_cleans_up_by_itself(ck, 
     """Killing the ProxyCommand of host 2 cuts its connection, as a network failure would."""
     machine, _ = cluster3
     with long_run(ck, tmp_path, f"--target={machine}", *SMOKE) as (run, run_id):
-        relay = subprocess.run(["pgrep", "-f", "reprokit.relay 10.77.0.2 22"], capture_output=True, text=True)
+        relay = subprocess.run(["pgrep", "-f", "reprokit.cluster.relay 10.77.0.2 22"], capture_output=True, text=True)
         [pid] = relay.stdout.split()
         cut_at = time.monotonic()
         os.kill(int(pid), signal.SIGKILL)

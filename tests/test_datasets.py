@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from reprokit import datasets
-from reprokit.datasets import (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC, RECORDIO_ENV, TRAIN_ENV, EnvEntry,
+from reprokit.data import imagenet as datasets
+from reprokit.data.imagenet import (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC, RECORDIO_ENV, TRAIN_ENV, EnvEntry,
                                choose_recordio, choose_train_folder, describe, download, fetch, find_train_roots,
                                make_synthetic)
 from reprokit.errors import UserError

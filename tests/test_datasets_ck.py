@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO_ROOT, CkCli
 from loopback import FileServer, imagenet_like_tarball
-from reprokit.datasets import MARKER, RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
+from reprokit.data.imagenet import MARKER, RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
 
 pytestmark = pytest.mark.ck
 SRC = str(REPO_ROOT / "src")
@@ -186,7 +186,7 @@ def test_an_interrupted_conversion_keeps_the_earlier_one_and_leaves_no_partial_o
     dest = tmp_path / "install"
 
     def convert(source: Path, **kwargs):
-        return subprocess.Popen([python, "-m", "reprokit.recordio", f"--source={source}", f"--dest={dest}",
+        return subprocess.Popen([python, "-m", "reprokit.data.recordio", f"--source={source}", f"--dest={dest}",
                                  "--threads=1"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, **kwargs)
 

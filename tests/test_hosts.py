@@ -3,7 +3,7 @@ import json
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.hosts import HostSpec, load, parse
+from reprokit.cluster.hosts import HostSpec, load, parse
 
 
 def test_original_format_is_a_list_of_names_with_optional_ports():

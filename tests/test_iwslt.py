@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.datasets import EnvEntry
+from reprokit.data.imagenet import EnvEntry
 from reprokit.errors import UserError
-from reprokit.iwslt import (ENV, FILES, KIND_REAL, KIND_SYNTHETIC, check_corpus, choose_corpus, describe,
+from reprokit.data.iwslt import (ENV, FILES, KIND_REAL, KIND_SYNTHETIC, check_corpus, choose_corpus, describe,
                             make_synthetic)
 
 

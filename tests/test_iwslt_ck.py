@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO_ROOT, CkCli
 from loopback import FileServer
-from reprokit.iwslt import ENV, FILES, TAGS, make_synthetic
+from reprokit.data.iwslt import ENV, FILES, TAGS, make_synthetic
 
 pytestmark = pytest.mark.ck
 

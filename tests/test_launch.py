@@ -9,8 +9,8 @@ import threading
 import time
 
 from conftest import REPO_ROOT, fake_plan, no_process_left, wait_for, write_spec
-from reprokit.launch import StopRequest, run_local
-from reprokit.procscan import run_processes
+from reprokit.run.launch import StopRequest, run_local
+from reprokit.run.procscan import run_processes
 
 
 def role_pid(run_id, kind, worker_id=None):
@@ -98,7 +98,7 @@ def test_role_that_cannot_start_fails_the_run_cleanly(run_dir):
 def _start_p3run(run_dir, plan):
     spec = write_spec(run_dir, plan)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
-    return subprocess.Popen([sys.executable, "-m", "reprokit.p3run", str(spec)], env=env,
+    return subprocess.Popen([sys.executable, "-m", "reprokit.run.command", str(spec)], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -145,7 +145,7 @@ def test_successful_p3run_writes_the_unified_result(run_dir):
 def test_spec_with_an_error_prints_it_once_and_exits_2(run_dir):
     (run_dir / "p3-run.json").write_text(json.dumps({"error": "BATCH_SIZE must be a whole number, got 'x'"}))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
-    proc = subprocess.run([sys.executable, "-m", "reprokit.p3run", str(run_dir / "p3-run.json")], env=env,
+    proc = subprocess.run([sys.executable, "-m", "reprokit.run.command", str(run_dir / "p3-run.json")], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert proc.stderr == "p3: error: BATCH_SIZE must be a whole number, got 'x'\n"

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import no_process_left, wait_for
 from reprokit.errors import UserError
-from reprokit.procscan import run_processes
-from reprokit.remote import role_command, sweep_command
+from reprokit.run.procscan import run_processes
+from reprokit.run.remote import role_command, sweep_command
 
 HOSTILE = {
     "SEMI": "a; touch {marker}",

@@ -1,7 +1,7 @@
 from conftest import fake_plan
-from reprokit import result as unified
-from reprokit.launch import Outcome
-from reprokit.settings import resolve
+from reprokit.run import result as unified
+from reprokit.run.launch import Outcome
+from reprokit.run.settings import resolve
 
 SPEC = {"settings": resolve("resnet", {"BATCH_SIZE": "16"}, "smoke").to_dict(), "variant": "baseline",
         "engine": {"name": "mxnet-1.9.1-cpu"}}

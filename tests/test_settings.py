@@ -1,7 +1,7 @@
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.settings import resolve
+from reprokit.run.settings import resolve
 
 DEFAULTS = {"BATCH_SIZE": "", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
             "NUM_WORKERS": "", "NUM_SERVERS": "", "PS_ROOT_PORT": "", "SEED": "42"}

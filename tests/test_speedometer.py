@@ -1,6 +1,6 @@
 import pytest
 
-from reprokit import speedometer
+from reprokit.run import speedometer as speedometer
 
 NEW_FORMAT = """\
 2026-11-22 11:36:01,635 Epoch[0] Batch [0-10]\tSpeed: 36.63 samples/sec\taccuracy=0.002841

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from reprokit import study as studies
+from reprokit.study import claims as studies
 from reprokit.errors import UserError
-from reprokit.study_analysis import (INCONCLUSIVE, NOT_REPLICATED, NOT_TESTABLE, REPLICATED, analyse, mean_interval,
+from reprokit.study.analysis import (INCONCLUSIVE, NOT_REPLICATED, NOT_TESTABLE, REPLICATED, analyse, mean_interval,
                                      ratio_interval, t_quantile)
 
 REPO = Path(__file__).resolve().parents[1]

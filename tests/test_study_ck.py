@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
-from reprokit.procscan import run_processes
+from reprokit.run.procscan import run_processes
 
 pytestmark = pytest.mark.ck
 TINY = ["--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]

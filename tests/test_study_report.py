@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from reprokit import study as studies
-from reprokit.study_analysis import analyse
-from reprokit.study_report import render
+from reprokit.study import claims as studies
+from reprokit.study.analysis import analyse
+from reprokit.study.report import render
 
 from test_study_analysis import ALL_MODELS, EMBEDDED, TESTBED4, records, study
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.study_analysis import analyse
-from reprokit.study_bundle import export, import_bundle
-from reprokit.study_store import AlreadyStored, Store, write_once
+from reprokit.study.analysis import analyse
+from reprokit.study.bundle import export, import_bundle
+from reprokit.study.store import AlreadyStored, Store, write_once
 
 from test_study_analysis import ALL_MODELS, records, study
 

@@ -1,7 +1,7 @@
 """Testbed input checks that need no root."""
 import pytest
 
-from reprokit import testbed
+from reprokit.cluster import testbed as testbed
 from reprokit.errors import UserError
 
 

@@ -16,7 +16,7 @@ _SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from reprokit import ck_boundary  # noqa: E402
+from reprokit.ck import boundary as ck_boundary  # noqa: E402
 
 
 def init(i):

@@ -8,7 +8,7 @@
     ck import study:NAME --in=FILE.tar.gz [--store=DIR]
 
 This file is the boundary: CK's dict-in/dict-out style stays here; the logic
-lives in reprokit.study, study_store, study_sweep, study_analysis,
+lives in reprokit.study.claims, study_store, study_sweep, study_analysis,
 study_report and study_bundle.
 """
 import os
@@ -24,10 +24,10 @@ if _SRC not in sys.path:
 
 from pathlib import Path  # noqa: E402
 
-from reprokit import ck_boundary  # noqa: E402
-from reprokit import study as studies  # noqa: E402
+from reprokit.ck import boundary as ck_boundary  # noqa: E402
+from reprokit.study import claims as studies  # noqa: E402
 from reprokit.errors import UserError  # noqa: E402
-from reprokit.study_store import Store  # noqa: E402
+from reprokit.study.store import Store  # noqa: E402
 
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")
 
@@ -79,7 +79,7 @@ def _flag(i, key):
 
 def reproduce(i):
     """Run the study's matrix on a target through `ck run program:P`, storing one record per run; then report."""
-    from reprokit import study_sweep as sweeps
+    from reprokit.study import sweep as sweeps
 
     try:
         study = _load_study(i)
@@ -146,7 +146,7 @@ def _new_sweep(i, study, store, program_models, sweeps):
     profile = str(i.get("profile", "") or "")
     if not profile:
         profile = matrix.profile if (quick or target.kind != "embedded") else "smoke"
-    from reprokit import settings as run_settings
+    from reprokit.run import settings as run_settings
 
     if profile not in run_settings.PROFILES:
         raise UserError(f"unknown --profile {profile!r}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
@@ -172,7 +172,7 @@ def _any_rate(raw):
 
 
 def _write_report(i, study, store, program_models):
-    from reprokit import study_analysis, study_report
+    from reprokit.study import analysis as study_analysis, report as study_report
 
     records = store.all_records()
     analysis = study_analysis.analyse(study, records, program_models)
@@ -202,7 +202,7 @@ def report(i):
 
 def export(i):
     """Write every local run (records and run folders) into a bundle: --out=FILE.tar.gz."""
-    from reprokit import study_bundle
+    from reprokit.study import bundle as study_bundle
 
     try:
         study = _load_study(i)
@@ -220,7 +220,7 @@ def export(i):
 
 def import_bundle(i):
     """Add another evaluator's runs (a bundle from ck export) to the store, beside the local ones."""
-    from reprokit import study_bundle
+    from reprokit.study import bundle as study_bundle
 
     try:
         given = str(i.get("in", "") or "")

@@ -6,5 +6,5 @@
 set -euo pipefail
 : "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"
 : "${ENGINE_PYTHON:?ENGINE_PYTHON is empty: custom.py of the package did not run}"
-PYTHONPATH="$REPROKIT_SRC" exec "$ENGINE_PYTHON" -m reprokit.recordio --source "$SOURCE_DIR" --dest "$INSTALL_DIR" \
+PYTHONPATH="$REPROKIT_SRC" exec "$ENGINE_PYTHON" -m reprokit.data.recordio --source "$SOURCE_DIR" --dest "$INSTALL_DIR" \
     --kind "$SOURCE_KIND" --threads "$NUM_THREADS" --train-ratio "$TRAIN_RATIO" --resize "$RESIZE" --quality "$QUALITY"

@@ -4,5 +4,5 @@
 set -euo pipefail
 : "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"
 : "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: custom.py of the package did not run}"
-PYTHONPATH="$REPROKIT_SRC" "$FRAMEWORK_PYTHON" -m reprokit.iwslt synthetic --dest "$INSTALL_DIR" \
+PYTHONPATH="$REPROKIT_SRC" "$FRAMEWORK_PYTHON" -m reprokit.data.iwslt synthetic --dest "$INSTALL_DIR" \
     --train-pairs "${TRAIN_PAIRS:-0}"

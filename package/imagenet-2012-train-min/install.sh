@@ -6,5 +6,5 @@
 set -euo pipefail
 : "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"
 : "${FRAMEWORK_PYTHON:?FRAMEWORK_PYTHON is empty: custom.py of the package did not run}"
-PYTHONPATH="$REPROKIT_SRC" exec "$FRAMEWORK_PYTHON" -m reprokit.datasets fetch \
+PYTHONPATH="$REPROKIT_SRC" exec "$FRAMEWORK_PYTHON" -m reprokit.data.imagenet fetch \
     --url "$PACKAGE_URL" --md5 "$PACKAGE_MD5" --dest "$INSTALL_DIR" --kind imagenet-min

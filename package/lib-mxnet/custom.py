@@ -6,7 +6,7 @@ _SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from reprokit.ck_boundary import mxnet_package_setup  # noqa: E402
+from reprokit.ck.boundary import mxnet_package_setup  # noqa: E402
 
 
 def setup(i):

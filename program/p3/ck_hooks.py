@@ -6,7 +6,7 @@ _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pa
 if _SRC not in sys.path:
     sys.path.insert(0, os.path.normpath(_SRC))
 
-from reprokit.ck_boundary import p3_postprocess, p3_preprocess  # noqa: E402
+from reprokit.ck.boundary import p3_postprocess, p3_preprocess  # noqa: E402
 
 
 def ck_preprocess(i):

@@ -6,6 +6,6 @@ _SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 
-from reprokit.ck_boundary import soft_hooks  # noqa: E402
+from reprokit.ck.boundary import soft_hooks  # noqa: E402
 
 dirs, limit, version_cmd, setup = soft_hooks("dataset.imagenet.train")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 REPO_ALIAS = "ck-sysml19-p3"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from reprokit.paths import REPO_ROOT
 ENGINE_TAGS = "lib,mxnet"
 ENGINE_PACKAGE = "lib-mxnet"
 SOCKEYE_TAGS = "lib,sockeye"

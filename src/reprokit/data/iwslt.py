@@ -10,8 +10,8 @@ Two kinds are told apart, because results must say which one a run read:
 A run without a registered corpus generates the synthetic one per worker
 (data ``synthetic``). Runs in the framework's interpreter:
 
-    python -m reprokit.iwslt fetch --url BASE_URL --dest DIR
-    python -m reprokit.iwslt synthetic --dest DIR [--train-pairs N]
+    python -m reprokit.data.iwslt fetch --url BASE_URL --dest DIR
+    python -m reprokit.data.iwslt synthetic --dest DIR [--train-pairs N]
 """
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .datasets import (EnvEntry, data_mode, download, fresh_staging, pinned_entries, read_marker, swap_in,
+from reprokit.data.imagenet import (EnvEntry, data_mode, download, fresh_staging, pinned_entries, read_marker, swap_in,
                        write_marker)
-from .errors import UserError
+from reprokit.errors import UserError
+from reprokit.paths import PROGRAM_DIR
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = ("train.en", "train.vi", "tst2012.en", "tst2012.vi", "tst2013.en", "tst2013.vi", "vocab.en", "vocab.vi")
@@ -37,7 +38,7 @@ TAGS = "dataset,iwslt15,en-vi"
 ENV = "CK_ENV_DATASET_IWSLT15_EN_VI"  # the soft entry's env prefix
 INSTALL_HINT = ("install it with: ck install package:dataset-iwslt15-en-vi --quiet (the real corpus) or "
                 "ck install package:dataset-iwslt15-en-vi-synthetic --quiet")
-SYNTHETIC_GENERATOR = Path(__file__).resolve().parents[2] / "program" / "p3" / "synthetic_corpus.py"
+SYNTHETIC_GENERATOR = PROGRAM_DIR / "synthetic_corpus.py"
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def choose_corpus(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reprokit.iwslt", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m reprokit.data.iwslt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fetch", help="download the corpus file by file and check it")
     f.add_argument("--url", default=BASE_URL, help="the folder URL that holds the files")

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, TextIO
 
-from .plan import Role, RolePlan
-from .procscan import kill_run_processes
+from reprokit.run.plan import Role, RolePlan
+from reprokit.run.procscan import kill_run_processes
 
 POLL_INTERVAL_S = 0.05
 TERMINATE_GRACE_S = 3.0

@@ -9,10 +9,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from .errors import UserError
-from .hosts import ClusterConfig
-from .remote import free_port, parallel
-from .ssh import Connection, resolve
+from reprokit.errors import UserError
+from reprokit.cluster.hosts import ClusterConfig
+from reprokit.run.remote import free_port, parallel
+from reprokit.cluster.ssh import Connection, resolve
 
 PYTHON_CHECK_TIMEOUT_S = 60
 

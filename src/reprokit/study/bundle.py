@@ -22,8 +22,8 @@ import time
 import uuid
 from pathlib import Path, PurePosixPath
 
-from .errors import UserError
-from .study_store import RECORD_FORMAT, Store
+from reprokit.errors import UserError
+from reprokit.study.store import RECORD_FORMAT, Store
 
 BUNDLE_FORMAT = "reprokit-study-bundle/1"
 MANIFEST = "manifest.json"

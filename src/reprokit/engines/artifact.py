@@ -7,7 +7,7 @@ OpenBLAS; OpenCV), install its python package into a prefix of its own,
 check that it imports, and swap the result in. Everything happens in a
 staging folder first, so a failed step leaves an earlier install untouched.
 
-    python -m reprokit.artifact install     # what the packages' install.sh runs (settings from the environment)
+    python -m reprokit.engines.artifact install     # what the packages' install.sh runs (settings from the environment)
 
 The run side lives here too: which registered engine a run uses
 (``select_engine``) and the artifact's own command line for a run
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from .errors import UserError
+from reprokit.errors import UserError
 
 BUILDS = ("p3", "baseline")  # p3: the authors' fork; baseline: their unmodified MXNet build
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
@@ -342,7 +342,7 @@ class Manifest:
 
 def install(request: InstallRequest, console=sys.stdout) -> Path:
     """Fetch, build, install into a prefix and check; swap in only when every step worked. Returns the manifest."""
-    from .plan import write_json
+    from reprokit.run.plan import write_json
 
     install_dir = request.install_dir
     install_dir.mkdir(parents=True, exist_ok=True)
@@ -590,7 +590,7 @@ def artifact_command(engine: EngineChoice, model: str, batch_size: int, image_sh
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv != ["install"]:
-        print("usage: python -m reprokit.artifact install   (settings come from the environment, as CK sets it)",
+        print("usage: python -m reprokit.engines.artifact install   (settings come from the environment, as CK sets it)",
               file=sys.stderr)
         return 2
     try:

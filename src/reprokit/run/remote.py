@@ -18,11 +18,11 @@ from typing import Callable, TextIO
 
 import paramiko
 
-from .errors import UserError
-from .hosts import ClusterConfig
-from .launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
-from .plan import Role, RolePlan
-from .ssh import Connection, SshError, resolve
+from reprokit.errors import UserError
+from reprokit.cluster.hosts import ClusterConfig
+from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
+from reprokit.run.plan import Role, RolePlan
+from reprokit.cluster.ssh import Connection, SshError, resolve
 
 WATCHDOG_GRACE_S = 3
 LOST_CONNECTION = 1000  # not an exit code any process can have

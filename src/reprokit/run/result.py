@@ -4,9 +4,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from . import speedometer
-from .launch import Outcome
-from .plan import RolePlan
+from reprokit.run import speedometer as speedometer
+from reprokit.run.launch import Outcome
+from reprokit.run.plan import RolePlan
 
 RESULT_FILE = "p3-result.json"
 

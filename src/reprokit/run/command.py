@@ -1,6 +1,6 @@
 """The command that ``ck run program:p3`` executes in the run folder.
 
-    python -m reprokit.p3run p3-run.json
+    python -m reprokit.run.command p3-run.json
 
 Reads the run specification the preprocess wrote, launches and supervises every
 role, parses the workers' logs into the unified result (``p3-result.json``),
@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import result as unified
-from .launch import Outcome, StopRequest, run_local
-from .plan import RolePlan, write_json
+from reprokit.run import result as unified
+from reprokit.run.launch import Outcome, StopRequest, run_local
+from reprokit.run.plan import RolePlan, write_json
 
 SPEC_FILE = "p3-run.json"
 EXIT_FAILED = 1
@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     stop.install()
     try:
         if spec.get("cluster") is not None:
-            from .hosts import parse
-            from .remote import run_remote
+            from reprokit.cluster.hosts import parse
+            from reprokit.run.remote import run_remote
 
             outcome: Outcome = run_remote(plan, parse(spec["cluster"]), run_dir, sys.stdout, stop=stop)
         else:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import jinja2
 
-from .study import NATIVE, Study, rate_bps
-from .study_analysis import Analysis
+from reprokit.study.claims import NATIVE, Study, rate_bps
+from reprokit.study.analysis import Analysis
 
-TEMPLATES = Path(__file__).resolve().parent / "study_templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 VARIANT_STYLE = {"baseline": ("tab:blue", "o"), "p3": ("tab:orange", "s"), "p3-slicing-only": ("tab:green", "^")}
 
 
@@ -109,7 +109,7 @@ def _f(x, digits: int = 2) -> str:
 def _environments(records: list[dict]) -> list[dict]:
     """One row per setup: what every run of that setup ran on (distinct values joined)."""
     by_setup: dict[str, list[dict]] = {}
-    from .study_analysis import setup_label
+    from reprokit.study.analysis import setup_label
 
     for r in records:
         by_setup.setdefault(setup_label(r), []).append(r)

@@ -1,6 +1,6 @@
 """stdin/stdout <-> TCP relay, for ssh's ProxyCommand.
 
-    ip netns exec NS python -m reprokit.relay HOST PORT
+    ip netns exec NS python -m reprokit.cluster.relay HOST PORT
 
 The testbed's ssh_config uses it to reach sshd inside a network namespace
 from the controller, which stays in its own namespace.
@@ -45,5 +45,5 @@ def relay(host: str, port: int) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        raise SystemExit("usage: python -m reprokit.relay HOST PORT")
+        raise SystemExit("usage: python -m reprokit.cluster.relay HOST PORT")
     sys.exit(relay(sys.argv[1], int(sys.argv[2])))

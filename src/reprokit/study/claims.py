@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
-from .errors import UserError
+from reprokit.errors import UserError
 
 RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")
 _UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
@@ -189,7 +189,7 @@ def testbed_of(cluster_config: object) -> dict | None:
     addresses, so a hand-made hosts.json that merely reuses the ssh_config is
     not taken for a testbed.
     """
-    from .testbed import host_address
+    from reprokit.cluster.testbed import host_address
 
     if not isinstance(cluster_config, dict) or not cluster_config.get("ssh_config"):
         return None
@@ -211,7 +211,7 @@ def make_target(name: str, cluster_config: object, link_capacity: str | None) ->
         if link_capacity:
             raise UserError("--link_capacity describes a cluster's links; the embedded default runs over loopback")
         return Target(name="", kind="embedded", hosts=("127.0.0.1",), shaping=False, link_capacity=None)
-    from . import hosts as cluster_hosts
+    from reprokit.cluster import hosts as cluster_hosts
 
     cluster = cluster_hosts.parse(cluster_config, source=f"machine:{name}")
     state = testbed_of(cluster_config)

@@ -3,7 +3,7 @@
 Each run is the ck CLI in a child process, so that its exact command line is
 recorded (and can be typed again), its output goes to the run folder instead
 of over the progress bar, and it has a timeout. The child runs under a small
-guard (``python -m reprokit.study_runner --guard -- ck run ...``) in a session
+guard (``python -m reprokit.study.runner --guard -- ck run ...``) in a session
 of its own. The guard reads a pipe from the sweep; when the pipe closes (the
 sweep stopped, timed out, or died, even by SIGKILL) it sends SIGTERM to its
 whole session (ck, its shell and the launcher, which tears every role down),
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .result import RESULT_FILE
+from reprokit.run.result import RESULT_FILE
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from reprokit.paths import REPO_ROOT
 GUARD_GRACE_S = 15.0  # the launcher needs a few seconds to tear its roles down
 CK_OUTPUT = "ck-output.json"
 CK_LOG = "ck-run.log"
@@ -60,7 +60,7 @@ class GuardedRun:
     def __init__(self, command: list[str], run_dir: Path):
         self.log = open(run_dir / CK_LOG, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reprokit.study_runner", "--guard", "--", *command],
+            [sys.executable, "-m", "reprokit.study.runner", "--guard", "--", *command],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, cwd=run_dir,
             start_new_session=True,
         )
@@ -237,4 +237,4 @@ if __name__ == "__main__":
         code = guard(sys.argv[3:])
         sys.stdout.flush()
         os._exit(code)  # not sys.exit: the watchdog thread still blocks in a read of stdin
-    sys.exit("usage: python -m reprokit.study_runner --guard -- COMMAND...")
+    sys.exit("usage: python -m reprokit.study.runner --guard -- COMMAND...")

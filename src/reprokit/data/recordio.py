@@ -1,6 +1,6 @@
 """Convert an ImageNet train folder to MXNet RecordIO, as the original workflow's im2rec steps did.
 
-    <engine python> -m reprokit.recordio --source TRAIN_ROOT --dest DIR [--threads N]
+    <engine python> -m reprokit.data.recordio --source TRAIN_ROOT --dest DIR [--threads N]
 
 Runs in the MXNet engine's interpreter (it needs mxnet and cv2) and reuses
 the engine's own ``mxnet/tools/im2rec.py`` for the two steps the original
@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
-from .errors import UserError
+from reprokit.errors import UserError
 
 OUTPUT_DIR = "recordio"
 MANIFEST = "recordio.json"
@@ -234,7 +234,7 @@ def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace,
 def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: float = TRAIN_RATIO,
             resize: int = RESIZE, quality: int = QUALITY) -> dict:
     """Convert ``source`` into ``dest/recordio``; returns the manifest. ``dest/recordio`` changes only on success."""
-    from .datasets import class_dirs, is_train_root, swap_in
+    from reprokit.data.imagenet import class_dirs, is_train_root, swap_in
 
     if not is_train_root(source):
         raise UserError(f"{source} is not an ImageNet train folder (class folders nXXXXXXXX holding images)")
@@ -297,7 +297,7 @@ def read_manifest(dest: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reprokit.recordio", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m reprokit.data.recordio", description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, type=Path, help="the ImageNet train folder")
     parser.add_argument("--dest", required=True, type=Path, help="the install folder; output goes to DEST/recordio")
     parser.add_argument("--kind", default="imagenet", help="what the source is (imagenet, imagenet-min, ...)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from .errors import UserError
+from reprokit.errors import UserError
 
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script

@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import UserError
+from reprokit.errors import UserError
 
 HOST_KEYS = {"host", "port", "user", "identity_file", "interface", "workers", "servers", "python", "proxy_command"}
 TOP_KEYS = {"hosts", "ssh_config", "known_hosts", "accept_new_host_keys"}

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import paramiko
 
-from .errors import UserError
-from .hosts import ClusterConfig, HostSpec
+from reprokit.errors import UserError
+from reprokit.cluster.hosts import ClusterConfig, HostSpec
 
 # paramiko's transport threads log failures with tracebacks; our SshError lines already say what
 # happened, so its records are dropped instead of reaching logging's last-resort handler.

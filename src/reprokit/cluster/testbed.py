@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import UserError
+from reprokit.errors import UserError
+from reprokit.paths import SRC_DIR
 
 SUBNET = "10.77.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"
@@ -180,9 +181,9 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None) 
             key_type, key = (host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
             known_hosts.append(f"{address} {key_type} {key}\n")
         (state / "known_hosts").write_text("".join(known_hosts))
-        src = str(Path(__file__).resolve().parents[1])
+        src = str(SRC_DIR)
         relay = " ".join(shlex.quote(a) for a in ["ip", "netns", "exec", sw, "env", f"PYTHONPATH={src}",
-                                                   sys.executable, "-m", "reprokit.relay"])
+                                                   sys.executable, "-m", "reprokit.cluster.relay"])
         (state / "ssh_config").write_text("\n".join([
             f"Host {SUBNET}.*",
             "  User root",

@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from .study import NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
+from reprokit.study.claims import NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
 
 REPLICATED = "replicated"
 NOT_REPLICATED = "not replicated"

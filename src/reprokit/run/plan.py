@@ -11,8 +11,8 @@ import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UserError
-from .hosts import HostSpec
+from reprokit.errors import UserError
+from reprokit.cluster.hosts import HostSpec
 
 ROLE_KINDS = ("scheduler", "server", "worker")
 LOCALHOST = "127.0.0.1"

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from . import settings as run_settings
-from . import study_runner
-from .errors import UserError
-from .study import NATIVE, Progress, RunConfig, Study, Target, now_iso, plan_runs
-from .study_store import AlreadyStored, Store
+from reprokit.run import settings as run_settings
+from reprokit.study import runner as study_runner
+from reprokit.errors import UserError
+from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, now_iso, plan_runs
+from reprokit.study.store import AlreadyStored, Store
 
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
 RESERVED_ENV = ("VARIANT", "PROFILE")  # the study sets them per run
@@ -198,7 +198,7 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
     """tc shaping of the testbed's hosts; None for targets whose links the sweep cannot shape."""
     if not target.shaping or target.testbed is None:
         return None
-    from . import testbed
+    from reprokit.cluster import testbed as testbed
 
     name, hosts = target.testbed, len(target.hosts)
 

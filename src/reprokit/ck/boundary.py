@@ -11,21 +11,22 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import settings as run_settings
-from .engine import MXNET_LIBRARY, interpreter_of, prefix_of, sockeye_in_engine, version_of
-from .artifact import BUILDS as ARTIFACT_BUILDS, ENGINE_TAGS as ARTIFACT_TAGS, ENV_PREFIX as ARTIFACT_ENV
-from .artifact import MANIFEST as ARTIFACT_MANIFEST, P3_PACKAGES_HINT as ARTIFACT_INSTALL
-from .artifact import EngineChoice, artifact_command, artifact_engine_name, load_installed, select_engine
-from .artifact import env_variables as artifact_env_variables
-from .errors import UserError
-from .p3run import SPEC_FILE
-from . import hosts as cluster_hosts
-from .plan import (LOCALHOST, RolePlan, check_port_free, layout_cluster, layout_roles, pick_free_port,
+from reprokit.run import settings as run_settings
+from reprokit.engines.mxnet import MXNET_LIBRARY, interpreter_of, prefix_of, sockeye_in_engine, version_of
+from reprokit.engines.artifact import BUILDS as ARTIFACT_BUILDS, ENGINE_TAGS as ARTIFACT_TAGS, ENV_PREFIX as ARTIFACT_ENV
+from reprokit.engines.artifact import MANIFEST as ARTIFACT_MANIFEST, P3_PACKAGES_HINT as ARTIFACT_INSTALL
+from reprokit.engines.artifact import EngineChoice, artifact_command, artifact_engine_name, load_installed, select_engine
+from reprokit.engines.artifact import env_variables as artifact_env_variables
+from reprokit.errors import UserError
+from reprokit.run.command import SPEC_FILE
+from reprokit.cluster import hosts as cluster_hosts
+from reprokit.run.plan import (LOCALHOST, RolePlan, check_port_free, layout_cluster, layout_roles, pick_free_port,
                    worker_threads_per_host, write_json)
-from .ssh import resolve as ssh_resolve
-from .result import RESULT_FILE
+from reprokit.cluster.ssh import resolve as ssh_resolve
+from reprokit.run.result import RESULT_FILE
+from reprokit.paths import SRC_DIR
 
-PROGRAM_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+from reprokit.paths import PROGRAM_DIR
 # Shipped into every role's working folder: the training scripts and what they import.
 ENGINE_FILES = [PROGRAM_DIR / name for name in (run_settings.IMAGE_SCRIPT, run_settings.TRANSLATION_SCRIPT,
                                                 "p3_slicing.py", "p3_kvstore.py", "synthetic_corpus.py")]
@@ -136,7 +137,7 @@ def sockeye_soft_limit(i: dict) -> dict:
 
 
 def sockeye_soft_version(i: dict) -> dict:
-    from .engine import sockeye_version_in
+    from reprokit.engines.mxnet import sockeye_version_in
 
     try:
         return {"return": 0, "version": sockeye_version_in(Path(i["full_path"]))}
@@ -154,9 +155,9 @@ def sockeye_soft_setup(i: dict) -> dict:
 
 
 def artifact_package_setup(i: dict) -> dict:
-    """The install script runs reprokit.artifact with the framework's interpreter."""
+    """The install script runs reprokit.engines.artifact with the framework's interpreter."""
     return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable,
-                                         "REPROKIT_SRC": str(Path(__file__).resolve().parents[1])}}
+                                         "REPROKIT_SRC": str(SRC_DIR)}}
 
 
 def artifact_soft_dirs(i: dict) -> dict:
@@ -285,7 +286,7 @@ def p3_preprocess(i: dict) -> dict:
               f"worker(s) on {', '.join(plan.hosts)}; {s['model']} batch {s['batch_size']} shape "
               f"{s['image_shape'] or 'n/a'}; profile {s['profile']}; engine {spec['engine']['name']}", flush=True)
     write_json(run_dir / SPEC_FILE, spec)
-    src = str(Path(__file__).resolve().parents[1])
+    src = str(SRC_DIR)
     return {"return": 0, "new_env": {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": src}}
 
 
@@ -331,7 +332,7 @@ def _machine_cluster(ck: Any, name: str) -> "cluster_hosts.ClusterConfig":
 def cluster_check(i: dict, ck: Any) -> dict:
     from dataclasses import asdict, replace
 
-    from .preflight import check_cluster, table
+    from reprokit.cluster.preflight import check_cluster, table
 
     try:
         cluster = _machine_cluster(ck, i.get("data_uoa", ""))
@@ -368,7 +369,7 @@ def _testbed_dir(name: str, given: str) -> Path:
 def cluster_testbed(i: dict) -> dict:
     import json
 
-    from . import testbed
+    from reprokit.cluster import testbed as testbed
 
     name = i.get("data_uoa", "")
     try:
@@ -399,12 +400,12 @@ def cluster_testbed(i: dict) -> dict:
     return {"return": 0, "hosts_json": str(hosts_json)}
 
 
-# ---------------------------------------------------------------- IWSLT15 en-vi (reprokit.iwslt)
+# ---------------------------------------------------------------- IWSLT15 en-vi (reprokit.data.iwslt)
 
 
 def iwslt_soft_limit(i: dict) -> dict:
     """Folders whose files make a complete corpus, each once; nothing found is one error line."""
-    from .iwslt import INSTALL_HINT, check_corpus
+    from reprokit.data.iwslt import INSTALL_HINT, check_corpus
 
     folders: dict[str, str] = {}
     for path in i.get("list", []):
@@ -420,7 +421,7 @@ def iwslt_soft_limit(i: dict) -> dict:
 
 
 def iwslt_soft_version(i: dict) -> dict:
-    from .iwslt import KIND_SYNTHETIC, describe
+    from reprokit.data.iwslt import KIND_SYNTHETIC, describe
 
     try:
         corpus = describe(Path(i["full_path"]).parent)
@@ -431,7 +432,7 @@ def iwslt_soft_version(i: dict) -> dict:
 
 def iwslt_soft_setup(i: dict) -> dict:
     """Register the corpus folder, its kind (iwslt15, iwslt15-synthetic) and its number of training pairs."""
-    from .iwslt import describe
+    from reprokit.data.iwslt import describe
 
     customize, env = i["customize"], i["env"]
     prefix = customize["env_prefix"]
@@ -448,16 +449,16 @@ def iwslt_soft_setup(i: dict) -> dict:
 
 def find_corpus(ck: Any, env: dict) -> "Any":
     """The corpus a Sockeye run reads (iwslt.Corpus), or None to generate the synthetic one per worker."""
-    from .iwslt import TAGS, choose_corpus
+    from reprokit.data.iwslt import TAGS, choose_corpus
 
     return choose_corpus(_env_list(ck, TAGS), str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
 
 
-# ---------------------------------------------------------------- ImageNet data (reprokit.datasets, reprokit.recordio)
+# ---------------------------------------------------------------- ImageNet data (reprokit.data.imagenet, reprokit.data.recordio)
 
 
 def _env_list(ck: Any, tags: str) -> "list":
-    from .datasets import EnvEntry
+    from reprokit.data.imagenet import EnvEntry
 
     r = ck.access({"action": "search", "module_uoa": "env", "tags": tags, "add_meta": "yes"})
     if r["return"] > 0:
@@ -474,7 +475,7 @@ def imagenet_soft_dirs(i: dict) -> dict:
     """
     from os.path import expanduser
 
-    from .datasets import find_train_roots
+    from reprokit.data.imagenet import find_train_roots
 
     skip = {"/usr", "/opt", expanduser("~"), os.environ.get("CK_TOOLS") or expanduser("~/CK-TOOLS")}
     roots = find_train_roots([d for d in i.get("dirs", []) if d not in skip])
@@ -483,7 +484,7 @@ def imagenet_soft_dirs(i: dict) -> dict:
 
 def imagenet_soft_limit(i: dict) -> dict:
     """CK matched class folders (nXXXXXXXX); each train folder once. Nothing found is one error line."""
-    from .datasets import DETECT_DEPTH, TRAIN_INSTALL_HINT, is_train_root
+    from reprokit.data.imagenet import DETECT_DEPTH, TRAIN_INSTALL_HINT, is_train_root
 
     roots: dict[str, str] = {}
     for path in i.get("list", []):
@@ -498,7 +499,7 @@ def imagenet_soft_limit(i: dict) -> dict:
 
 
 def imagenet_soft_version(i: dict) -> dict:
-    from .datasets import describe
+    from reprokit.data.imagenet import describe
 
     try:
         return {"return": 0, "version": describe(i["full_path"]).version}
@@ -508,7 +509,7 @@ def imagenet_soft_version(i: dict) -> dict:
 
 def imagenet_soft_setup(i: dict) -> dict:
     """Register the train folder, its kind (imagenet, imagenet-min, imagenet-synthetic) and class count."""
-    from .datasets import describe
+    from reprokit.data.imagenet import describe
 
     customize, env = i["customize"], i["env"]
     prefix = customize["env_prefix"]
@@ -526,7 +527,7 @@ def imagenet_soft_setup(i: dict) -> dict:
 def imagenet_package_setup(i: dict) -> dict:
     """Downloads and the synthetic set run in the framework's interpreter (Pillow, no MXNet)."""
     return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable,
-                                         "REPROKIT_SRC": str(Path(__file__).resolve().parents[1])}}
+                                         "REPROKIT_SRC": str(SRC_DIR)}}
 
 
 def _number(env: dict, key: str, kind: type, low: float, high: float) -> Any:
@@ -543,7 +544,7 @@ def _number(env: dict, key: str, kind: type, low: float, high: float) -> Any:
 
 def recordio_package_setup(i: dict) -> dict:
     """Choose the train folder to convert and the engine that converts it; check the conversion settings."""
-    from .datasets import TRAIN_TAGS, choose_train_folder
+    from reprokit.data.imagenet import TRAIN_TAGS, choose_train_folder
 
     ck, given = i["ck_kernel"], i.get("new_env", {})
     try:
@@ -559,7 +560,7 @@ def recordio_package_setup(i: dict) -> dict:
     print(f"dataset: converting the {folder.kind} train folder {folder.root} ({folder.classes} classes) "
           f"with {threads} process(es)", flush=True)
     return {"return": 0,
-            "install_env": {"ENGINE_PYTHON": python, "REPROKIT_SRC": str(Path(__file__).resolve().parents[1]),
+            "install_env": {"ENGINE_PYTHON": python, "REPROKIT_SRC": str(SRC_DIR),
                             "SOURCE_DIR": str(folder.root), "SOURCE_KIND": folder.kind, "NUM_THREADS": threads},
             # The env says which kind it holds (e.g. imagenet-synthetic), so nobody mistakes one for another.
             "soft_cfg": {"tags": ",".join([*i.get("tags", []), folder.kind])}}
@@ -567,7 +568,7 @@ def recordio_package_setup(i: dict) -> dict:
 
 def recordio_soft_setup(i: dict) -> dict:
     """Register the .rec/.idx files of a finished conversion (its recordio.json is written last)."""
-    from .recordio import read_manifest
+    from reprokit.data.recordio import read_manifest
 
     customize, env = i["customize"], i["env"]
     prefix = customize["env_prefix"]
@@ -592,7 +593,7 @@ def recordio_soft_setup(i: dict) -> dict:
 
 def find_image_data(ck: Any, env: dict) -> "Any":
     """The converted train set a run reads (datasets.RecordioData), or None for synthetic batches."""
-    from .datasets import RECORDIO_TAGS, choose_recordio
+    from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 
     return choose_recordio(_env_list(ck, RECORDIO_TAGS), str(env.get("DATA", "")),
                            str(env.get("DATASET_ENV", "")).strip())

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from reprokit.errors import UserError
 
 RECORD_FORMAT = "reprokit-study-run/1"
 SWEEP_FORMAT = "reprokit-study-sweep/1"
