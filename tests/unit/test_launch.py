@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 
-from conftest import REPO_ROOT, fake_plan, no_process_left, wait_for, write_spec
+from support.ckcli import REPO_ROOT
+from support.runs import fake_plan, no_process_left, wait_for, write_spec
 from reprokit.run.launch import StopRequest, run_local
 from reprokit.run.procscan import run_processes
 

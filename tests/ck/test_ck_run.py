@@ -7,10 +7,9 @@ import time
 
 import pytest
 
-from conftest import long_run, no_process_left, wait_for
+from support.runs import long_run, no_process_left, wait_for
 from reprokit.run.procscan import run_processes
 
-pytestmark = pytest.mark.ck
 
 
 def run_id_of(run_dir):

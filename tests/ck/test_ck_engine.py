@@ -4,11 +4,9 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 
-from conftest import bootstrap
+from support.ckcli import bootstrap
 
-pytestmark = pytest.mark.ck
 
 
 def engine_envs(ck):

@@ -9,37 +9,15 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import long_run, no_process_left, wait_for
+from support.runs import long_run, no_process_left, wait_for
 from reprokit.run.procscan import run_processes
+from support.testbed import make_testbed, require_root_and_sshd
 
-pytestmark = pytest.mark.ck
+pytestmark = pytest.mark.root
 SMOKE = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1"]
-
-
-def require_root_and_sshd():
-    missing = []
-    if os.geteuid() != 0:
-        missing.append("root")
-    if not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")):
-        missing.append("sshd (Debian's openssh-server)")
-    if missing:
-        message = f"testbed tests need {' and '.join(missing)}"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; CI runs as root and `make test` installs openssh-server")
-        pytest.skip(message)
-
-
-def make_testbed(ck, name, hosts):
-    require_root_and_sshd()
-    proc = ck("testbed", f"cluster:{name}", f"--hosts={hosts}", timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    state = Path(ck.env["CK_TOOLS"]) / f"testbed-{name}"
-    ck("add", f"machine:{name}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet", check=True)
-    return state
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,12 @@ from __future__ import annotations
 import os
 import subprocess
 import zipfile
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from support.ckcli import CkCli
 
 STANDIN_VERSION = "1.1.0+standin"
 STANDIN_EXIT = 3
@@ -221,3 +226,11 @@ def make_zip(repo: Path, commit: str, dest: Path) -> str:
                                              capture_output=True, timeout=60).stdout)
     return top
 
+
+LEAN = ["--env.ARTIFACT_PIP_PACKAGES="]  # the stand-in needs no numpy; one test installs the default set
+
+
+def artifact_envs(ck: "CkCli") -> dict[str, dict]:
+    """Registered artifact builds by their env UID: their CK_ENV_TOOL_SYSML19_P3* variables."""
+    found = json.loads(ck("search", "env", "--tags=tool,p3", "--add_meta", "--out=json", check=True).stdout)["lst"]
+    return {e["data_uid"]: e["meta"]["env"] for e in found}

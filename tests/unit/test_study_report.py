@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.study import claims as studies
 from reprokit.study.analysis import analyse
 from reprokit.study.report import render
 
-from test_study_analysis import ALL_MODELS, EMBEDDED, TESTBED4, records, study
+from support.study_data import ALL_MODELS, EMBEDDED, records, study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def constructed_records():

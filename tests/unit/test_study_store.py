@@ -12,7 +12,7 @@ from reprokit.study.analysis import analyse
 from reprokit.study.bundle import export, import_bundle
 from reprokit.study.store import AlreadyStored, Store, write_once
 
-from test_study_analysis import ALL_MODELS, records, study
+from support.study_data import ALL_MODELS, records, study
 
 
 def snapshot(root: Path) -> dict:

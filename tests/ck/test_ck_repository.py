@@ -4,9 +4,8 @@ import re
 
 import pytest
 
-from conftest import REPO_ROOT
+from support.ckcli import REPO_ROOT
 
-pytestmark = pytest.mark.ck
 UID = re.compile(r"^[0-9a-f]{16}$")
 MODULE_DIRS = sorted(p.name[len("alias-a-"):] for p in (REPO_ROOT / ".cm").glob("alias-a-*"))
 ENTRIES = [(m, e.name) for m in MODULE_DIRS for e in sorted((REPO_ROOT / m).iterdir())

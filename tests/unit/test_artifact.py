@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loopback import FileServer
+from support.loopback import FileServer
 from reprokit.engines.artifact import (Cuda, EngineChoice, InstallError, Steps, ZipSource, artifact_command, detect_cuda,
                                download, extract_zip, fetch_zip, make_args, request_from_env, select_engine)
 from reprokit.errors import UserError

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from artifact_standin import make_git_repository, make_zip
-from conftest import CkCli, REPO_ROOT
-from loopback import FileServer
+from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip
+from support.ckcli import CkCli, REPO_ROOT
+from support.loopback import FileServer
 from reprokit.engines.artifact import detect_cuda
 
-pytestmark = pytest.mark.ck
 
-LEAN = ["--env.ARTIFACT_PIP_PACKAGES="]  # the stand-in needs no numpy; one test installs the default set
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +45,6 @@ def artifact_ck(tmp_path_factory) -> CkCli:
 
 def install(ck: CkCli, package: str, *env: str):
     return ck("install", f"package:{package}", "--quiet", *env, timeout=900)
-
-
-def artifact_envs(ck: CkCli) -> dict[str, dict]:
-    """Registered artifact builds by their env UID: their CK_ENV_TOOL_SYSML19_P3* variables."""
-    found = json.loads(ck("search", "env", "--tags=tool,p3", "--add_meta", "--out=json", check=True).stdout)["lst"]
-    return {e["data_uid"]: e["meta"]["env"] for e in found}
 
 
 def build_info(python: str) -> dict:

@@ -1,8 +1,6 @@
 """P3 against its baseline on the same engine, through `ck run program:p3`."""
 import numpy as np
-import pytest
 
-pytestmark = pytest.mark.ck
 SAME_JOB = ["--cmd_key=resnet", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=2", "--env.NUM_BATCHES=6",
             "--env.DISP_BATCHES=2", "--env.SEED=7", "--env.WORKER_THREADS=1"]
 

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from support.ckcli import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "program" / "p3"))
 from p3_slicing import DEFAULT_SLICE_SIZE, plan_slices, server_of  # noqa: E402

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, CkCli
-from loopback import FileServer
+from support.ckcli import CkCli, REPO_ROOT
+from support.loopback import FileServer
 from reprokit.data.iwslt import ENV, FILES, TAGS, make_synthetic
 
-pytestmark = pytest.mark.ck
 
 
 def envs(cli: CkCli) -> list[dict]:

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from artifact_standin import STANDIN_EXIT, make_git_repository
-from conftest import CkCli, REPO_ROOT
-from test_artifact_packages import LEAN, artifact_envs
+from support.artifact_standin import STANDIN_EXIT, make_git_repository
+from support.ckcli import CkCli, REPO_ROOT
+from support.artifact_standin import LEAN, artifact_envs
 
-pytestmark = pytest.mark.ck
 
 SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.WORKER_THREADS=1"]
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import no_process_left, wait_for
+from support.runs import no_process_left, wait_for
 from reprokit.errors import UserError
 from reprokit.run.procscan import run_processes
 from reprokit.run.remote import role_command, sweep_command

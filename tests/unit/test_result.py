@@ -1,4 +1,4 @@
-from conftest import fake_plan
+from support.runs import fake_plan
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome
 from reprokit.run.settings import resolve

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, CkCli
-from loopback import FileServer, imagenet_like_tarball
+from support.ckcli import CkCli, REPO_ROOT
+from support.loopback import FileServer, imagenet_like_tarball
 from reprokit.data.imagenet import MARKER, RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
 
-pytestmark = pytest.mark.ck
 SRC = str(REPO_ROOT / "src")
 
 

@@ -13,7 +13,7 @@ from reprokit.data.imagenet import (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC, REC
                                choose_recordio, choose_train_folder, describe, download, fetch, find_train_roots,
                                make_synthetic)
 from reprokit.errors import UserError
-from loopback import FileServer, imagenet_like_tarball
+from support.loopback import FileServer, imagenet_like_tarball
 
 
 def tree_digest(root: Path) -> dict[str, str]:

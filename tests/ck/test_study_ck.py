@@ -8,15 +8,13 @@ import json
 import os
 import signal
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from support.runs import wait_for
 from reprokit.run.procscan import run_processes
 
-pytestmark = pytest.mark.ck
 TINY = ["--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
 STUDY = "study:sysml19-p3"
 
@@ -174,11 +172,12 @@ def test_export_import_round_trip_and_refused_bundles_through_ck(ck, one_run_sto
     assert f"{origin_a} (imported)" in md
 
 
+@pytest.mark.root
 def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp_path):
     """Needs root, iproute2 and sshd (CI has them): a 2-host testbed, links shaped per configuration."""
     import subprocess
 
-    from test_cluster import make_testbed
+    from support.testbed import make_testbed
 
     make_testbed(ck, "stb2", 2)
     store = tmp_path / "store"

@@ -1,0 +1,51 @@
+"""The real ck CLI in isolated CK_REPOS/CK_TOOLS, stdin closed."""
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class CkCli:
+    """The real ck CLI of the framework's environment, in isolated CK_REPOS/CK_TOOLS, stdin closed."""
+
+    def __init__(self, root: Path):
+        import os
+
+        self.root = root
+        self.exe = str(Path(sys.executable).with_name("ck"))
+        self.env = {**os.environ, "CK_REPOS": str(root / "repos"), "CK_TOOLS": str(root / "tools")}
+
+    def __call__(self, *args: str, timeout: float = 600, check: bool = False):
+        import subprocess
+
+        proc = subprocess.run([self.exe, *args], env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout, cwd=self.root)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ck {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def popen(self, *args: str, new_session: bool = False):
+        """Start ck in the background; new_session puts it in its own process group, as a terminal would."""
+        import subprocess
+
+        return subprocess.Popen([self.exe, *args], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd=self.root, start_new_session=new_session)
+
+    def run_p3(self, run_dir: Path, *args: str, timeout: float = 600):
+        """ck run program:p3 with its own run folder; returns (process, CK's JSON output)."""
+        out_file = run_dir / "ck-output.json"
+        proc = self(
+            "run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={out_file}",
+            "--treat_return_code_as_exit_code=yes", *args, timeout=timeout)
+        return proc, (json.loads(out_file.read_text()) if out_file.exists() else None)
+
+
+def bootstrap(ck: CkCli) -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=ck.env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+

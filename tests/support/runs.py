@@ -1,0 +1,73 @@
+"""Helpers for runs in tests: fake role plans, specs, polling, process checks, long ck runs."""
+import json
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from support.ckcli import CkCli
+
+from reprokit.run.plan import RolePlan, layout_roles
+from reprokit.run.procscan import run_processes
+from reprokit.run.settings import resolve
+
+FAKE_ROLE = Path(__file__).resolve().parent / "fake_role.py"
+
+
+def fake_plan(*role_args: str, workers: int = 2, servers: int = 1, timeout_s: int = 60) -> RolePlan:
+    """A plan whose roles are fake_role.py processes on this host."""
+    hosts = ["127.0.0.1"]
+    return RolePlan(run_id=uuid.uuid4().hex, hosts=hosts, roles=layout_roles(hosts, workers, servers),
+                    scheduler_host=hosts[0], scheduler_port=9999,
+                    command=[sys.executable, str(FAKE_ROLE), *role_args],
+                    worker_threads=1, timeout_s=timeout_s)
+
+
+def write_spec(run_dir: Path, plan: RolePlan) -> Path:
+    settings = resolve("resnet", {"BATCH_SIZE": "32"}, default_profile="smoke")
+    spec = {"settings": settings.to_dict(), "variant": "baseline",
+            "engine": {"name": "fake-engine", "python": sys.executable, "env_uid": "0"},
+            "plan": plan.to_dict()}
+    path = run_dir / "p3-run.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.05):
+    """Poll until predicate() is truthy; returns its value, or None on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return None
+
+
+def no_process_left(run_id: str, timeout: float = 5.0) -> bool:
+    return wait_for(lambda: not run_processes(run_id), timeout) is not None
+
+
+@contextmanager
+def long_run(ck: "CkCli", run_dir: Path, *args: str, watch_log: str = "worker-1.log", new_session: bool = False):
+    """`ck run program:p3` for 1000 batches; yields (process, run_id) once that worker trains, kills it on exit."""
+    import os
+    import signal
+
+    run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={run_dir}", "--env.NUM_BATCHES=1000",
+                   "--treat_return_code_as_exit_code=yes", *args, new_session=new_session)
+    try:
+        log = run_dir / "logs" / watch_log
+        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120), \
+            f"training never started ({log})"
+        yield run, json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+    finally:
+        if run.poll() is None:
+            if new_session:
+                os.killpg(run.pid, signal.SIGKILL)
+            else:
+                run.kill()
+            run.wait()
