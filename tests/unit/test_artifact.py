@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from support.loopback import FileServer
-from reprokit.engines.artifact import (Cuda, EngineChoice, InstallError, Steps, ZipSource, artifact_command, detect_cuda,
-                               download, extract_zip, fetch_zip, make_args, request_from_env, select_engine)
+from reprokit.data.fetch import extract_zip
+from reprokit.engines.artifact import Cuda, InstallError, Steps, ZipSource, detect_cuda, fetch_zip, make_args, request_from_env
+from reprokit.engines.artifact_run import artifact_command
+from reprokit.engines.choice import EngineChoice, select_engine
 from reprokit.errors import UserError
 
 
@@ -88,7 +90,7 @@ def _zip_bytes(names: list[str]) -> bytes:
 def test_zip_with_a_path_outside_its_folder_is_refused(tmp_path):
     archive = tmp_path / "evil.zip"
     archive.write_bytes(_zip_bytes(["top/ok.txt", "../escaped.txt"]))
-    with pytest.raises(InstallError, match="outside its folder"):
+    with pytest.raises(UserError, match="outside its folder"):
         extract_zip(archive, tmp_path / "out")
     assert not (tmp_path / "escaped.txt").exists()
 
@@ -96,22 +98,26 @@ def test_zip_with_a_path_outside_its_folder_is_refused(tmp_path):
 def test_zip_without_a_single_top_folder_is_refused(tmp_path):
     archive = tmp_path / "flat.zip"
     archive.write_bytes(_zip_bytes(["a.txt", "b/c.txt"]))
-    with pytest.raises(InstallError, match="should hold one top folder"):
+    with pytest.raises(UserError, match="should hold one top folder"):
         extract_zip(archive, tmp_path / "out")
 
 
-def test_download_cut_short_by_the_server_is_an_error(tmp_path):
+def test_download_cut_short_by_the_server_is_a_fetch_step_error(tmp_path):
     """The loopback server stands in for Zenodo; one file announces its whole length and sends half."""
-    body = b"z" * 100_000
+    body = _zip_bytes(["top-c647954/a.txt"])
     steps = Steps(tmp_path / "log.txt", io.StringIO())
     with FileServer() as server:
         server.add("p3.zip", body)
-        server.add_truncated("cut.zip", body[:50_000], claimed=len(body))
-        assert download(server.url("p3.zip"), tmp_path / "whole.zip", steps) == hashlib.md5(body).hexdigest()
-        with pytest.raises(InstallError, match="cut short"):
-            download(server.url("cut.zip"), tmp_path / "cut.zip", steps)
-        with pytest.raises(InstallError, match="cannot download .*HTTP 404"):
-            download(server.url("missing.zip"), tmp_path / "none.zip", steps)
+        server.add_truncated("cut.zip", body[: len(body) // 2], claimed=len(body))
+        for name, dest in (("p3.zip", "whole"), ("cut.zip", "cut"), ("missing.zip", "none")):
+            (tmp_path / name).mkdir()
+        assert fetch_zip(ZipSource(server.url("p3.zip"), md5=hashlib.md5(body).hexdigest()), tmp_path / "p3.zip",
+                         tmp_path / "whole", steps) == "c647954"
+        with pytest.raises(InstallError, match="step fetch failed: .*cut short"):
+            fetch_zip(ZipSource(server.url("cut.zip")), tmp_path / "cut.zip", tmp_path / "cut", steps)
+        with pytest.raises(InstallError, match="step fetch failed: cannot download .*HTTP 404"):
+            fetch_zip(ZipSource(server.url("missing.zip")), tmp_path / "missing.zip", tmp_path / "none", steps)
+    assert (tmp_path / "whole" / "a.txt").exists() and not (tmp_path / "cut").exists()
 
 
 def test_checksum_mismatch_names_both_checksums(tmp_path):
@@ -119,7 +125,7 @@ def test_checksum_mismatch_names_both_checksums(tmp_path):
     staging.mkdir()
     with FileServer() as server:
         server.add("p3.zip", _zip_bytes(["top/a.txt"]))
-        with pytest.raises(InstallError, match=f"expected md5 {'0' * 32}, got [0-9a-f]{{32}}"):
+        with pytest.raises(InstallError, match=f"checksum mismatch .*MD5 [0-9a-f]{{32}}, expected {'0' * 32}"):
             fetch_zip(ZipSource(server.url("p3.zip"), md5="0" * 32), staging, staging / "src",
                       Steps(tmp_path / "log.txt", io.StringIO()))
     assert not (staging / "src").exists()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.data.imagenet import EnvEntry
+from reprokit.data.registered import EnvEntry
 from reprokit.errors import UserError
 from reprokit.data.iwslt import (ENV, FILES, KIND_REAL, KIND_SYNTHETIC, check_corpus, choose_corpus, describe,
                             make_synthetic)

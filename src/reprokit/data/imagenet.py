@@ -19,22 +19,18 @@ Runs in the framework's interpreter (Pillow for the synthetic JPEGs):
 from __future__ import annotations
 
 import argparse
-import hashlib
-import http.client
 import json
 import os
 import re
 import shutil
 import signal
 import sys
-import tarfile
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from reprokit.data.fetch import report_progress, download, fresh_staging, swap_in, unpack
+from reprokit.data.registered import EnvEntry, data_mode, pinned_entries
 from reprokit.errors import UserError
 
 KIND_IMAGENET = "imagenet"
@@ -47,14 +43,10 @@ MARKER = "reprokit-dataset.json"  # inside the train root; im2rec lists image fi
 TRAIN_DIR = "train"  # an installed package's train root, under its install folder
 
 # The original workflow's subset (package imagenet-2012-train-min).
-MIN_URL = "https://www.dropbox.com/s/3w4uzmdeq5eb9o4/ILSVRC2012_img_train_min.tar"
-MIN_MD5 = "bf3f7b41ca2ec88c2b7c44a5773e0d06"
 
 CLASS_DIR = re.compile(r"^n\d{8}$")
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")  # what im2rec packs
 DETECT_DEPTH = 3  # a train root at most this many folders below a search folder
-DOWNLOAD_TIMEOUT_S = 60  # per network operation; a stalled server fails instead of hanging
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -148,96 +140,12 @@ def describe(root: str | Path) -> TrainFolder:
 
 
 def write_marker(root: Path, kind: str, **details: object) -> None:
-    from reprokit.run.plan import write_json
+    from reprokit.jsonfile import write_json
 
     write_json(root / MARKER, {"kind": kind, **details})
 
 
 # ---------------------------------------------------------------- install helpers
-
-
-def swap_in(staging: Path, final: Path) -> None:
-    """Replace ``final`` by the complete ``staging`` tree; an earlier ``final`` survives any failure before this."""
-    old = final.with_name(final.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(staging, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def fresh_staging(dest: Path) -> Path:
-    """An empty staging folder in ``dest``; leftovers of killed earlier attempts are removed."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for stale in dest.glob(".staging-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = dest / f".staging-{os.getpid()}"
-    staging.mkdir()
-    return staging
-
-
-def _report(progress: Callable[[str], None] | None, message: str) -> None:
-    if progress is not None:
-        progress(message)
-
-
-def download(url: str, dest: Path, md5: str = "", timeout_s: float = DOWNLOAD_TIMEOUT_S,
-             progress: Callable[[str], None] | None = None) -> str:
-    """Stream ``url`` to ``dest`` and check it; returns the MD5. ``dest`` appears only when complete and verified."""
-    partial = dest.with_name(dest.name + ".partial")
-    request = urllib.request.Request(url, headers={"User-Agent": "reprokit"})
-    digest = hashlib.md5()
-    received = 0
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response, open(partial, "wb") as out:
-            if "text/html" in response.headers.get("Content-Type", ""):
-                raise UserError(f"{url} answered with a web page, not the archive (for a Dropbox link add ?dl=1); "
-                                f"give the archive's URL with --env.PACKAGE_URL=URL")
-            length = response.headers.get("Content-Length")
-            expected = int(length) if length and length.isdigit() else None
-            last = 0.0
-            while True:
-                chunk = response.read(CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
-                digest.update(chunk)
-                received += len(chunk)
-                if time.monotonic() - last > 2:
-                    last = time.monotonic()
-                    total = f" of {expected / 1e6:.1f}" if expected else ""
-                    _report(progress, f"downloaded {received / 1e6:.1f}{total} MB")
-        if expected is not None and received != expected:
-            raise UserError(f"the download of {url} is truncated ({received} of {expected} bytes); retry, "
-                            f"or give a mirror with --env.PACKAGE_URL=URL")
-    except UserError:
-        partial.unlink(missing_ok=True)
-        raise
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        partial.unlink(missing_ok=True)
-        reason = getattr(exc, "reason", exc)
-        raise UserError(f"cannot download {url}: {reason}; check the URL or give a mirror with "
-                        f"--env.PACKAGE_URL=URL") from None
-    except http.client.HTTPException as exc:  # e.g. IncompleteRead: the connection ended early
-        partial.unlink(missing_ok=True)
-        raise UserError(f"the download of {url} broke off after {received} bytes ({type(exc).__name__}); retry, "
-                        f"or give a mirror with --env.PACKAGE_URL=URL") from None
-    got = digest.hexdigest()
-    if md5 and got != md5.lower():
-        partial.unlink(missing_ok=True)
-        raise UserError(f"checksum mismatch for {url}: MD5 {got}, expected {md5}; the file is corrupt or not the "
-                        f"expected one (a mirror's file needs its own --env.PACKAGE_MD5=MD5)")
-    os.replace(partial, dest)
-    return got
-
-
-def unpack(archive: Path, dest: Path) -> None:
-    """Extract a tar archive (any compression), refusing members that would land outside ``dest``."""
-    try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    except (tarfile.TarError, OSError) as exc:
-        raise UserError(f"cannot unpack {archive.name}: {exc}; the archive is damaged or not a tar file") from None
 
 
 def fetch(url: str, md5: str, dest: Path, kind: str = KIND_MIN,
@@ -246,9 +154,9 @@ def fetch(url: str, md5: str, dest: Path, kind: str = KIND_MIN,
     staging = fresh_staging(dest)
     try:
         archive = staging / "archive.tar"
-        _report(progress, f"downloading {url}")
+        report_progress(progress, f"downloading {url}")
         download(url, archive, md5, progress=progress)
-        _report(progress, "checksum ok; unpacking")
+        report_progress(progress, "checksum ok; unpacking")
         unpacked = staging / "unpacked"
         unpack(archive, unpacked)
         archive.unlink()
@@ -331,14 +239,6 @@ RECORDIO_INSTALL = "ck install package:dataset-imagenet-2012-train-p3 --quiet"
 
 
 @dataclass(frozen=True)
-class EnvEntry:
-    """A CK env entry, reduced to what the choice needs."""
-    uid: str
-    alias: str
-    variables: dict
-
-
-@dataclass(frozen=True)
 class RecordioData:
     """A converted train set a run reads (ImageRecordIter)."""
     name: str  # the result's data field: imagenet, imagenet-min or imagenet-synthetic
@@ -355,26 +255,6 @@ class RecordioData:
 
     def train_args(self) -> list[str]:
         return ["--data-train", self.rec, "--data-train-idx", self.idx, "--data-images", str(self.images)]
-
-
-def data_mode(mode: str, pinned: str, valid: tuple[str, ...], workload: str) -> str:
-    """--env.DATA checked against the workload's modes (auto when empty); synthetic and a pin exclude each other."""
-    mode = mode.strip() or "auto"
-    if mode not in valid:
-        raise UserError(f"unknown DATA {mode!r} for {workload}; valid ones: {', '.join(valid)}")
-    if mode == "synthetic" and pinned:
-        raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
-    return mode
-
-
-def pinned_entries(entries: list[EnvEntry], pinned: str, key: str, tags: str) -> list[EnvEntry]:
-    if not pinned:
-        return entries
-    found = [e for e in entries if pinned in (e.uid, e.alias)]
-    if not found:
-        raise UserError(f"{key}={pinned} is not a registered env entry with tags {tags}; list them with: "
-                        f"ck show env --tags={tags}")
-    return found
 
 
 def choose_train_folder(entries: list[EnvEntry], pinned: str = "") -> TrainFolder:

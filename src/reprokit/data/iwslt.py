@@ -23,7 +23,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reprokit.data.imagenet import (EnvEntry, data_mode, download, fresh_staging, pinned_entries, read_marker, swap_in,
+from reprokit.data.fetch import download, fresh_staging, swap_in
+from reprokit.data.registered import EnvEntry, data_mode, pinned_entries
+from reprokit.data.imagenet import (read_marker,
                        write_marker)
 from reprokit.errors import UserError
 from reprokit.paths import PROGRAM_DIR

@@ -9,13 +9,10 @@ staging folder first, so a failed step leaves an earlier install untouched.
 
     python -m reprokit.engines.artifact install     # what the packages' install.sh runs (settings from the environment)
 
-The run side lives here too: which registered engine a run uses
-(``select_engine``) and the artifact's own command line for a run
-(``artifact_command``).
+Which engine a run uses is ``engines.choice``; the artifact's command line for a run is ``engines.artifact_run``.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,34 +22,25 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from reprokit.data.fetch import download, extract_zip
 from reprokit.errors import UserError
 
-BUILDS = ("p3", "baseline")  # p3: the authors' fork; baseline: their unmodified MXNet build
+from reprokit.engines.choice import ARTIFACT_BUILDS as BUILDS, P3_PACKAGES_HINT
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
-ENGINE_TAGS = "tool,p3"
 MANIFEST = "artifact.json"  # written by the installer; what soft:tool.p3 detects
 INSTALLED = "artifact"  # INSTALL_DIR/artifact: src/ (built tree), prefix/ (python), artifact.json
 STAGING = "artifact.partial"
 INSTALL_LOG = "install.log"
-PACKAGES = {"p3": "sysml19-p3-github", "baseline": "sysml19-p3-baseline-github"}
-P3_PACKAGES_HINT = "ck install package:sysml19-p3-github (or package:sysml19-p3-zenodo)"
-BASELINE_PACKAGE_HINT = "ck install package:sysml19-p3-baseline-github"
-ENGINE_CHOICES = ("", "embedded", "artifact")  # "": the artifact when one is registered, else embedded
 # numpy 1.23.5: the newest numpy with the aliases (np.bool, ...) that MXNet's python code uses.
 DEFAULT_PIP_PACKAGES = "numpy==1.23.5 requests"
 FETCH_TIMEOUT_S = 3600
 BUILD_TIMEOUT_S = 6 * 3600
 PIP_TIMEOUT_S = 1800
 STEP_TIMEOUT_S = 600
-READ_TIMEOUT_S = 60  # one stalled read of a download
-IMAGENET_TRAIN_IMAGES = 1281167
 
 
 class InstallError(Exception):
@@ -247,69 +235,18 @@ def fetch_git(source: GitSource, dest: Path, steps: Steps) -> str:
     return steps.run("fetch", ["git", "rev-parse", "HEAD"], dest, STEP_TIMEOUT_S, env).splitlines()[-1].strip()
 
 
-def download(url: str, dest: Path, steps: Steps, read_timeout_s: float = READ_TIMEOUT_S) -> str:
-    """Stream ``url`` to ``dest``; returns its MD5. A short body (fewer bytes than announced) is an error."""
-    digest = hashlib.md5()
-    received = 0
-    steps.say(f"artifact: [fetch] downloading {url}")
-    try:
-        with urllib.request.urlopen(url, timeout=read_timeout_s) as response, open(dest, "wb") as out:
-            announced = response.headers.get("Content-Length")
-            while True:
-                chunk = response.read(1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
-                digest.update(chunk)
-                received += len(chunk)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = (f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError)
-                  else getattr(exc, "reason", None) or exc)
-        raise InstallError(f"step fetch failed: cannot download {url}: {reason}; check the URL "
-                           f"(--env.PACKAGE_URL=...)") from None
-    if announced is not None and received != int(announced):
-        raise InstallError(f"step fetch failed: the download of {url} was cut short ({received} of {announced} "
-                           f"bytes); run the install again")
-    steps.say(f"artifact: [fetch] {received} bytes, md5 {digest.hexdigest()}")
-    return digest.hexdigest()
-
-
-def extract_zip(archive: Path, dest: Path) -> Path:
-    """Unpack ``archive`` into ``dest`` keeping unix modes; returns its single top folder."""
-    dest.mkdir(parents=True, exist_ok=True)
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            for info in zf.infolist():
-                target = (dest / info.filename).resolve()
-                if not target.is_relative_to(dest.resolve()):
-                    raise InstallError(f"step unpack failed: {archive.name} holds a path outside its folder "
-                                       f"({info.filename}); refusing to unpack it")
-                zf.extract(info, dest)
-                mode = (info.external_attr >> 16) & 0o777
-                if mode and not info.is_dir():
-                    os.chmod(target, mode)
-    except zipfile.BadZipFile as exc:
-        raise InstallError(f"step unpack failed: {archive.name} is not a zip archive ({exc}); "
-                           f"check the URL (--env.PACKAGE_URL=...)") from None
-    tops = [p for p in dest.iterdir()]
-    if len(tops) != 1 or not tops[0].is_dir():
-        raise InstallError(f"step unpack failed: {archive.name} should hold one top folder, it holds "
-                           f"{', '.join(sorted(p.name for p in tops)) or 'nothing'}")
-    return tops[0]
-
-
 def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str:
-    """Download, verify and unpack; returns the commit named by the top folder (GitHub's archive naming)."""
+    """Download, verify and unpack (reprokit.data.fetch); returns the commit named by the top folder (GitHub's naming)."""
     archive = staging / "download.zip"
-    md5 = download(source.url, archive, steps)
-    if source.md5:
-        if md5 != source.md5:
-            raise InstallError(f"step fetch failed: checksum mismatch for {source.url}: expected md5 {source.md5}, "
-                               f"got {md5}; the file is not the artifact (check --env.PACKAGE_URL / --env.PACKAGE_MD5)")
-        steps.say("artifact: [fetch] md5 verified")
-    else:
+    steps.say(f"artifact: [fetch] downloading {source.url}")
+    if not source.md5:
         steps.say("artifact: [fetch] no known md5 for this archive: not verified (give one with --env.PACKAGE_MD5=HEX)")
-    top = extract_zip(archive, staging / "unpacked")
+    try:
+        md5 = download(source.url, archive, source.md5, progress=lambda line: steps.say(f"artifact: [fetch] {line}"))
+        steps.say(f"artifact: [fetch] md5 {md5}{' verified' if source.md5 else ''}")
+        top = extract_zip(archive, staging / "unpacked")
+    except UserError as exc:
+        raise InstallError(f"step fetch failed: {exc}") from None
     if source.top_dir and top.name != source.top_dir:
         raise InstallError(f"step unpack failed: expected the top folder {source.top_dir} in the archive, found "
                            f"{top.name}; is --env.PACKAGE_URL the artifact (or set --env.PACKAGE_TOP_DIR)?")
@@ -342,7 +279,7 @@ class Manifest:
 
 def install(request: InstallRequest, console=sys.stdout) -> Path:
     """Fetch, build, install into a prefix and check; swap in only when every step worked. Returns the manifest."""
-    from reprokit.run.plan import write_json
+    from reprokit.jsonfile import write_json
 
     install_dir = request.install_dir
     install_dir.mkdir(parents=True, exist_ok=True)
@@ -452,136 +389,6 @@ def env_variables(installed: InstalledArtifact) -> dict[str, str]:
         f"{ENV_PREFIX}_MANIFEST": str(installed.root / MANIFEST),
         f"{ENV_PREFIX}_INSTALLED_AT": m.installed_at,
     }
-
-
-# ----------------------------------------------------------------------------- engine selection
-
-
-@dataclass(frozen=True)
-class EngineChoice:
-    """One registered engine a run may use."""
-    env_uid: str
-    build: str  # stock | p3 | baseline
-    name: str  # recorded in every result: mxnet-1.9.1-cpu, sysml19-p3@c647954, sysml19-p3-baseline@...
-    python: str
-    rank: tuple  # higher is preferred among engines of the same build (version, install time)
-    tree: str = ""  # the artifact's source tree; empty for the embedded engine
-    cuda: bool = False
-
-    @property
-    def is_artifact(self) -> bool:
-        return self.build in BUILDS
-
-
-def artifact_engine_name(build: str, commit: str) -> str:
-    base = "sysml19-p3" if build == "p3" else "sysml19-p3-baseline"
-    return f"{base}@{commit[:12] or 'unknown'}"
-
-
-def select_engine(candidates: Sequence[EngineChoice], variant: str, engine: str = "", pinned: str = "") -> EngineChoice:
-    """The engine for ``variant``: the embedded stock MXNet, or the artifact's P3 / baseline build.
-
-    ``engine`` is the ENGINE knob: "" uses the artifact when any of its builds
-    is registered (the P3 build for p3, the baseline build for baseline) and
-    the embedded engine otherwise; "embedded" and "artifact" force one side.
-    ``pinned`` (ENGINE_ENV) names one env entry and wins over both.
-    """
-    if engine not in ENGINE_CHOICES:
-        raise UserError(f"unknown ENGINE {engine!r}; valid ones: embedded, artifact (or empty: the artifact when "
-                        f"installed); fix it with --env.ENGINE=embedded")
-    if pinned:
-        found = [c for c in candidates if pinned == c.env_uid]
-        if not found:
-            raise UserError(f"ENGINE_ENV={pinned} is not a registered engine; list them with: "
-                            f"ck show env --tags=lib,mxnet and ck show env --tags={ENGINE_TAGS}")
-        chosen = found[0]
-        if chosen.is_artifact and chosen.build != variant:
-            raise UserError(f"ENGINE_ENV={pinned} is the artifact's {chosen.build} build and cannot run VARIANT={variant} "
-                            f"(P3 is compiled into the fork); pin the {variant} build or use --env.VARIANT={chosen.build}")
-        return chosen
-    stock = [c for c in candidates if c.build == "stock"]
-    artifacts = [c for c in candidates if c.is_artifact]
-    if engine == "embedded" or (engine == "" and not artifacts):
-        if not stock:
-            raise UserError("the MXNet engine is not installed (no usable CK env with tags lib,mxnet); "
-                            "install it with: ck install package:lib-mxnet --quiet")
-        return max(stock, key=lambda c: c.rank)
-    wanted = [c for c in artifacts if c.build == variant]
-    if not wanted:
-        hint = P3_PACKAGES_HINT if variant == "p3" else BASELINE_PACKAGE_HINT
-        have = ", ".join(sorted({c.build for c in artifacts})) or "no build"
-        raise UserError(f"VARIANT={variant} needs the artifact's {variant} build, but only {have} of the artifact is "
-                        f"installed; install it with: {hint} --quiet, or run the embedded engine with --env.ENGINE=embedded")
-    return max(wanted, key=lambda c: c.rank)
-
-
-# ----------------------------------------------------------------------------- the artifact's command line
-
-# The seed's --network arguments of the artifact's example/image-classification/train_imagenet.py.
-IMAGE_NETWORKS: dict[str, list[str]] = {
-    "resnet": ["--network", "resnet", "--num-layers", "50"],
-    "inception-v3": ["--network", "inception-v3"],
-    "vgg": ["--network", "vgg", "--num-layers", "19"],
-}
-TRAIN_IMAGENET = Path("example") / "image-classification" / "train_imagenet.py"
-SOCKEYE_SOURCE = Path("example") / "sockeye" / "source"  # holds the bundled sockeye package (1.5)
-SOCKEYE_DATA = Path("example") / "sockeye" / "dataset" / "iwslt15_en-vi"  # bundled IWSLT15 en-vi
-
-
-@dataclass(frozen=True)
-class ArtifactRun:
-    command: list[str]
-    extra_env: dict[str, str]
-
-
-def artifact_command(engine: EngineChoice, model: str, batch_size: int, image_shape: str, num_epochs: int,
-                     num_batches: int, disp_batches: int, num_workers: int, data_train: str = "",
-                     sockeye_output: str = "") -> ArtifactRun:
-    """The artifact's own training command for one role, as the seed ran it (every role runs the same command).
-
-    Image models: example/image-classification/train_imagenet.py with the
-    seed's arguments; on a registered RecordIO file (``data_train``), else on
-    the script's own synthetic data (``--benchmark 1``) for the same number of
-    batches per worker as the embedded engine runs. Sockeye: the bundled
-    sockeye 1.5 (``python -m sockeye.train``) on the bundled IWSLT15 en-vi.
-    ``dist_device_sync`` and GPU 0 for a CUDA build, ``dist_sync`` on the CPU.
-    """
-    tree = Path(engine.tree)
-    kv_store = "dist_device_sync" if engine.cuda else "dist_sync"
-    if model == "sockeye":
-        data = tree / SOCKEYE_DATA
-        args = [
-            engine.python, "-m", "sockeye.train",
-            "--source", str(data / "train-preproc.en"), "--target", str(data / "train-preproc.vi"),
-            "--validation-source", str(data / "tst2012.en"), "--validation-target", str(data / "tst2012.vi"),
-            "--source-vocab", str(data / "vocab.en"), "--target-vocab", str(data / "vocab.vi"),
-            "--output", sockeye_output or "sockeye-model", "--overwrite-output",
-            "--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",
-            "--rnn-num-hidden", "512", "--rnn-encoder-reverse-input", "--num-embed", "512:512",
-            "--attention-type", "mlp", "--attention-num-hidden", "512", "--batch-size", str(batch_size),
-            "--bucket-width", "10", "--metrics", "perplexity", "--optimized-metric", "bleu",
-            "--checkpoint-frequency", "10000000000", "--max-num-checkpoint-not-improved", "-1",
-            "--weight-init", "uniform", "--weight-init-scale", "0.1", "--learning-rate-reduce-factor", "1.0",
-            "--monitor-bleu", "-1", "--kv-store", kv_store,
-            *(["--device-ids", "0"] if engine.cuda else ["--use-cpu"]),
-            *(["--max-updates", str(num_batches)] if num_batches else []),
-        ]
-        return ArtifactRun(args, {"PYTHONPATH": str(tree / SOCKEYE_SOURCE)})
-    network = IMAGE_NETWORKS.get(model)
-    if network is None:
-        raise UserError(f"the artifact has no run for cmd_key {model!r}; valid ones: "
-                        f"{', '.join(sorted([*IMAGE_NETWORKS, 'sockeye']))}, or use --env.ENGINE=embedded")
-    args = [engine.python, str(tree / TRAIN_IMAGENET), *network, "--batch-size", str(batch_size),
-            "--image-shape", image_shape, "--num-epochs", str(num_epochs), "--kv-store", kv_store,
-            "--disp-batches", str(disp_batches)]
-    if engine.cuda:
-        args += ["--gpus", "0"]
-    if data_train:
-        args += ["--data-train", data_train]
-    else:
-        per_worker = num_batches * batch_size if num_batches else IMAGENET_TRAIN_IMAGES // max(1, num_workers)
-        args += ["--benchmark", "1", "--num-examples", str(per_worker)]
-    return ArtifactRun(args, {})
 
 
 # ----------------------------------------------------------------------------- command line

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome, StopRequest, run_local
-from reprokit.run.plan import RolePlan, write_json
+from reprokit.run.plan import RolePlan
+from reprokit.jsonfile import write_json
 
 SPEC_FILE = "p3-run.json"
 EXIT_FAILED = 1

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from reprokit.errors import UserError
+from reprokit.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
 
-ROLE_KINDS = ("scheduler", "server", "worker")
 LOCALHOST = "127.0.0.1"
 
 
@@ -158,11 +158,3 @@ def check_port_free(host: str, port: int) -> None:
                 f"port {port} on {host} is already in use; choose another with "
                 f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one"
             ) from None
-
-
-def write_json(path: Path, data: object) -> None:
-    """Write JSON atomically: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 from reprokit.errors import UserError
+from reprokit.values import whole_number
 
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
@@ -125,14 +126,7 @@ def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, 
         if default is None:
             raise UserError(f"{key} is not set; give it with --env.{key}=N")
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UserError(f"{key} must be a whole number, got {raw!r}; fix it with --env.{key}=N") from None
-    if value < 0 or (value == 0 and not allow_zero):
-        least = 0 if allow_zero else 1
-        raise UserError(f"{key} must be at least {least}, got {value}; fix it with --env.{key}=N")
-    return value
+    return whole_number(raw, key, f"--env.{key}=N", low=0 if allow_zero else 1)
 
 
 def _optional_int(env: Mapping[str, str], key: str) -> int | None:
@@ -143,10 +137,8 @@ def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:
     """A scheduler port from user input; None when empty (pick a free one)."""
     if not raw.strip():
         return None
-    port = _positive_int({key: raw}, key)
-    if not 1024 <= port <= 65535:
-        raise UserError(f"{key} must be between 1024 and 65535, got {port}")
-    return port
+    return whole_number(raw, key, f"--env.{key}=N (1024-65535), or leave it empty to pick a free port",
+                        low=1024, high=65535)
 
 
 def _image_shape(raw: str, model: Model) -> str:

@@ -1,0 +1,25 @@
+"""The one conversion of our errors into CK's return dicts."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from reprokit.errors import UserError
+
+
+def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
+    """A CK hook or action: a UserError becomes {"return": 1, "error": one line}, which ck prints and exits 1 on."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> dict:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            return {"return": 1, "error": str(exc)}
+    return wrapper
+
+
+def access(request: dict) -> dict:
+    """ck.access of the running kernel (the same module object CK's CLI runs), as a plain call."""
+    from ck import kernel
+
+    return kernel.access(request)
