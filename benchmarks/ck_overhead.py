@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from reprokit.run.plan import pick_free_port
+from reprokit.cluster.ports import pick_free_port
 
 CK = str(Path(sys.executable).with_name("ck"))
 SRC = str(Path(__file__).resolve().parents[1] / "src")

@@ -1,17 +1,2 @@
-"""CK pre- and postprocess hooks of program:p3: thin calls into reprokit."""
-import os
-import sys
-
-_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "src")
-if _SRC not in sys.path:
-    sys.path.insert(0, os.path.normpath(_SRC))
-
-from reprokit.ck.boundary import p3_postprocess, p3_preprocess  # noqa: E402
-
-
-def ck_preprocess(i):
-    return p3_preprocess(i)
-
-
-def ck_postprocess(i):
-    return p3_postprocess(i)
+"""CK hooks of program:p3 (reprokit is installed in ck's own environment by `make setup`)."""
+from reprokit.ck.program import postprocess as ck_postprocess, preprocess as ck_preprocess  # noqa: F401

@@ -1,13 +1,2 @@
-"""CK soft hooks for the RecordIO ImageNet train set: thin calls into reprokit."""
-import os
-import sys
-
-_SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "src"))
-if _SRC not in sys.path:
-    sys.path.insert(0, _SRC)
-
-from reprokit.ck.boundary import recordio_soft_setup  # noqa: E402
-
-
-def setup(i):
-    return recordio_soft_setup(i)
+"""CK soft hook of RecordIO ImageNet train sets (reprokit is installed in ck's own environment by `make setup`)."""
+from reprokit.ck.soft import recordio_setup as setup  # noqa: F401

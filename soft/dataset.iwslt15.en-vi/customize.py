@@ -1,11 +1,2 @@
-"""CK soft hooks for IWSLT15 en-vi corpus folders: thin calls into reprokit."""
-import os
-import sys
-
-_SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "src"))
-if _SRC not in sys.path:
-    sys.path.insert(0, _SRC)
-
-from reprokit.ck.boundary import soft_hooks  # noqa: E402
-
-dirs, limit, version_cmd, setup = soft_hooks("dataset.iwslt15.en-vi")
+"""CK soft hooks of IWSLT15 en-vi corpus folders (reprokit is installed in ck's own environment by `make setup`)."""
+from reprokit.ck.soft import installed_dirs as dirs, iwslt_limit as limit, iwslt_version as version_cmd, iwslt_setup as setup  # noqa: F401

@@ -1,11 +1,2 @@
-"""CK soft hooks for the authors' artifact (P3 or baseline build): thin calls into reprokit."""
-import os
-import sys
-
-_SRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "src"))
-if _SRC not in sys.path:
-    sys.path.insert(0, _SRC)
-
-from reprokit.ck.boundary import soft_hooks  # noqa: E402
-
-dirs, limit, version_cmd, setup = soft_hooks("tool.p3")
+"""CK soft hooks of the authors' artifact (P3 or baseline build) (reprokit is installed in ck's own environment by `make setup`)."""
+from reprokit.ck.soft import installed_dirs as dirs, artifact_limit as limit, artifact_version as version_cmd, artifact_setup as setup  # noqa: F401

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 from reprokit.run.plan import RolePlan, layout_roles
 from reprokit.run.procscan import run_processes
 from reprokit.run.settings import resolve
+from reprokit.run.spec import RunEngine, RunSpec
 
 FAKE_ROLE = Path(__file__).resolve().parent / "fake_role.py"
 
@@ -26,14 +27,14 @@ def fake_plan(*role_args: str, workers: int = 2, servers: int = 1, timeout_s: in
                     worker_threads=1, timeout_s=timeout_s)
 
 
+def fake_spec(plan: RolePlan, variant: str = "baseline", batch_size: str = "32") -> RunSpec:
+    settings = resolve("resnet", {"BATCH_SIZE": batch_size, "VARIANT": variant}, default_profile="smoke")
+    return RunSpec(settings=settings, engine=RunEngine(name="fake-engine", python=sys.executable, env_uid="0"),
+                   plan=plan)
+
+
 def write_spec(run_dir: Path, plan: RolePlan) -> Path:
-    settings = resolve("resnet", {"BATCH_SIZE": "32"}, default_profile="smoke")
-    spec = {"settings": settings.to_dict(), "variant": "baseline",
-            "engine": {"name": "fake-engine", "python": sys.executable, "env_uid": "0"},
-            "plan": plan.to_dict()}
-    path = run_dir / "p3-run.json"
-    path.write_text(json.dumps(spec))
-    return path
+    return fake_spec(plan).save(run_dir)
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.05):

@@ -3,7 +3,8 @@ import socket
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.run.plan import RolePlan, check_port_free, layout_roles, pick_free_port, worker_threads_per_host
+from reprokit.cluster.ports import check_port_free, pick_free_port
+from reprokit.run.plan import RolePlan, layout_roles, worker_threads_per_host
 
 
 def plan(hosts=("127.0.0.1",), workers=2, servers=1):

@@ -1,10 +1,13 @@
-from support.runs import fake_plan
+from dataclasses import replace
+
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome
-from reprokit.run.settings import resolve
+from support.runs import fake_plan, fake_spec
 
-SPEC = {"settings": resolve("resnet", {"BATCH_SIZE": "16"}, "smoke").to_dict(), "variant": "baseline",
-        "engine": {"name": "mxnet-1.9.1-cpu"}}
+
+def spec(plan=None):
+    base = fake_spec(plan or fake_plan(), batch_size="16")
+    return replace(base, engine=replace(base.engine, name="mxnet-1.9.1-cpu"))
 
 
 def write_worker_log(run_dir, index, speeds, checksum=None, rank=None):
@@ -19,7 +22,7 @@ def write_worker_log(run_dir, index, speeds, checksum=None, rank=None):
 def test_aggregate_is_the_sum_of_each_workers_steady_state(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0, 30.0], "a" * 64)
     write_worker_log(tmp_path, 1, [1.0, 20.0, 20.0], "a" * 64)
-    res = unified.build(SPEC, fake_plan(), Outcome(True, ""), tmp_path)
+    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
     assert res["run_success"] is True and res["failure_reason"] is None
     assert res["throughput_per_worker"] == [30.0, 20.0]
     assert res["throughput_samples_per_sec"] == 50.0
@@ -31,7 +34,7 @@ def test_aggregate_is_the_sum_of_each_workers_steady_state(tmp_path):
 def test_no_throughput_is_a_failure_naming_the_logs_searched(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0])
     write_worker_log(tmp_path, 1, [1.0])  # warm-up report only
-    res = unified.build(SPEC, fake_plan(), Outcome(True, ""), tmp_path)
+    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
     assert res["run_success"] is False
     assert "no steady-state throughput found" in res["failure_reason"]
     assert "logs/worker-1.log" in res["failure_reason"] and "worker-0" not in res["failure_reason"]
@@ -41,16 +44,17 @@ def test_no_throughput_is_a_failure_naming_the_logs_searched(tmp_path):
 def test_diverged_parameters_are_reported(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0], "a" * 64)
     write_worker_log(tmp_path, 1, [1.0, 30.0], "b" * 64)
-    res = unified.build(SPEC, fake_plan(), Outcome(True, ""), tmp_path)
+    result = unified.build(spec(), Outcome(True, ""), tmp_path)
+    res = result.to_dict()
     assert res["params_in_sync"] is False
     assert res["param_checksums"] == ["a" * 64, "b" * 64]
-    assert "parameters NOT in sync" in unified.summary_line(res)
+    assert "parameters NOT in sync" in result.summary_line()
 
 
 def test_launch_failure_is_kept_even_when_logs_have_numbers(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0])
     write_worker_log(tmp_path, 1, [1.0, 30.0])
     outcome = Outcome(False, "worker#1 on 127.0.0.1 was killed by SIGKILL", "worker#1", "127.0.0.1")
-    res = unified.build(SPEC, fake_plan(), outcome, tmp_path)
-    assert res["run_success"] is False
-    assert unified.summary_line(res) == "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL"
+    result = unified.build(spec(), outcome, tmp_path)
+    assert result.run_success is False
+    assert result.summary_line() == "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL"

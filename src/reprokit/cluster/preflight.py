@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from reprokit.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
-from reprokit.run.remote import free_port, parallel
+from reprokit.cluster.group import on_each
+from reprokit.cluster.ports import free_port
 from reprokit.cluster.ssh import Connection, resolve
 
 PYTHON_CHECK_TIMEOUT_S = 60
@@ -80,14 +81,10 @@ def check_host(cluster: ClusterConfig, host: str, python: str, required_paths: l
 def check_cluster(cluster: ClusterConfig, python: str, required_paths: list[str] | None = None,
                   scheduler_port: int = 0) -> list[HostCheck]:
     first = cluster.names[0]
-    results = parallel(cluster.names, lambda h: check_host(
+    results = on_each(cluster.names, lambda h: check_host(
         cluster, h, python, required_paths or [], scheduler_port if h == first else None))
-    checks = []
-    for host, result in results.items():
-        if isinstance(result, Exception):
-            result = HostCheck(host, ssh="FAILED", problems=[f"{host}: {result}"])
-        checks.append(result)
-    return checks
+    return [results.succeeded[h] if h in results.succeeded
+            else HostCheck(h, ssh="FAILED", problems=[f"{h}: {results.failed[h]}"]) for h in cluster.names]
 
 
 def table(checks: list[HostCheck]) -> str:

@@ -1,7 +1,7 @@
 """Choosing among registered data (CK env entries, as plain values): the DATA mode and a pinned entry."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reprokit.errors import UserError
 
@@ -12,6 +12,7 @@ class EnvEntry:
     uid: str
     alias: str
     variables: dict
+    customize: dict = field(default_factory=dict)  # what the soft setup recorded (version, ...)
 
 
 def data_mode(mode: str, pinned: str, valid: tuple[str, ...], workload: str) -> str:

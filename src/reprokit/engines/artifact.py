@@ -243,7 +243,7 @@ def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str
         steps.say("artifact: [fetch] no known md5 for this archive: not verified (give one with --env.PACKAGE_MD5=HEX)")
     try:
         md5 = download(source.url, archive, source.md5, progress=lambda line: steps.say(f"artifact: [fetch] {line}"))
-        steps.say(f"artifact: [fetch] md5 {md5}{' verified' if source.md5 else ''}")
+        steps.say(f"artifact: [fetch] md5 verified ({md5})" if source.md5 else f"artifact: [fetch] md5 {md5}")
         top = extract_zip(archive, staging / "unpacked")
     except UserError as exc:
         raise InstallError(f"step fetch failed: {exc}") from None

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 from pathlib import Path
 
-from reprokit.engines.choice import EngineChoice
 from reprokit.errors import UserError
 
 IMAGENET_TRAIN_IMAGES = 1281167
@@ -21,13 +21,20 @@ SOCKEYE_SOURCE = Path("example") / "sockeye" / "source"  # holds the bundled soc
 SOCKEYE_DATA = Path("example") / "sockeye" / "dataset" / "iwslt15_en-vi"  # bundled IWSLT15 en-vi
 
 
+class ArtifactBuild(Protocol):
+    """What the command line needs of an installed build."""
+    python: str
+    tree: str
+    cuda: bool
+
+
 @dataclass(frozen=True)
 class ArtifactRun:
     command: list[str]
     extra_env: dict[str, str]
 
 
-def artifact_command(engine: EngineChoice, model: str, batch_size: int, image_shape: str, num_epochs: int,
+def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_shape: str, num_epochs: int,
                      num_batches: int, disp_batches: int, num_workers: int, data_train: str = "",
                      sockeye_output: str = "") -> ArtifactRun:
     """The artifact's own training command for one role, as the seed ran it (every role runs the same command).

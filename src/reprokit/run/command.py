@@ -9,16 +9,15 @@ program module turns this exit code into ``run_success``.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from reprokit.run import result as unified
-from reprokit.run.launch import Outcome, StopRequest, run_local
-from reprokit.run.plan import RolePlan
+from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
+from reprokit.run.launch import Outcome, StopRequest, run_local
+from reprokit.run.result import build
+from reprokit.run.spec import SPEC_FILE, RunSpec
 
-SPEC_FILE = "p3-run.json"
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
@@ -28,25 +27,24 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = Path(argv[0] if argv else SPEC_FILE).resolve()
     run_dir = spec_path.parent
     try:
-        spec = json.loads(spec_path.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"p3: error: cannot read the run specification {spec_path}: {exc}", file=sys.stderr)
+        spec = RunSpec.load(spec_path)
+    except UserError as exc:
+        print(f"p3: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if spec.get("error"):  # the preprocess refused the input; say why, once
-        print(f"p3: error: {spec['error']}", file=sys.stderr)
+    if spec.error:  # the preprocess refused the input; say why, once
+        print(f"p3: error: {spec.error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    plan = RolePlan.from_dict(spec["plan"])
     stop = StopRequest()
     stop.install()
     try:
-        if spec.get("cluster") is not None:
+        if spec.cluster is not None:
             from reprokit.cluster.hosts import parse
             from reprokit.run.remote import run_remote
 
-            outcome: Outcome = run_remote(plan, parse(spec["cluster"]), run_dir, sys.stdout, stop=stop)
+            outcome: Outcome = run_remote(spec.plan, parse(spec.cluster), run_dir, sys.stdout, stop=stop)
         else:
-            outcome = run_local(plan, run_dir, stop=stop)
+            outcome = run_local(spec.plan, run_dir, stop=stop)
     except Exception as exc:  # a bug of ours: say so in one line, keep the details for a report
         import traceback
 
@@ -54,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         outcome = Outcome(False, f"internal launcher error ({type(exc).__name__}: {exc}); "
                                  f"details in {run_dir / 'launcher-error.txt'}")
     write_json(run_dir / "launch.json", outcome.to_dict())
-    res = unified.build(spec, plan, outcome, run_dir)
-    write_json(run_dir / unified.RESULT_FILE, res)
-    print(unified.summary_line(res), flush=True)
-    return 0 if res["run_success"] else EXIT_FAILED
+    result = build(spec, outcome, run_dir)
+    result.save(run_dir)
+    print(result.summary_line(), flush=True)
+    return 0 if result.run_success else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
 
-LOCALHOST = "127.0.0.1"
+from reprokit.cluster.ports import LOCALHOST  # noqa: F401  (the role plan of a run on this machine)
 
 
 @dataclass(frozen=True)
@@ -141,20 +140,3 @@ def worker_threads_per_host(num_workers_on_host: int, cores: int | None = None) 
     """Split a host's cores between its workers, so they do not oversubscribe it."""
     cores = cores or os.cpu_count() or 1
     return max(1, cores // max(1, num_workers_on_host))
-
-
-def pick_free_port(host: str = LOCALHOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            raise UserError(
-                f"port {port} on {host} is already in use; choose another with "
-                f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one"
-            ) from None

@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 import paramiko
 
@@ -22,18 +21,15 @@ from reprokit.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.plan import Role, RolePlan
-from reprokit.cluster.ssh import Connection, SshError, resolve
+from reprokit.cluster.group import connect_all, on_each
+from reprokit.cluster.ports import free_port
+from reprokit.cluster.ssh import Connection, SshError
 
 WATCHDOG_GRACE_S = 3
 LOST_CONNECTION = 1000  # not an exit code any process can have
 REMOTE_RUNS = "/tmp/reprokit-runs"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
-PORT_CHECK_TIMEOUT_S = 60
-FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
-                     "print(s.getsockname()[1])")
-
-
 def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
     """The shell command line that runs ``argv`` as a role, in ``run_dir``, with ``env``."""
     bad = [k for k in env if not _ENV_NAME.match(k)]
@@ -129,31 +125,6 @@ class RemoteRoleProcess:
         self.output.join(timeout)
 
 
-def parallel(hosts: list[str], action: Callable[[str], object]) -> dict[str, object]:
-    """Run ``action`` for every host at once; exceptions are returned, not raised."""
-    def guarded(host):
-        try:
-            return action(host)
-        except Exception as exc:  # reported per host by the caller
-            return exc
-
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        return dict(zip(hosts, pool.map(guarded, hosts)))
-
-
-def open_connections(cluster: ClusterConfig, hosts: list[str]) -> dict[str, Connection]:
-    """One connection per host, opened in parallel; the first failure (by host order) is raised."""
-    results = parallel(hosts, lambda h: Connection(resolve(cluster.host(h), cluster)).open())
-    failures = [r for r in results.values() if isinstance(r, Exception)]
-    if failures:
-        for r in results.values():
-            if isinstance(r, Connection):
-                r.close()
-        first = failures[0]
-        raise first if isinstance(first, UserError) else UserError(str(first))
-    return results  # type: ignore[return-value]
-
-
 def remote_run_dir(run_id: str) -> str:
     return f"{REMOTE_RUNS}/{run_id}"
 
@@ -165,16 +136,15 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
     remote_dir = remote_run_dir(plan.run_id)
     began_at = time.time()
     try:
-        conns = connections or open_connections(cluster, plan.hosts)
+        conns = connections or connect_all(cluster, plan.hosts)
     except UserError as exc:
         return Outcome(False, str(exc), began_at=began_at)
     try:
         # One parallel step per host: ship the files and, where needed, ask for a free port and the cores.
-        prepared = parallel(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir))
-        failed = next((r for r in prepared.values() if isinstance(r, Exception)), None)
-        if failed is not None:
-            return Outcome(False, str(failed), began_at=began_at)
-        for host, (port, cores) in prepared.items():
+        prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir))
+        if not prepared.ok:
+            return Outcome(False, str(prepared.first_failure()[1]), began_at=began_at)
+        for host, (port, cores) in prepared.succeeded.items():
             if port is not None:
                 plan.scheduler_port = port
             if cores is not None:
@@ -188,12 +158,12 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
 
         outcome = supervise(plan, start, stop)
         outcome.began_at = began_at
-        swept = parallel(plan.hosts, lambda h: conns[h].run(sweep_command(plan.run_id) + f"; rm -rf {shlex.quote(remote_dir)}",
-                                                            timeout=30))
-        for host, result in swept.items():
-            if isinstance(result, Exception):
-                outcome.warnings.append(f"{host}: could not check for leftover processes: {result}")
-            elif result.stdout.split():
+        swept = on_each(plan.hosts, lambda h: conns[h].run(
+            sweep_command(plan.run_id) + f"; rm -rf {shlex.quote(remote_dir)}", timeout=30))
+        for host, error in swept.failed.items():
+            outcome.warnings.append(f"{host}: could not check for leftover processes: {error}")
+        for host, result in swept.succeeded.items():
+            if result.stdout.split():
                 outcome.warnings.append(f"{host}: killed leftover process(es) {' '.join(result.stdout.split())}")
         outcome.torn_down_at = time.time()
         return outcome
@@ -201,19 +171,6 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
         if connections is None:
             for conn in conns.values():
                 conn.close()
-
-
-def free_port(conn: Connection, python: str, address: str, port: int = 0) -> int:
-    """Bind ``port`` (0: any) on ``address`` with the host's interpreter; returns the port, or raises."""
-    command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
-    result = conn.run(command, timeout=PORT_CHECK_TIMEOUT_S)
-    if result.exit_code != 0:
-        if "Address already in use" in result.stderr:
-            raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
-                            f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
-        raise UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
-                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return int(result.stdout.strip())
 
 
 def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig,

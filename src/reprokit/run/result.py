@@ -1,42 +1,114 @@
-"""The unified result of a run: one JSON document, whatever engine or launcher produced the logs."""
+"""The unified result of a run: one typed document, whatever engine or launcher produced the logs."""
 from __future__ import annotations
 
+import json
 import statistics
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from reprokit.run import speedometer as speedometer
+from reprokit.run import speedometer
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 
 RESULT_FILE = "p3-result.json"
 
 
-def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
-    """Merge the launch outcome with every worker's parsed log."""
-    settings = spec["settings"]
-    result: dict = {
-        "run_success": outcome.success,
-        "failure_reason": outcome.reason or None,
-        "model": settings["model"],
-        "network": settings["network"],
-        "profile": settings["profile"],
-        "batch_size": settings["batch_size"],
-        "image_shape": settings["image_shape"] or None,
-        "num_epochs": settings["num_epochs"],
-        "num_workers": len(plan.workers),
-        "num_servers": len(plan.servers),
-        "variant": spec["variant"],
-        **({"p3_slice_size": settings["p3_slice_size"], "p3_priority": settings["p3_priority"]}
-           if spec["variant"] == "p3" and spec["engine"].get("build", "stock") == "stock" else {}),  # ours only
-        "engine": spec["engine"]["name"],
-        "data": spec.get("data", {}).get("name", "synthetic"),  # or imagenet, imagenet-min, ...
-        "hosts": plan.hosts,
-        "run_id": plan.run_id,
-        "wall_time_s": round(outcome.wall_s, 3),
-        # From the launcher's start (SSH connections included) until every role was running.
-        "launch_time_s": round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
-        "warnings": list(outcome.warnings),
-    }
+@dataclass
+class Result:
+    run_success: bool
+    failure_reason: str | None = None
+    model: str | None = None
+    network: str | None = None
+    profile: str | None = None
+    batch_size: int | None = None
+    image_shape: str | None = None
+    num_epochs: int | None = None
+    num_workers: int | None = None
+    num_servers: int | None = None
+    variant: str | None = None
+    engine: str | None = None
+    data: str | None = None  # synthetic, imagenet, imagenet-min, iwslt15, ...
+    hosts: list[str] = field(default_factory=list)
+    run_id: str | None = None
+    wall_time_s: float | None = None
+    launch_time_s: float | None = None  # from the launcher's start (SSH included) until every role ran
+    warnings: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    # Present only where they apply (dropped from the JSON when None):
+    p3_slice_size: int | None = None  # our P3 only; the artifact's slicing is compiled in
+    p3_priority: bool | None = None
+    throughput_samples_per_sec: float | None = None  # the sum over workers
+    throughput_per_worker: list[float] | None = None
+    throughput_std_per_worker: list[float] | None = None
+    throughput_min: float | None = None
+    throughput_max: float | None = None
+    throughput_worker_spread: float | None = None
+    throughput_tokens_per_sec: float | None = None
+    batches_measured: int | None = None
+    speedometer_reports_measured: int | None = None
+    param_checksums: list[str | None] | None = None
+    params_in_sync: bool | None = None
+    run_folder: str | None = None
+
+    ALWAYS = ("run_success", "failure_reason", "model", "network", "profile", "batch_size", "image_shape",
+              "num_epochs", "num_workers", "num_servers", "variant", "engine", "data", "hosts", "run_id",
+              "wall_time_s", "launch_time_s", "warnings", "logs")
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k in self.ALWAYS or v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Result":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def failed(cls, reason: str) -> "Result":
+        return cls(run_success=False, failure_reason=reason)
+
+    def save(self, run_dir: Path) -> Path:
+        from reprokit.jsonfile import write_json
+
+        path = Path(run_dir) / RESULT_FILE
+        write_json(path, self.to_dict())
+        return path
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "Result":
+        return cls.from_dict(json.loads((Path(run_dir) / RESULT_FILE).read_text()))
+
+    def summary_line(self) -> str:
+        if not self.run_success:
+            return f"p3: FAILED: {self.failure_reason}"
+        per_worker = ", ".join(f"{s:.2f}" for s in self.throughput_per_worker)
+        sync = {True: "in sync", False: "NOT in sync", None: "not checked"}[self.params_in_sync]
+        tokens = f" ({self.throughput_tokens_per_sec:.0f} tokens/s)" if self.throughput_tokens_per_sec is not None else ""
+        return (f"p3: OK: {self.model} {self.variant} on {self.engine}: {self.throughput_samples_per_sec:.2f} samples/s"
+                f"{tokens} over {self.num_workers} workers ({per_worker}); {self.batches_measured} batches measured; "
+                f"parameters {sync}")
+
+
+def build(spec, outcome: Outcome, run_dir: Path) -> Result:
+    """Merge the launch outcome with every worker's parsed log (``spec``: the run's RunSpec)."""
+    settings, plan = spec.settings, spec.plan
+    ours = settings.variant == "p3" and not spec.engine.is_artifact
+    result = Result(
+        run_success=outcome.success,
+        failure_reason=outcome.reason or None,
+        model=settings.model, network=settings.network, profile=settings.profile, batch_size=settings.batch_size,
+        image_shape=settings.image_shape or None, num_epochs=settings.num_epochs,
+        num_workers=len(plan.workers), num_servers=len(plan.servers), variant=settings.variant,
+        p3_slice_size=settings.p3_slice_size if ours else None, p3_priority=settings.p3_priority if ours else None,
+        engine=spec.engine.name, data=spec.data.name, hosts=plan.hosts, run_id=plan.run_id,
+        wall_time_s=round(outcome.wall_s, 3),
+        launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
+        warnings=list(outcome.warnings),
+    )
+    parse_worker_logs(result, plan, run_dir)
+    return result
+
+
+def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
     log_dir = run_dir / "logs"
     worker_logs = [log_dir / w.log_name for w in plan.workers]
     per_worker: list[speedometer.WorkerThroughput | None] = []
@@ -46,43 +118,28 @@ def build(spec: dict, plan: RolePlan, outcome: Outcome, run_dir: Path) -> dict:
         reports = [r for group in speedometer.parse_reports(text).values() for r in group]
         per_worker.append(speedometer.summarize(speedometer.steady_state(reports)))
         checksums.update(speedometer.parse_checksums(text))
-    result["logs"] = [str(p.relative_to(run_dir)) for p in sorted(log_dir.glob("*.log"))]
+    result.logs = [str(p.relative_to(run_dir)) for p in sorted(log_dir.glob("*.log"))]
 
     measured = [w for w in per_worker if w is not None]
     if len(measured) == len(per_worker) and measured:
         speeds = [w.samples_per_sec for w in measured]
-        result.update({
-            "throughput_samples_per_sec": round(sum(speeds), 3),
-            "throughput_per_worker": [round(s, 3) for s in speeds],
-            "throughput_std_per_worker": [round(w.std, 3) for w in measured],
-            "throughput_min": round(min(w.minimum for w in measured), 3),
-            "throughput_max": round(max(w.maximum for w in measured), 3),
-            "throughput_worker_spread": round(statistics.pstdev(speeds), 3) if len(speeds) > 1 else 0.0,
-            **({"throughput_tokens_per_sec": round(sum(w.tokens_per_sec for w in measured), 3)}
-               if all(w.tokens_per_sec is not None for w in measured) else {}),
-            "batches_measured": sum(w.batches for w in measured),
-            "speedometer_reports_measured": sum(w.reports for w in measured),
-        })
-    elif outcome.success:
+        result.throughput_samples_per_sec = round(sum(speeds), 3)
+        result.throughput_per_worker = [round(s, 3) for s in speeds]
+        result.throughput_std_per_worker = [round(w.std, 3) for w in measured]
+        result.throughput_min = round(min(w.minimum for w in measured), 3)
+        result.throughput_max = round(max(w.maximum for w in measured), 3)
+        result.throughput_worker_spread = round(statistics.pstdev(speeds), 3) if len(speeds) > 1 else 0.0
+        if all(w.tokens_per_sec is not None for w in measured):
+            result.throughput_tokens_per_sec = round(sum(w.tokens_per_sec for w in measured), 3)
+        result.batches_measured = sum(w.batches for w in measured)
+        result.speedometer_reports_measured = sum(w.reports for w in measured)
+    elif result.run_success:
         missing = [str(log.relative_to(run_dir)) for log, w in zip(worker_logs, per_worker) if w is None]
-        result["run_success"] = False
-        result["failure_reason"] = (
+        result.run_success = False
+        result.failure_reason = (
             "no steady-state throughput found (Speedometer 'Speed: ... samples/sec' lines after the "
             f"first report of each epoch) in {', '.join(missing)}; run more batches with --env.NUM_BATCHES=N"
         )
     if checksums:
-        result["param_checksums"] = [checksums.get(rank) for rank in range(len(plan.workers))]
-        result["params_in_sync"] = len(set(checksums.values())) == 1 and len(checksums) == len(plan.workers)
-    return result
-
-
-def summary_line(result: dict) -> str:
-    if not result["run_success"]:
-        return f"p3: FAILED: {result['failure_reason']}"
-    per_worker = ", ".join(f"{s:.2f}" for s in result["throughput_per_worker"])
-    sync = {True: "in sync", False: "NOT in sync", None: "not checked"}[result.get("params_in_sync")]
-    return (f"p3: OK: {result['model']} {result['variant']} on {result['engine']}: "
-            f"{result['throughput_samples_per_sec']:.2f} samples/s"
-            + (f" ({result['throughput_tokens_per_sec']:.0f} tokens/s)" if "throughput_tokens_per_sec" in result else "")
-            + f" over {result['num_workers']} workers "
-            f"({per_worker}); {result['batches_measured']} batches measured; parameters {sync}")
+        result.param_checksums = [checksums.get(rank) for rank in range(len(plan.workers))]
+        result.params_in_sync = len(set(checksums.values())) == 1 and len(checksums) == len(plan.workers)

@@ -1,0 +1,90 @@
+"""The actions of our CK module `cluster`: preflight checks of a machine's hosts, and the namespace testbed.
+
+    ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--dir=DIR]
+    ck testbed cluster:NAME --shape=100mbit|off
+    ck testbed cluster:NAME --down
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from reprokit.ck.errors import ck_command
+from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
+from reprokit.cluster.hosts import parse
+from reprokit.errors import UserError
+from reprokit.values import whole_number
+
+
+def init(i: dict) -> dict:
+    return {"return": 0}
+
+
+@ck_command
+def check(i: dict) -> dict:
+    """Preflight check of every host of machine:NAME, in parallel; fails if any host fails."""
+    from reprokit.cluster.preflight import check_cluster, table
+    from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
+    from reprokit.run.settings import resolve_port
+
+    name = i.get("data_uoa", "")
+    if not name:
+        raise UserError("name the machine: ck check cluster:NAME")
+    cluster = parse(machine_cluster_data(name), source=f"machine:{name}")
+    if i.get("accept_new_host_keys") in ("yes", True):
+        cluster = replace(cluster, accept_new_host_keys=True)
+    try:
+        python = find_engine("p3", "embedded").python
+    except UserError:
+        if not all(h.python for h in cluster.hosts):
+            raise
+        python = ""
+    port = resolve_port(str(i.get("port", ""))) or 0
+    data = choose_recordio(env_entries(RECORDIO_TAGS), str(i.get("data", "")), str(i.get("dataset_env", "")).strip())
+    # The converted train set must be at the same path on every host.
+    checks = check_cluster(cluster, python, [os.path.dirname(data.rec)] if data else [], scheduler_port=port)
+    print(table(checks), flush=True)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise UserError(f"{len(failed)} of {len(checks)} host(s) failed: " + "; ".join(c.problems[0] for c in failed))
+    print(f"cluster: all {len(checks)} host(s) ready", flush=True)
+    return {"return": 0, "hosts": [asdict(c) for c in checks]}
+
+
+def _testbed_dir(name: str, given: str) -> Path:
+    if given:
+        return Path(given).expanduser()
+    tools = os.environ.get("CK_TOOLS") or os.path.expanduser("~/CK-TOOLS")
+    return Path(tools) / f"testbed-{name}"
+
+
+@ck_command
+def testbed(i: dict) -> dict:
+    """Create, reshape or tear down a cluster of network namespaces on this machine (needs root)."""
+    from reprokit.cluster import testbed as namespaces
+
+    name = i.get("data_uoa", "")
+    if not name:
+        raise UserError("name the testbed: ck testbed cluster:NAME --hosts=N")
+    state_dir = _testbed_dir(name, i.get("dir", ""))
+    if i.get("down") in ("yes", True):
+        removed = namespaces.destroy(name, state_dir)
+        print(f"testbed {name}: removed {len(removed)} namespace(s)" if removed
+              else f"testbed {name}: nothing to remove", flush=True)
+        return {"return": 0, "removed": removed}
+    if i.get("shape"):
+        described = state_dir / "testbed.json"
+        if not described.exists():
+            raise UserError(f"there is no testbed {name} (no {described}); create it with --hosts=N")
+        rate = None if i["shape"] == "off" else i["shape"]
+        namespaces.shape(name, json.loads(described.read_text())["hosts"], rate)
+        print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}", flush=True)
+        return {"return": 0}
+    hosts = whole_number(i.get("hosts", "3"), "--hosts", "--hosts=N", low=1)
+    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None)
+    print(f"testbed {name}: {hosts} host(s) ready; register it with:\n"
+          f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
+    return {"return": 0, "hosts_json": str(hosts_json)}

@@ -1,0 +1,91 @@
+"""program:p3's CK hooks: ask CK for the engine, the data and the machine, then hand plain values to the run.
+
+Bad input is recorded in the run specification instead of returned as a CK error:
+the run command then prints it as one line and exits non-zero, which stock CK
+reports as a failed run (a preprocess error would not change ck's exit code, and
+breaks --treat_return_code_as_exit_code).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from reprokit.ck.registry import env_entries, find_engine
+from reprokit.cluster.hosts import parse as parse_cluster
+from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
+from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
+from reprokit.engines.mxnet import sockeye_in_engine
+from reprokit.errors import UserError
+from reprokit.paths import SRC_DIR
+from reprokit.run.result import RESULT_FILE, Result
+from reprokit.run.settings import MODELS, RunSettings, resolve
+from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
+
+
+def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
+    """What a run reads: a converted ImageNet train set (image models) or a registered IWSLT15 corpus (sockeye);
+    generated data (synthetic batches, or the synthetic corpus each Sockeye worker writes) when none is chosen."""
+    if image_model:
+        found = choose_recordio(env_entries(RECORDIO_TAGS), mode, pinned)
+        return RunData(found.name, found.train_args(), found.rec, found.env_uid) if found else RunData()
+    corpus = choose_corpus(env_entries(CORPUS_TAGS), mode, pinned)
+    return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid) if corpus else RunData()
+
+
+def run_engine(settings: RunSettings, env: dict) -> RunEngine:
+    choice = find_engine(settings.variant, str(env.get("ENGINE", "")).strip(), str(env.get("ENGINE_ENV", "")).strip())
+    if MODELS[settings.model].is_image or choice.is_artifact:
+        return RunEngine.of(choice)
+    return RunEngine.of(choice, name=f"{choice.name}+sockeye-{sockeye_in_engine(choice.python)}")
+
+
+def _cluster_data(i: dict):
+    return (i.get("device_cfg") or {}).get("remote_params", {}).get("cluster_config")
+
+
+def make_spec(i: dict) -> RunSpec:
+    env = i.get("env", {})
+    cluster_data = _cluster_data(i)
+    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env,
+                       default_profile="smoke" if cluster_data is None else "paper")
+    engine = run_engine(settings, env)
+    data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+    cluster = None
+    if cluster_data is not None:
+        cluster = parse_cluster(cluster_data, source="the machine's hosts.json (see: ck load machine:NAME)")
+    return build_spec(settings, engine, data, cluster, cluster_data)
+
+
+def preprocess(i: dict) -> dict:
+    """Write the run specification and the hosts file into the run folder."""
+    run_dir = Path.cwd()
+    for stale in (RESULT_FILE, "launch.json"):
+        (run_dir / stale).unlink(missing_ok=True)
+    try:
+        spec = make_spec(i)
+    except UserError as exc:
+        spec = RunSpec.refused(str(exc))
+    else:
+        (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.plan.hosts))
+        print(f"p3: plan: {spec.describe()}", flush=True)
+    spec.save(run_dir)
+    return {"return": 0, "new_env": {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}}
+
+
+def postprocess(i: dict) -> dict:
+    """Hand the unified result to CK as the run's characteristics."""
+    run_dir = Path.cwd()
+    if (run_dir / RESULT_FILE).exists():
+        result = Result.load(run_dir)
+    else:
+        try:
+            spec = RunSpec.load(run_dir / SPEC_FILE)
+        except UserError:
+            spec = RunSpec()
+        if spec.error:
+            result = Result.failed(spec.error)  # already printed by the run command
+        else:
+            result = Result.failed(f"the run wrote no {RESULT_FILE} in {run_dir}")
+            print(f"p3: FAILED: {result.failure_reason}", flush=True)
+    result.run_folder = str(run_dir)
+    return {"return": 0, "characteristics": result.to_dict()}

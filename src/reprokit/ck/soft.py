@@ -1,0 +1,227 @@
+"""The hooks of our soft entries (dirs, limit, version_cmd, setup), one set per soft, for their customize.py.
+
+Searches are bounded (never /usr, /opt or ~), each found item appears once, and
+"nothing found" is one error line: stock CK would otherwise ask whether to open
+wiki pages, which fails with stdin closed.
+"""
+from __future__ import annotations
+
+import os
+from os.path import expanduser
+from pathlib import Path
+
+from reprokit.ck.errors import ck_command
+from reprokit.errors import UserError
+
+ENGINE_INSTALL = "ck install package:lib-mxnet --quiet"
+SOCKEYE_INSTALL = "ck install package:lib-sockeye --quiet"
+
+
+def installed_dirs(i: dict) -> dict:
+    """Search only where engines and their libraries are installed (CK_TOOLS, CK_DIRS, --search_dirs)."""
+    system = {"/usr", "/opt", expanduser("~")}
+    return {"return": 0, "dirs": [d for d in i.get("dirs", []) if d not in system] or ["/nonexistent"]}
+
+
+def _one_per_file(i: dict, nothing_found: str) -> dict:
+    """One candidate per real file (venvs show lib and lib64 twins)."""
+    unique: dict[str, str] = {}
+    for path in sorted(i.get("list", []), key=len):
+        unique.setdefault(os.path.realpath(path), path)
+    if not unique:
+        raise UserError(nothing_found)
+    return {"return": 0, "list": list(unique.values())}
+
+
+def _register(i: dict, folder: str | Path, **variables: str) -> dict:
+    """Point the env entry at ``folder`` (CK's path_install) and record its variables under the soft's prefix."""
+    customize, env = i["customize"], i["env"]
+    prefix = customize["env_prefix"]
+    customize["path_install"] = str(folder)
+    env[prefix] = str(folder)
+    env.update({f"{prefix}_{k}": v for k, v in variables.items()})
+    return {"return": 0, "bat": ""}
+
+
+# ---------------------------------------------------------------- lib.mxnet: the stock engine's prefix
+
+@ck_command
+def mxnet_limit(i: dict) -> dict:
+    from reprokit.engines.mxnet import MXNET_LIBRARY
+
+    return _one_per_file(i, f"no MXNet engine ({MXNET_LIBRARY}) found in the searched folders; pass the prefix with "
+                            f"--search_dirs=DIR, or install one with: {ENGINE_INSTALL}")
+
+
+@ck_command
+def mxnet_version(i: dict) -> dict:
+    from reprokit.engines.mxnet import interpreter_of, prefix_of, version_of
+
+    return {"return": 0, "version": version_of(interpreter_of(prefix_of(i["full_path"])))}
+
+
+@ck_command
+def mxnet_setup(i: dict) -> dict:
+    """Register the engine's prefix, interpreter and library folder."""
+    from reprokit.engines.mxnet import interpreter_of, prefix_of
+
+    full_path = i["customize"]["full_path"]
+    prefix = prefix_of(full_path)
+    return _register(i, prefix, PYTHON=str(interpreter_of(prefix)), LIB=str(Path(full_path).parent))
+
+
+# ---------------------------------------------------------------- lib.sockeye: Sockeye for the engine
+
+@ck_command
+def sockeye_limit(i: dict) -> dict:
+    return _one_per_file(i, "no Sockeye (sockeye/__init__.py) found in the searched folders; pass the site-packages "
+                            f"folder with --search_dirs=DIR, or install it with: {SOCKEYE_INSTALL}")
+
+
+@ck_command
+def sockeye_version(i: dict) -> dict:
+    from reprokit.engines.mxnet import sockeye_version_in
+
+    return {"return": 0, "version": sockeye_version_in(Path(i["full_path"]))}
+
+
+@ck_command
+def sockeye_setup(i: dict) -> dict:
+    """Register the folder that holds the sockeye package (the one the engine's .pth file names)."""
+    return _register(i, Path(i["customize"]["full_path"]).parent.parent)
+
+
+# ---------------------------------------------------------------- tool.p3: the authors' artifact
+
+@ck_command
+def artifact_limit(i: dict) -> dict:
+    from reprokit.engines.artifact import MANIFEST
+    from reprokit.engines.choice import P3_PACKAGES_HINT
+
+    found = sorted(set(i.get("list", [])))
+    if not found:
+        raise UserError(f"no installed artifact ({MANIFEST}) found in the searched folders; pass the install folder "
+                        f"with --search_dirs=DIR, or install it with: {P3_PACKAGES_HINT}")
+    return {"return": 0, "list": found}
+
+
+@ck_command
+def artifact_version(i: dict) -> dict:
+    from reprokit.engines.artifact import load_installed
+
+    return {"return": 0, "version": load_installed(i["full_path"]).manifest.version}
+
+
+@ck_command
+def artifact_setup(i: dict) -> dict:
+    """Register the artifact's source tree, interpreter, build (p3|baseline), commit and CUDA flag."""
+    from reprokit.engines.artifact import env_variables, load_installed
+
+    installed = load_installed(i["customize"]["full_path"])
+    i["customize"]["path_install"] = str(installed.root.parent)  # INSTALL_DIR: a reinstall swaps artifact/ there
+    i["env"].update(env_variables(installed))
+    return {"return": 0, "bat": ""}
+
+
+# ---------------------------------------------------------------- dataset.imagenet.train: train folders
+
+def imagenet_dirs(i: dict) -> dict:
+    """Our own bounded search (find_train_roots) over --search_dirs and CK_DIRS only.
+
+    Not /usr, /opt, ~ (a whole-disk walk) nor CK_TOOLS (installed datasets are
+    registered already). CK then looks only one level into each train folder found.
+    """
+    from reprokit.data.imagenet import find_train_roots
+
+    skip = {"/usr", "/opt", expanduser("~"), os.environ.get("CK_TOOLS") or expanduser("~/CK-TOOLS")}
+    roots = find_train_roots([d for d in i.get("dirs", []) if d not in skip])
+    return {"return": 0, "dirs": [str(r) for r in roots] or ["/nonexistent"]}
+
+
+@ck_command
+def imagenet_limit(i: dict) -> dict:
+    """CK matched class folders (nXXXXXXXX); each train folder once."""
+    from reprokit.data.imagenet import DETECT_DEPTH, TRAIN_INSTALL_HINT, is_train_root
+
+    roots: dict[str, str] = {}
+    for path in i.get("list", []):
+        parent = os.path.dirname(path)
+        roots.setdefault(os.path.realpath(parent), parent)
+    found = [r for r in roots.values() if is_train_root(Path(r))]
+    if not found:
+        raise UserError(f"no ImageNet train folder (class folders like n01440764 holding JPEG files) within "
+                        f"{DETECT_DEPTH} levels of the searched folders; pass its folder with --search_dirs=DIR, or "
+                        f"{TRAIN_INSTALL_HINT.replace('; ', ', ')}")
+    return {"return": 0, "list": found, "skip_sort": "yes"}
+
+
+@ck_command
+def imagenet_version(i: dict) -> dict:
+    from reprokit.data.imagenet import describe
+
+    return {"return": 0, "version": describe(i["full_path"]).version}
+
+
+@ck_command
+def imagenet_setup(i: dict) -> dict:
+    """Register the train folder, its kind (imagenet, imagenet-min, imagenet-synthetic) and class count."""
+    from reprokit.data.imagenet import describe
+
+    folder = describe(i["customize"]["full_path"])
+    return _register(i, folder.root, KIND=folder.kind, CLASSES=str(folder.classes))
+
+
+# ---------------------------------------------------------------- dataset.imagenet.train.p3: RecordIO conversions
+
+@ck_command
+def recordio_setup(i: dict) -> dict:
+    """Register the .rec/.idx files of a finished conversion (its recordio.json is written last)."""
+    from reprokit.data.recordio import read_manifest
+
+    folder = Path(i["customize"]["full_path"]).parent
+    manifest = read_manifest(folder)
+    variables = {"KIND": manifest["kind"], "CLASSES": str(manifest["classes"]), "SOURCE": manifest["source"],
+                 "CONVERTED_AT": manifest.get("converted_at", "")}
+    for part, infix in (("train", ""), ("val", "VAL_")):
+        if part in manifest["parts"]:
+            variables[f"{infix}REC"] = manifest["parts"][part]["rec"]
+            variables[f"{infix}IDX"] = manifest["parts"][part]["idx"]
+            variables[f"{infix}IMAGES"] = str(manifest["parts"][part]["images"])
+    return _register(i, folder, **variables)
+
+
+# ---------------------------------------------------------------- dataset.iwslt15.en-vi: corpus folders
+
+@ck_command
+def iwslt_limit(i: dict) -> dict:
+    """Folders whose files make a complete corpus, each once."""
+    from reprokit.data.iwslt import INSTALL_HINT, check_corpus
+
+    folders: dict[str, str] = {}
+    for path in i.get("list", []):
+        try:
+            check_corpus(Path(path).parent)
+        except UserError:
+            continue
+        folders.setdefault(os.path.realpath(path), path)
+    if not folders:
+        raise UserError("no IWSLT15 en-vi corpus (train/tst2012/tst2013 .en/.vi and vocab files) in the searched "
+                        f"folders; pass its folder with --search_dirs=DIR, or {INSTALL_HINT}")
+    return {"return": 0, "list": list(folders.values())}
+
+
+@ck_command
+def iwslt_version(i: dict) -> dict:
+    from reprokit.data.iwslt import KIND_SYNTHETIC, describe
+
+    corpus = describe(Path(i["full_path"]).parent)
+    return {"return": 0, "version": "synthetic" if corpus.name == KIND_SYNTHETIC else "2015"}
+
+
+@ck_command
+def iwslt_setup(i: dict) -> dict:
+    """Register the corpus folder, its kind (iwslt15, iwslt15-synthetic) and its number of training pairs."""
+    from reprokit.data.iwslt import describe
+
+    corpus = describe(Path(i["customize"]["full_path"]).parent)
+    return _register(i, corpus.folder, KIND=corpus.name, PAIRS=str(corpus.train_pairs))

@@ -1,0 +1,46 @@
+"""Ports: a free one here, a given one checked here, and either on a remote host through its own interpreter."""
+from __future__ import annotations
+
+import shlex
+import socket
+from typing import TYPE_CHECKING
+
+from reprokit.errors import UserError
+
+if TYPE_CHECKING:  # paramiko only where a remote host is asked
+    from reprokit.cluster.ssh import Connection
+
+LOCALHOST = "127.0.0.1"
+PORT_CHECK_TIMEOUT_S = 60
+FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
+                     "print(s.getsockname()[1])")
+
+
+def pick_free_port(host: str = LOCALHOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise UserError(
+                f"port {port} on {host} is already in use; choose another with "
+                f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one"
+            ) from None
+
+
+def free_port(conn: "Connection", python: str, address: str, port: int = 0) -> int:
+    """Bind ``port`` (0: any) on ``address`` with the host's interpreter; returns the port, or raises."""
+    command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
+    result = conn.run(command, timeout=PORT_CHECK_TIMEOUT_S)
+    if result.exit_code != 0:
+        if "Address already in use" in result.stderr:
+            raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
+                            f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
+        raise UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
+                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return int(result.stdout.strip())

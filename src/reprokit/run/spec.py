@@ -1,0 +1,146 @@
+"""The run specification: the one contract between CK's preprocess, the run command and the postprocess.
+
+The preprocess asks CK for what it needs (engine, data, machine) and hands plain
+values to ``build_spec``; the spec is written to ``p3-run.json`` in the run folder
+and read back by ``python -m reprokit.run.command`` and the postprocess.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster.ssh import resolve as ssh_resolve
+from reprokit.engines.artifact_run import artifact_command
+from reprokit.engines.choice import EngineChoice
+from reprokit.errors import UserError
+from reprokit.jsonfile import write_json
+from reprokit.paths import PROGRAM_DIR
+from reprokit.cluster.ports import LOCALHOST, check_port_free, pick_free_port
+from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
+from reprokit.run.settings import IMAGE_SCRIPT, TRANSLATION_SCRIPT, RunSettings
+
+SPEC_FILE = "p3-run.json"
+# Shipped into every role's working folder: the training scripts and what they import.
+ENGINE_FILES = [PROGRAM_DIR / name for name in (IMAGE_SCRIPT, TRANSLATION_SCRIPT, "p3_slicing.py", "p3_kvstore.py",
+                                                "synthetic_corpus.py")]
+
+
+@dataclass(frozen=True)
+class RunEngine:
+    """The engine a run uses, as the run command and the result need it."""
+    name: str  # recorded in every result: mxnet-1.9.1-cpu, mxnet-1.9.1-cpu+sockeye-1.18.106, sysml19-p3@c647954
+    python: str
+    env_uid: str
+    build: str = "stock"  # stock | p3 | baseline
+    tree: str = ""  # the artifact's source tree
+    cuda: bool = False
+
+    @property
+    def is_artifact(self) -> bool:
+        return self.build != "stock"
+
+    @classmethod
+    def of(cls, choice: EngineChoice, name: str = "") -> "RunEngine":
+        return cls(name=name or choice.name, python=choice.python, env_uid=choice.env_uid, build=choice.build,
+                   tree=choice.tree, cuda=choice.cuda)
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a run reads: a registered data set (its training-script arguments) or generated data."""
+    name: str = "synthetic"  # the result's data field: imagenet, imagenet-min, iwslt15, ..., synthetic
+    train_args: list[str] = field(default_factory=list)
+    rec: str = ""  # the RecordIO train file, for the artifact's own scripts
+    env_uid: str = ""
+
+
+@dataclass
+class RunSpec:
+    settings: RunSettings | None = None
+    engine: RunEngine | None = None
+    data: RunData = field(default_factory=RunData)
+    plan: RolePlan | None = None
+    cluster: Any = None  # the machine's hosts.json data; None on this machine
+    error: str = ""  # the preprocess refused the input: the run command prints it once and fails
+
+    @classmethod
+    def refused(cls, reason: str) -> "RunSpec":
+        return cls(error=reason)
+
+    def to_dict(self) -> dict:
+        if self.error:
+            return {"error": self.error}
+        return {"settings": self.settings.to_dict(), "engine": asdict(self.engine), "data": asdict(self.data),
+                "plan": self.plan.to_dict(), "cluster": self.cluster}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSpec":
+        if data.get("error"):
+            return cls.refused(str(data["error"]))
+        return cls(settings=RunSettings(**data["settings"]), engine=RunEngine(**data["engine"]),
+                   data=RunData(**data.get("data", {})), plan=RolePlan.from_dict(data["plan"]),
+                   cluster=data.get("cluster"))
+
+    def save(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / SPEC_FILE
+        write_json(path, self.to_dict())
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "RunSpec":
+        try:
+            data = json.loads(Path(path).read_text())
+            return cls.from_dict(data)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise UserError(f"cannot read the run specification {path}: {exc}") from None
+
+    def describe(self) -> str:
+        """One line: the layout and what runs."""
+        plan, s = self.plan, self.settings
+        counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
+        return (f"{counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} worker(s) on "
+                f"{', '.join(plan.hosts)}; {s.model} batch {s.batch_size} shape {s.image_shape or 'n/a'}; "
+                f"profile {s.profile}; engine {self.engine.name}")
+
+
+def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster: ClusterConfig | None = None,
+               cluster_data: Any = None) -> RunSpec:
+    """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here)."""
+    if cluster is None:
+        if settings.ps_root_port is None:
+            port = pick_free_port(LOCALHOST)
+        else:
+            check_port_free(LOCALHOST, settings.ps_root_port)
+            port = settings.ps_root_port
+        num_workers = settings.num_workers or 2
+        plan = RolePlan(run_id=uuid.uuid4().hex, hosts=[LOCALHOST],
+                        roles=layout_roles([LOCALHOST], num_workers, settings.num_servers or 1),
+                        scheduler_host=LOCALHOST, scheduler_port=port, command=[],
+                        worker_threads=settings.worker_threads or worker_threads_per_host(num_workers),
+                        timeout_s=settings.timeout_s)
+    else:
+        plan = RolePlan(
+            run_id=uuid.uuid4().hex,
+            hosts=cluster.names,
+            roles=layout_cluster(cluster.hosts, settings.num_workers, settings.num_servers),
+            scheduler_host=cluster.names[0],
+            scheduler_port=settings.ps_root_port or 0,  # 0: the launcher finds a free one on that host
+            command=[],
+            worker_threads=settings.worker_threads,  # 0: the launcher asks each host for its cores
+            timeout_s=settings.timeout_s,
+            addresses={h.host: ssh_resolve(h, cluster).hostname for h in cluster.hosts},
+            interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
+        )
+    if engine.is_artifact:  # the artifact runs its own scripts (P3 is compiled in): none of ours is shipped
+        run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
+                               settings.num_batches, settings.disp_batches, len(plan.workers), data_train=data.rec,
+                               sockeye_output=settings.output_file)
+        plan.command, plan.extra_env = run.command, dict(run.extra_env)
+    else:
+        plan.command = [engine.python, settings.script, *settings.train_args(), *data.train_args]
+        plan.files = [str(f) for f in ENGINE_FILES]
+    return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster_data)
