@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from reprokit.data.fetch import report_progress, download, fresh_staging, swap_in, unpack
-from reprokit.data.registered import EnvEntry, data_mode, pinned_entries
+from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 from reprokit.errors import UserError
 
 KIND_IMAGENET = "imagenet"
@@ -293,14 +293,11 @@ def choose_recordio(entries: list[EnvEntry], mode: str = "", pinned: str = "") -
         data = RecordioData(name=kind, rec=rec, idx=idx, images=int(v.get(f"{RECORDIO_ENV}_IMAGES", "0") or 0),
                             classes=int(v.get(f"{RECORDIO_ENV}_CLASSES", "0") or 0), env_uid=entry.uid)
         usable.append(((RANK[kind], v.get(f"{RECORDIO_ENV}_CONVERTED_AT", "")), data))
-    if usable:
-        return max(usable, key=lambda pair: pair[0])[1]
-    if pinned:
-        raise UserError(f"the RecordIO files of env {pinned} are gone; convert again with: {RECORDIO_INSTALL}")
-    if mode == "recordio":
-        raise UserError(f"DATA=recordio needs a converted ImageNet train set (CK env with tags {RECORDIO_TAGS}); "
-                        f"convert one with: {RECORDIO_INSTALL}")
-    return None
+    return best_or_explain(
+        usable, pinned, gone=f"the RecordIO files of env {pinned} are gone; convert again with: {RECORDIO_INSTALL}",
+        required=mode == "recordio",
+        missing=f"DATA=recordio needs a converted ImageNet train set (CK env with tags {RECORDIO_TAGS}); "
+                f"convert one with: {RECORDIO_INSTALL}")
 
 
 # ---------------------------------------------------------------- command line

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from reprokit.data.fetch import download, fresh_staging, swap_in
-from reprokit.data.registered import EnvEntry, data_mode, pinned_entries
+from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 from reprokit.data.imagenet import (read_marker,
                        write_marker)
 from reprokit.errors import UserError
@@ -141,14 +141,10 @@ def choose_corpus(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> 
         except UserError:
             continue  # its folder was removed or damaged
         usable.append((RANK[corpus.name], Corpus(corpus.name, corpus.folder, corpus.train_pairs, entry.uid)))
-    if usable:
-        return max(usable, key=lambda pair: pair[0])[1]
-    if pinned:
-        raise UserError(f"the corpus of env {pinned} is gone or damaged; {INSTALL_HINT}")
-    if mode == "iwslt15":
-        raise UserError(f"DATA=iwslt15 needs a registered IWSLT15 en-vi corpus (CK env with tags {TAGS}); "
-                        f"{INSTALL_HINT}")
-    return None
+    return best_or_explain(
+        usable, pinned, gone=f"the corpus of env {pinned} is gone or damaged; {INSTALL_HINT}",
+        required=mode == "iwslt15",
+        missing=f"DATA=iwslt15 needs a registered IWSLT15 en-vi corpus (CK env with tags {TAGS}); {INSTALL_HINT}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from reprokit.errors import UserError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -33,3 +36,15 @@ def pinned_entries(entries: list[EnvEntry], pinned: str, key: str, tags: str) ->
         raise UserError(f"{key}={pinned} is not a registered env entry with tags {tags}; list them with: "
                         f"ck show env --tags={tags}")
     return found
+
+
+def best_or_explain(usable: list[tuple[object, T]], pinned: str, gone: str, required: bool, missing: str) -> T | None:
+    """The best-ranked usable entry; else one line saying why none fits (a pinned one is gone, a required one is
+    missing), or None (generated data) when nothing was asked for."""
+    if usable:
+        return max(usable, key=lambda pair: pair[0])[1]
+    if pinned:
+        raise UserError(gone)
+    if required:
+        raise UserError(missing)
+    return None
