@@ -6,8 +6,9 @@ from typing import Any
 
 from reprokit.ck.errors import access
 from reprokit.data.registered import EnvEntry
-from reprokit.engines.artifact import ENV_PREFIX as ARTIFACT_ENV, artifact_engine_name
-from reprokit.engines.choice import ARTIFACT_BUILDS, ARTIFACT_TAGS, STOCK_TAGS, EngineChoice, select_engine
+from reprokit.engines.artifact import ENV_PREFIX as ARTIFACT_ENV
+from reprokit.engines.choice import (ARTIFACT_BUILDS, ARTIFACT_TAGS, STOCK_TAGS, EngineChoice, artifact_engine_name,
+                                     select_engine)
 from reprokit.errors import UserError
 
 

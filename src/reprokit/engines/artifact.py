@@ -28,6 +28,7 @@ from typing import Callable, Mapping, Sequence
 
 from reprokit.data.fetch import download, extract_zip
 from reprokit.errors import UserError
+from reprokit.values import whole_number
 
 from reprokit.engines.choice import ARTIFACT_BUILDS as BUILDS, P3_PACKAGES_HINT
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
@@ -146,11 +147,10 @@ def request_from_env(env: Mapping[str, str]) -> InstallRequest:
     else:
         raise UserError(f"PACKAGE_SOURCE must be git or zip, got {kind!r}")
     jobs_raw = str(env.get("CK_HOST_CPU_NUMBER_OF_PROCESSORS", "")).strip() or str(os.cpu_count() or 1)
-    if not jobs_raw.isdigit() or int(jobs_raw) < 1:
-        raise UserError(f"the number of build jobs must be a whole number >= 1, got {jobs_raw!r}; fix it with --j=N")
+    jobs = whole_number(jobs_raw, "the number of build jobs", "--j=N", low=1)
     python = str(env.get("ARTIFACT_PYTHON", "")).strip() or str(env.get("FRAMEWORK_PYTHON", "")).strip() or sys.executable
     packages = str(env.get("ARTIFACT_PIP_PACKAGES", DEFAULT_PIP_PACKAGES)).split()
-    return InstallRequest(Path(install_dir), build, source, python, packages, detect_cuda(env), int(jobs_raw),
+    return InstallRequest(Path(install_dir), build, source, python, packages, detect_cuda(env), jobs,
                           str(env.get("PACKAGE_NAME", "")).strip())
 
 

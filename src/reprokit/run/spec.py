@@ -21,12 +21,15 @@ from reprokit.jsonfile import write_json
 from reprokit.paths import PROGRAM_DIR
 from reprokit.cluster.ports import LOCALHOST, check_port_free, pick_free_port
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.run.settings import IMAGE_SCRIPT, TRANSLATION_SCRIPT, RunSettings
+from reprokit.run.settings import RunSettings
 
 SPEC_FILE = "p3-run.json"
-# Shipped into every role's working folder: the training scripts and what they import.
-ENGINE_FILES = [PROGRAM_DIR / name for name in (IMAGE_SCRIPT, TRANSLATION_SCRIPT, "p3_slicing.py", "p3_kvstore.py",
-                                                "synthetic_corpus.py")]
+HOOKS_FILE = "ck_hooks.py"  # runs in CK's process, not in the engine's
+
+
+def engine_files() -> list[Path]:
+    """Shipped into every role's working folder: the training scripts and everything beside them they import."""
+    return sorted(p for p in PROGRAM_DIR.glob("*.py") if p.name != HOOKS_FILE)
 
 
 @dataclass(frozen=True)
@@ -142,5 +145,5 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
         plan.command, plan.extra_env = run.command, dict(run.extra_env)
     else:
         plan.command = [engine.python, settings.script, *settings.train_args(), *data.train_args]
-        plan.files = [str(f) for f in ENGINE_FILES]
+        plan.files = [str(f) for f in engine_files()]
     return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster_data)
