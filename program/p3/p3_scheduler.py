@@ -1,0 +1,217 @@
+"""Credit-based priority scheduling of communication tasks: P3's sender-side priority queue, reached from above the kvstore.
+
+Pure Python (standard library only), so the framework's tests run it without MXNet.
+
+The idea is ByteScheduler's (Peng et al., SOSP'19): stock MXNet hands every push
+to ps-lite at once and from there it is FIFO, so an engine priority never reaches
+the wire. Instead each slice's push+pull is a ``Task`` that waits in a priority
+queue once its gradient is ready; a task is released to the kvstore only while
+the bytes in flight stay within a credit, and its completion (learned
+asynchronously) frees credit and releases more. A high-priority task that
+becomes ready late (the input layer's gradient, which backward produces last)
+overtakes every lower-priority task still queued.
+
+``CommLoop`` is the dedicated thread that owns a scheduler: notices from any
+thread (engine callbacks) are queued to it, and it alone starts communication.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+
+class Task:
+    """One unit of communication: a slice's push and pull.
+
+    ``priority``: higher runs first (MXNet's convention: 0 for the input layer,
+    -i for parameter i). Ties are released in the order they were posted.
+    The scheduler fills ``posted``, ``released`` and ``done`` (clock seconds).
+    """
+
+    __slots__ = ("name", "priority", "nbytes", "payload", "seq", "posted", "released", "done", "state")
+
+    def __init__(self, name, priority, nbytes, payload=None):
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"task {name!r}: nbytes must be a whole number >= 0, got {nbytes!r}")
+        self.name = name
+        self.priority = int(priority)
+        self.nbytes = nbytes
+        self.payload = payload
+        self.seq = -1
+        self.posted = self.released = self.done = None
+        self.state = "new"  # new -> queued -> in_flight -> done
+
+    def __repr__(self):
+        return f"Task({self.name!r}, priority={self.priority}, nbytes={self.nbytes}, {self.state})"
+
+
+class CreditScheduler:
+    """Ready tasks in a priority queue; released while the bytes in flight stay within ``credit``.
+
+    ``credit`` 0 means no limit (every ready task is released at once, in
+    priority order). A task larger than the credit is released when nothing
+    else is in flight, so it can never stall the queue. Priority is strict: a
+    lower-priority task never jumps a higher-priority one that does not fit.
+
+    ``post`` and ``complete`` return the tasks they released, in release order;
+    the caller starts their communication. Thread-safe.
+    """
+
+    def __init__(self, credit=0, clock=time.time):
+        if isinstance(credit, bool) or not isinstance(credit, int) or credit < 0:
+            raise ValueError(f"P3_CREDIT must be a whole number of bytes >= 0, got {credit!r}")
+        self.credit = credit
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._heap = []
+        self._seq = itertools.count()
+        self._in_flight = 0
+        self._in_flight_bytes = 0
+        self.max_in_flight_bytes = 0  # the most bytes ever in flight at once (for tests and logs)
+        self.released_order = []  # names, in release order (kept only when record_order is set)
+        self.record_order = False
+
+    @property
+    def in_flight(self):
+        return self._in_flight
+
+    @property
+    def in_flight_bytes(self):
+        return self._in_flight_bytes
+
+    @property
+    def queued(self):
+        return len(self._heap)
+
+    def idle(self):
+        with self._lock:
+            return not self._heap and not self._in_flight
+
+    def post(self, *tasks):
+        """Tasks whose data is ready: queue them, return those released now."""
+        with self._lock:
+            now = self.clock()
+            for task in tasks:
+                if task.state != "new":
+                    raise ValueError(f"{task!r} was posted before")
+                task.seq = next(self._seq)
+                task.posted = now
+                task.state = "queued"
+                heapq.heappush(self._heap, (-task.priority, task.seq, task))
+            return self._release_locked(now)
+
+    def complete(self, task):
+        """A released task's communication finished: free its credit, return the tasks released now."""
+        with self._lock:
+            if task.state != "in_flight":
+                raise ValueError(f"{task!r} completed but it is not in flight")
+            now = self.clock()
+            task.done = now
+            task.state = "done"
+            self._in_flight -= 1
+            self._in_flight_bytes -= task.nbytes
+            released = self._release_locked(now)
+            if not self._heap and not self._in_flight:
+                self._idle.notify_all()
+            return released
+
+    def wait_idle(self, timeout=None):
+        """Block until nothing is queued or in flight; False on timeout."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._heap and not self._in_flight, timeout)
+
+    def _fits(self, task):
+        return (self.credit == 0 or self._in_flight == 0
+                or self._in_flight_bytes + task.nbytes <= self.credit)
+
+    def _release_locked(self, now):
+        released = []
+        while self._heap and self._fits(self._heap[0][2]):
+            task = heapq.heappop(self._heap)[2]
+            task.released = now
+            task.state = "in_flight"
+            self._in_flight += 1
+            self._in_flight_bytes += task.nbytes
+            self.max_in_flight_bytes = max(self.max_in_flight_bytes, self._in_flight_bytes)
+            if self.record_order:
+                self.released_order.append(task.name)
+            released.append(task)
+        return released
+
+
+class CommLoop:
+    """A dedicated thread that runs every notice submitted to it, in order.
+
+    Engine callbacks must return at once and must not call into MXNet's
+    kvstore, so they only ``submit`` a function here; this thread runs it (it
+    alone talks to the kvstore). An exception in a notice is kept in ``error``,
+    logged, and handed to ``on_error`` (which should release anything the
+    engine waits for, so nothing hangs); later notices still run.
+    """
+
+    _STOP = object()
+
+    def __init__(self, name="p3-comm", on_error=None):
+        self._queue = queue.SimpleQueue()
+        self.on_error = on_error
+        self.error = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, *args):
+        self._queue.put((fn, args))
+
+    def call(self, fn, *args, timeout=60.0):
+        """Run ``fn`` on the loop's thread and return its result (for setup and tests)."""
+        done = threading.Event()
+        box = {}
+
+        def run():
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # handed back to the caller
+                box["error"] = exc
+            finally:
+                done.set()
+
+        self.submit(run)
+        if not done.wait(timeout):
+            raise TimeoutError(f"the communication thread did not run {fn!r} within {timeout} s")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def close(self, timeout=60.0):
+        """Run what is queued, then stop the thread. True if it stopped within ``timeout``."""
+        if self._thread.is_alive():
+            self._queue.put((self._STOP, ()))
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self):
+        return self._thread.is_alive()
+
+    def _run(self):
+        while True:
+            fn, args = self._queue.get()
+            if fn is self._STOP:
+                return
+            try:
+                fn(*args)
+            except BaseException as exc:  # keep serving: the engine may wait on later notices
+                if self.error is None:
+                    self.error = exc
+                log.exception("P3 communication thread: %r failed", fn)
+                if self.on_error is not None:
+                    try:
+                        self.on_error(exc)
+                    except BaseException:
+                        log.exception("P3 communication thread: on_error failed")

@@ -1,0 +1,293 @@
+"""How long the forward pass waited for weights, how much communication it hid, and a Chrome trace of it.
+
+Pure Python (standard library only), so the framework's tests run it without MXNet.
+
+Iteration ``k`` is forward ``k``, backward ``k`` and the communication of its
+gradients, whose weights forward ``k + 1`` reads. Parameters (``i``, in forward
+order, 0 = input layer) are grouped into layers (``layer_groups``: consecutive
+parameters of one block, such as a convolution's weight and bias, which one
+operator reads). The trainer records, in seconds of ``time.time()``:
+
+- ``grad_ready(k, i)``: backward ``k`` has written the gradient (every
+  parameter for P3; the first and last parameter for the baseline);
+- ``weight_ready(k, i)``: the weights updated by iteration ``k`` are in place;
+- ``forward_end(k, g)``: forward ``k`` has finished reading layer ``g``;
+- ``forward_pushed(k)``: the trainer handed forward ``k`` to the engine.
+
+From these, for iteration ``k``:
+
+- backward end ``B_k`` = the latest ``grad_ready(k, ·)``; forward ``k + 1`` can
+  start at ``R = max(B_k, forward_pushed(k + 1))``;
+- forward ``k + 1`` reached layer ``g`` at ``E_g`` = the latest of ``R`` and the
+  ends of earlier layers that ended before ``g`` did;
+- ``comm_wait`` = the length of the union of ``[E_g, weights of g in place]``:
+  the time forward ``k + 1`` waited for weights;
+- ``comm`` = the length of the union of ``[grad_ready(k, i), weight_ready(k, i)]``
+  (the earliest ready gradient stands in for parameters without a record);
+- ``compute`` = ``B_{k+1} - R - comm_wait``: forward and backward ``k + 1``;
+- ``overlap`` = 1 - sum(comm_wait) / sum(comm): the share of communication
+  time hidden behind computation.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+
+LOG_PREFIX = "p3-comm:"
+# The one log line the framework parses (see format_comm_line).
+COMM_LINE = re.compile(r"p3-comm:((?:\s+\w+=\S+)+)\s*$")
+
+
+def union_length(intervals):
+    """Total length covered by (start, end) intervals; empty or reversed ones count 0."""
+    spans = sorted((a, b) for a, b in intervals if b > a)
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in spans:
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def layer_groups(names):
+    """A layer number per parameter: consecutive parameters whose names differ only after the last '_'."""
+    groups, last = [], None
+    for name in names:
+        key = name.rsplit("_", 1)[0] if "_" in name else name
+        groups.append(groups[-1] + (key != last) if groups else 0)
+        last = key
+    return groups
+
+
+def forward_reach_times(start, forward_end):
+    """``E_g`` for every layer (in forward order): when the forward pass could turn to it."""
+    reach = []
+    for g, end in enumerate(forward_end):
+        e = start
+        for h in range(g):
+            if forward_end[h] < end and forward_end[h] > e:
+                e = forward_end[h]
+        reach.append(e)
+    return reach
+
+
+class _Iteration:
+    __slots__ = ("grad_ready", "weight_ready", "forward_end", "forward_pushed", "slices")
+
+    def __init__(self, n, layers):
+        self.grad_ready = {}
+        self.weight_ready = [None] * n
+        self.forward_end = [None] * layers
+        self.forward_pushed = None
+        self.slices = []  # (param, name, nbytes, priority, ready, released, push_done, pull_done)
+
+
+class CommMeter:
+    """Collects the records of a worker's iterations and turns them into figures and a trace.
+
+    ``ready_params``: the parameters whose ``grad_ready`` is recorded every
+    iteration (None: all). Records may arrive from any thread. Iterations are
+    reduced to three numbers as soon as their records are complete
+    (``collect``), so a long run keeps little; with ``keep_trace`` the trace
+    events are kept as well.
+    """
+
+    def __init__(self, num_params, names=None, ready_params=None, keep_trace=False, pid=0, label="worker"):
+        self.n = num_params
+        self.names = list(names) if names else [f"param{i}" for i in range(num_params)]
+        self.groups = layer_groups(self.names)  # layer of each parameter
+        self.layers = [[] for _ in range(self.groups[-1] + 1 if self.groups else 0)]  # parameters of each layer
+        for i, g in enumerate(self.groups):
+            self.layers[g].append(i)
+        self.ready_params = set(range(num_params) if ready_params is None else ready_params)
+        self.keep_trace = keep_trace
+        self.pid = pid
+        self.label = label
+        self._lock = threading.Lock()
+        self._its = {}
+        self.waits, self.comms, self.computes = [], [], []  # per finished iteration
+        self.events = []
+        self.skipped = 0
+
+    def _it(self, k):
+        it = self._its.get(k)
+        if it is None:
+            it = self._its[k] = _Iteration(self.n, len(self.layers))
+        return it
+
+    # -- records (any thread) --
+    def forward_pushed(self, k, t):
+        with self._lock:
+            self._it(k).forward_pushed = t
+
+    def forward_end(self, k, g, t):
+        """Forward ``k`` finished reading layer ``g`` (see ``layers``)."""
+        with self._lock:
+            self._it(k).forward_end[g] = t
+
+    def grad_ready(self, k, i, t):
+        with self._lock:
+            self._it(k).grad_ready[i] = t
+
+    def weight_ready(self, k, i, t):
+        with self._lock:
+            self._it(k).weight_ready[i] = t
+
+    def slice_done(self, k, i, name, nbytes, priority, ready, released, push_done, pull_done):
+        if self.keep_trace:
+            with self._lock:
+                self._it(k).slices.append((i, name, nbytes, priority, ready, released, push_done, pull_done))
+
+    # -- reduction --
+    def _complete(self, k):
+        it, nxt = self._its.get(k), self._its.get(k + 1)
+        return (it is not None and nxt is not None
+                and None not in it.weight_ready and None not in nxt.forward_end
+                and self.ready_params <= set(it.grad_ready) and self.ready_params <= set(nxt.grad_ready))
+
+    def collect(self, final=False):
+        """Reduce every iteration whose records are complete; with ``final``, drop the rest."""
+        with self._lock:
+            for k in sorted(self._its):
+                if self._complete(k):
+                    self._reduce(k)
+            if final:
+                last = max(self._its, default=None)
+                for k in list(self._its):
+                    if self._its[k].grad_ready and k != last:
+                        self.skipped += 1  # incomplete records (e.g. the run stopped mid-iteration)
+                    if self.keep_trace:
+                        self._trace_slices(k, self._its[k])
+                self._its.clear()
+
+    def _reduce(self, k):
+        it, nxt = self._its[k], self._its[k + 1]
+        b_end = max(it.grad_ready.values())
+        start = b_end if nxt.forward_pushed is None else max(b_end, nxt.forward_pushed)
+        reach = forward_reach_times(start, nxt.forward_end)
+        arrived = [max(it.weight_ready[i] for i in params) for params in self.layers]
+        wait = union_length(zip(reach, arrived))
+        first_ready = min(it.grad_ready.values())
+        comm = union_length([(it.grad_ready.get(i, first_ready), w) for i, w in enumerate(it.weight_ready)])
+        compute = max(0.0, max(nxt.grad_ready.values()) - start - wait)
+        self.waits.append(wait)
+        self.comms.append(comm)
+        self.computes.append(compute)
+        if self.keep_trace:
+            self._trace_iteration(k, it, start, reach, arrived, max(nxt.grad_ready.values()), first_ready)
+            self._trace_slices(k, it)
+        del self._its[k]
+
+    def summary(self):
+        """Per-iteration means over the reduced iterations (None when there are none)."""
+        self.collect()
+        n = len(self.waits)
+        if n == 0:
+            return {"comm_wait_s_per_iter": None, "overlap": None, "comm_s_per_iter": None,
+                    "compute_s_per_iter": None, "iterations": 0}
+        wait, comm = sum(self.waits), sum(self.comms)
+        overlap = min(1.0, max(0.0, 1.0 - wait / comm)) if comm > 0 else 1.0
+        return {"comm_wait_s_per_iter": wait / n, "overlap": overlap, "comm_s_per_iter": comm / n,
+                "compute_s_per_iter": sum(self.computes) / n, "iterations": n}
+
+    # -- trace --
+    def _us(self, t):
+        return int(round(t * 1e6))
+
+    def _event(self, name, cat, ts, dur=None, tid=0, args=None, ph=None):
+        event = {"name": name, "cat": cat, "ph": ph or ("X" if dur is not None else "i"), "ts": self._us(ts),
+                 "pid": self.pid, "tid": tid}
+        if dur is not None:
+            event["dur"] = max(0, self._us(ts + dur) - self._us(ts))
+        else:
+            event["s"] = "t"
+        if args:
+            event["args"] = args
+        self.events.append(event)
+
+    def _trace_iteration(self, k, it, start, reach, arrived, next_b_end, first_ready):
+        self._event(f"forward+backward {k + 1}", "compute", start, next_b_end - start, tid=1,
+                    args={"iteration": k + 1})
+        for g, (e, w) in enumerate(zip(reach, arrived)):
+            first = self.layers[g][0]
+            if w > e:
+                self._event(f"wait {self.names[first]}", "wait", e, w - e, tid=2,
+                            args={"iteration": k + 1, "layer": g})
+            for i in self.layers[g]:
+                lane = 100 + i
+                ready, in_place = it.grad_ready.get(i), it.weight_ready[i]
+                args = {"iteration": k, "param": self.names[i], "gradient_ready_us": ready and self._us(ready),
+                        "weights_in_place_us": self._us(in_place), "forward_reached_us": self._us(e)}
+                begin = first_ready if ready is None else ready
+                self._event(f"comm {self.names[i]}", "comm", begin, in_place - begin, tid=lane, args=args)
+                self._event("forward reached", "forward", e, tid=lane, args={"iteration": k + 1})
+                if ready is not None:
+                    self._event("gradient ready", "backward", ready, tid=lane, args={"iteration": k})
+
+    def _trace_slices(self, k, it):
+        for i, name, nbytes, priority, ready, released, push_done, pull_done in it.slices:
+            lane = 100 + i
+            args = {"iteration": k, "slice": name, "bytes": nbytes, "priority": priority}
+            self._event(f"push released {name}", "comm", released, tid=lane, args=args)
+            if push_done is not None:
+                self._event(f"push done {name}", "comm", push_done, tid=lane, args=args)
+            self._event(f"pull done {name}", "comm", pull_done, tid=lane, args=args)
+        it.slices = []
+
+    def chrome_trace(self):
+        """The trace format MXNet's profiler writes (chrome://tracing and Perfetto open it)."""
+        self.collect(final=True)
+        meta = [{"name": "process_name", "ph": "M", "pid": self.pid, "tid": 0, "args": {"name": self.label}},
+                {"name": "thread_name", "ph": "M", "pid": self.pid, "tid": 1, "args": {"name": "compute"}},
+                {"name": "thread_name", "ph": "M", "pid": self.pid, "tid": 2, "args": {"name": "forward waits"}}]
+        meta += [{"name": "thread_name", "ph": "M", "pid": self.pid, "tid": 100 + i,
+                  "args": {"name": f"{i:03d} {name}"}} for i, name in enumerate(self.names)]
+        meta += [{"name": "thread_sort_index", "ph": "M", "pid": self.pid, "tid": 100 + i,
+                  "args": {"sort_index": 100 + i}} for i in range(self.n)]
+        return {"traceEvents": meta + sorted(self.events, key=lambda e: e["ts"]), "displayTimeUnit": "ms"}
+
+    def write_trace(self, path):
+        with open(path, "w") as out:
+            json.dump(self.chrome_trace(), out)
+
+
+def format_comm_line(summary, **extra):
+    """``p3-comm: comm_wait_s_per_iter=F overlap=F comm_s_per_iter=F compute_s_per_iter=F iterations=N [k=v ...]``
+
+    Figures are floats (``nan`` when no iteration could be measured); ``extra``
+    keys (e.g. rank, variant, timeline) follow, values without spaces.
+    """
+    def fmt(value):
+        if value is None:
+            return "nan"
+        return f"{value:.6f}" if isinstance(value, float) else str(value)
+
+    fields = [("comm_wait_s_per_iter", summary["comm_wait_s_per_iter"]), ("overlap", summary["overlap"]),
+              ("comm_s_per_iter", summary["comm_s_per_iter"]), ("compute_s_per_iter", summary["compute_s_per_iter"]),
+              ("iterations", summary["iterations"])] + sorted(extra.items())
+    return LOG_PREFIX + "".join(f" {key}={fmt(value).replace(' ', '_')}" for key, value in fields)
+
+
+def parse_comm_line(line):
+    """The fields of a ``p3-comm:`` line: floats for the figures (None for nan), int iterations, strings otherwise."""
+    match = COMM_LINE.search(line)
+    if not match:
+        return None
+    out = {}
+    for pair in match.group(1).split():
+        key, value = pair.split("=", 1)
+        if key == "iterations":
+            out[key] = int(value)
+        elif key in ("comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter"):
+            number = float(value)
+            out[key] = None if math.isnan(number) else number
+        else:
+            out[key] = value
+    return out
