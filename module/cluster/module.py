@@ -6,3 +6,5 @@
     ck testbed cluster:NAME --down
 """
 from reprokit.ck.cluster import check, init, testbed  # noqa: F401
+
+cfg, work, ck = {}, {}, None  # set by CK when it loads a module

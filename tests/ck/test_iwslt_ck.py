@@ -48,7 +48,7 @@ def test_a_missing_file_fails_the_install_in_one_line_and_keeps_the_earlier_one(
     proc = bare_ck("install", "package:dataset-iwslt15-en-vi", f"--env.PACKAGE_URL={url}", "--quiet")
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert f"iwslt15: error: cannot download {url}tst2013.vi: Not Found" in output and "Traceback" not in output
+    assert f"iwslt15: error: cannot download {url}tst2013.vi: HTTP 404 Not Found" in output and "Traceback" not in output
     assert [e["data_uid"] for e in envs(bare_ck)] == [before["data_uid"]] and train_vi.read_bytes() == kept
 
 
