@@ -11,6 +11,17 @@ asynchronously) frees credit and releases more. A high-priority task that
 becomes ready late (the input layer's gradient, which backward produces last)
 overtakes every lower-priority task still queued.
 
+With a parameter server in synchronous mode, a push completes only once every
+worker has pushed that key, so credits of different workers are coupled: a
+worker whose credit is full of slices the others have not released yet (they
+preferred higher-priority slices that were ready earlier for them) waits for
+them while they wait for it. Hence one rule beside priority and credit: the
+oldest unfinished task in the *canonical* order (``Task.order``, the same on
+every worker: the order backward produces the slices) is always released, even
+beyond the credit. The globally oldest unfinished task is then released by
+every worker once ready and completes, so the job always progresses; this costs
+at most one task beyond the credit.
+
 ``CommLoop`` is the dedicated thread that owns a scheduler: notices from any
 thread (engine callbacks) are queued to it, and it alone starts communication.
 """
@@ -31,18 +42,21 @@ class Task:
 
     ``priority``: higher runs first (MXNet's convention: 0 for the input layer,
     -i for parameter i). Ties are released in the order they were posted.
-    The scheduler fills ``posted``, ``released`` and ``done`` (clock seconds).
+    ``order``: the task's place in an order every worker shares (see the module
+    docstring); None: the order of posting. The scheduler fills ``posted``,
+    ``released`` and ``done`` (clock seconds).
     """
 
-    __slots__ = ("name", "priority", "nbytes", "payload", "seq", "posted", "released", "done", "state")
+    __slots__ = ("name", "priority", "nbytes", "payload", "order", "seq", "posted", "released", "done", "state")
 
-    def __init__(self, name, priority, nbytes, payload=None):
+    def __init__(self, name, priority, nbytes, payload=None, order=None):
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise ValueError(f"task {name!r}: nbytes must be a whole number >= 0, got {nbytes!r}")
         self.name = name
         self.priority = int(priority)
         self.nbytes = nbytes
         self.payload = payload
+        self.order = order
         self.seq = -1
         self.posted = self.released = self.done = None
         self.state = "new"  # new -> queued -> in_flight -> done
@@ -58,6 +72,9 @@ class CreditScheduler:
     priority order). A task larger than the credit is released when nothing
     else is in flight, so it can never stall the queue. Priority is strict: a
     lower-priority task never jumps a higher-priority one that does not fit.
+    The one exception keeps workers coupled through a synchronous parameter
+    server from deadlocking: the oldest unfinished task (by ``Task.order``) is
+    always released (see the module docstring).
 
     ``post`` and ``complete`` return the tasks they released, in release order;
     the caller starts their communication. Thread-safe.
@@ -70,13 +87,17 @@ class CreditScheduler:
         self.clock = clock
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._heap = []
+        self._heap = []  # (-priority, seq, task) of queued tasks (entries of released tasks are skipped)
+        self._unfinished = []  # (order, seq, task) of queued and in-flight tasks (entries of done ones are skipped)
         self._seq = itertools.count()
+        self._queued = 0
         self._in_flight = 0
         self._in_flight_bytes = 0
         self.max_in_flight_bytes = 0  # the most bytes ever in flight at once (for tests and logs)
+        self.beyond_credit = 0  # tasks released beyond the credit to keep workers from deadlocking
         self.released_order = []  # names, in release order (kept only when record_order is set)
         self.record_order = False
+        self.keep_progress = True  # False only to show, in tests, the deadlock it prevents
 
     @property
     def in_flight(self):
@@ -88,11 +109,11 @@ class CreditScheduler:
 
     @property
     def queued(self):
-        return len(self._heap)
+        return self._queued
 
     def idle(self):
         with self._lock:
-            return not self._heap and not self._in_flight
+            return not self._queued and not self._in_flight
 
     def post(self, *tasks):
         """Tasks whose data is ready: queue them, return those released now."""
@@ -104,7 +125,9 @@ class CreditScheduler:
                 task.seq = next(self._seq)
                 task.posted = now
                 task.state = "queued"
+                self._queued += 1
                 heapq.heappush(self._heap, (-task.priority, task.seq, task))
+                heapq.heappush(self._unfinished, (task.seq if task.order is None else task.order, task.seq, task))
             return self._release_locked(now)
 
     def complete(self, task):
@@ -118,31 +141,56 @@ class CreditScheduler:
             self._in_flight -= 1
             self._in_flight_bytes -= task.nbytes
             released = self._release_locked(now)
-            if not self._heap and not self._in_flight:
+            if not self._queued and not self._in_flight:
                 self._idle.notify_all()
             return released
 
     def wait_idle(self, timeout=None):
         """Block until nothing is queued or in flight; False on timeout."""
         with self._lock:
-            return self._idle.wait_for(lambda: not self._heap and not self._in_flight, timeout)
+            return self._idle.wait_for(lambda: not self._queued and not self._in_flight, timeout)
+
+    def state(self):
+        """A one-line summary for logs."""
+        with self._lock:
+            flying = sorted((e[2] for e in self._unfinished if e[2].state == "in_flight"), key=lambda t: t.seq)
+            return (f"{self._queued} queued, {self._in_flight} in flight ({self._in_flight_bytes} bytes: "
+                    f"{', '.join(t.name for t in flying[:8])}{' ...' if len(flying) > 8 else ''}), "
+                    f"{self.beyond_credit} released beyond the credit so far")
 
     def _fits(self, task):
         return (self.credit == 0 or self._in_flight == 0
                 or self._in_flight_bytes + task.nbytes <= self.credit)
 
+    def _release_one(self, task, now, released):
+        task.released = now
+        task.state = "in_flight"
+        self._queued -= 1
+        self._in_flight += 1
+        self._in_flight_bytes += task.nbytes
+        self.max_in_flight_bytes = max(self.max_in_flight_bytes, self._in_flight_bytes)
+        if self.record_order:
+            self.released_order.append(task.name)
+        released.append(task)
+
     def _release_locked(self, now):
         released = []
-        while self._heap and self._fits(self._heap[0][2]):
-            task = heapq.heappop(self._heap)[2]
-            task.released = now
-            task.state = "in_flight"
-            self._in_flight += 1
-            self._in_flight_bytes += task.nbytes
-            self.max_in_flight_bytes = max(self.max_in_flight_bytes, self._in_flight_bytes)
-            if self.record_order:
-                self.released_order.append(task.name)
-            released.append(task)
+        heap = self._heap
+        while heap:
+            task = heap[0][2]
+            if task.state != "queued":  # released out of priority order before
+                heapq.heappop(heap)
+            elif self._fits(task):
+                heapq.heappop(heap)
+                self._release_one(task, now, released)
+            else:
+                break
+        unfinished = self._unfinished
+        while unfinished and unfinished[0][2].state == "done":
+            heapq.heappop(unfinished)
+        if self.keep_progress and unfinished and unfinished[0][2].state == "queued":  # the oldest always goes
+            self.beyond_credit += 1
+            self._release_one(unfinished[0][2], now, released)
         return released
 
 
@@ -158,9 +206,11 @@ class CommLoop:
 
     _STOP = object()
 
-    def __init__(self, name="p3-comm", on_error=None):
+    def __init__(self, name="p3-comm", on_error=None, on_idle=None, idle_s=60.0):
         self._queue = queue.SimpleQueue()
         self.on_error = on_error
+        self.on_idle = on_idle  # called on this thread after idle_s seconds without a notice (diagnostics)
+        self.idle_s = idle_s
         self.error = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -201,7 +251,15 @@ class CommLoop:
 
     def _run(self):
         while True:
-            fn, args = self._queue.get()
+            try:
+                fn, args = self._queue.get(timeout=self.idle_s)
+            except queue.Empty:
+                if self.on_idle is not None:
+                    try:
+                        self.on_idle()
+                    except BaseException:
+                        log.exception("P3 communication thread: on_idle failed")
+                continue
             if fn is self._STOP:
                 return
             try:

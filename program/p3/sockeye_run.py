@@ -14,8 +14,10 @@ attention 512, bucket width 10) and a dist kvstore. What this launcher adds:
 - two fixes that make Sockeye 1.18 run with a dist kvstore at all: servers load
   Sockeye before serving (they unpickle its optimizer), and checkpoints skip the
   optimizer state, which lives on the servers;
-- for --variant p3, P3's sliced and prioritised synchronisation in place of
-  Module's one key per parameter (p3_kvstore.use_p3_in_modules);
+- for --variant p3, P3's sliced synchronisation with a credit-based priority
+  scheduler in place of Module's one key per parameter
+  (p3_kvstore.use_p3_in_modules); for both variants, the p3-comm line
+  (communication wait and overlap) and, with --timeline, a Chrome trace;
 - afterwards, the checksum of the trained parameters, logged like train.py's,
   so the launcher can check that every worker ended in step.
 """
@@ -47,6 +49,7 @@ else:
     sys.exit(f"sockeye_run: MXNet did not start the {ROLE} role (DMLC_ROLE={ROLE})")
 
 import synthetic_corpus  # noqa: E402  shipped beside this file
+from p3_kvstore import DEFAULT_CREDIT  # noqa: E402
 from p3_slicing import DEFAULT_SLICE_SIZE  # noqa: E402
 
 # The original workflow's Sockeye architecture (see the program's README).
@@ -70,6 +73,11 @@ def parse_args(argv):
     parser.add_argument("--variant", choices=("baseline", "p3"), default="baseline")
     parser.add_argument("--p3-slice-size", type=int, default=DEFAULT_SLICE_SIZE)
     parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--p3-credit", type=int, default=DEFAULT_CREDIT,
+                        help="bytes of slices in flight per worker; 0: no limit (no scheduling)")
+    parser.add_argument("--timeline", default="",
+                        help="each worker writes a Chrome trace of its communication here "
+                             "({rank} is replaced; otherwise .worker-RANK goes before the suffix)")
     parser.add_argument("--save-params", default="", help="rank 0 saves its trained parameters here (.npz)")
     return parser.parse_args(argv)
 
@@ -120,10 +128,12 @@ def main(argv=None):
     # fail on saving it ("Cannot save states for distributed training"); Sockeye cannot continue a
     # distributed run from it anyway, so checkpoints keep the parameters only.
     sockeye.training.TrainingModel.save_optimizer_states = lambda self, fname: None
-    if args.variant == "p3":
-        from p3_kvstore import use_p3_in_modules
+    from p3_kvstore import instrument_modules, use_p3_in_modules
 
-        p3_syncs = use_p3_in_modules(args.p3_slice_size, args.p3_priority)
+    if args.variant == "p3":
+        p3_syncs = use_p3_in_modules(args.p3_slice_size, args.p3_priority, args.p3_credit, args.timeline)
+    else:
+        baseline_probes = instrument_modules(args.timeline)
     ranks = []
     initialize = module_impl._initialize_kvstore
 
@@ -139,8 +149,15 @@ def main(argv=None):
     sockeye.train.main()
     # Free the kvstore now: its destructor tells the scheduler this worker is done. Left to
     # interpreter exit (Sockeye's objects hold it in cycles), it is never freed and the process aborts.
+    # Each worker logs its p3-comm line (p3_kvstore.py documents it).
     if args.variant == "p3":
+        for sync, _ in p3_syncs.values():
+            sync.close()
         p3_syncs.clear()
+    else:
+        for probes in baseline_probes.values():
+            probes.close()
+        baseline_probes.clear()
     gc.collect()
 
     params = trained_parameters(output)

@@ -21,7 +21,7 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon.model_zoo import vision
 
-from p3_kvstore import P3Sync  # shipped beside this file
+from p3_kvstore import DEFAULT_CREDIT, BaselineProbes, P3Sync, timeline_path  # shipped beside this file
 from p3_slicing import DEFAULT_SLICE_SIZE
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data
@@ -46,6 +46,11 @@ def parse_args(argv):
                         help="elements per slice; 0 keeps every parameter whole")
     parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
                         help="1: layers nearer the input first; 0: every slice priority 0")
+    parser.add_argument("--p3-credit", type=int, default=DEFAULT_CREDIT,
+                        help="bytes of slices in flight per worker; 0: no limit (no scheduling)")
+    parser.add_argument("--timeline", default="",
+                        help="each worker writes a Chrome trace of its communication here "
+                             "({rank} is replaced; otherwise .worker-RANK goes before the suffix)")
     parser.add_argument("--save-params", default="", help="rank 0 saves its trainable parameters here (.npz)")
     parser.add_argument("--data-train", default="", help="RecordIO train set (.rec); empty: synthetic batches")
     parser.add_argument("--data-train-idx", default="", help="its index (.idx)")
@@ -171,23 +176,35 @@ def main(argv=None):
     data = open_data(args, shape, kv)
     global_batch = args.batch_size * kv.num_workers
     sgd = {"learning_rate": args.lr, "momentum": 0.9, "wd": 1e-4}
-    if args.variant == "p3":
-        # Shapes are known only after a first forward pass (deferred initialisation).
-        net(data.first())
+    timeline = timeline_path(args.timeline, kv.rank)
+
+    def trainable():
         params = [p for p in net.collect_params().values() if p.grad_req != "null"]  # forward order
-        weights, grads = [p.data() for p in params], [p.grad() for p in params]
-        sync = P3Sync(kv, [w.size for w in weights], args.p3_slice_size, args.p3_priority)
+        return [p.name for p in params], [p.data() for p in params], [p.grad() for p in params]
+
+    if args.variant == "p3":
+        net(data.first())  # shapes are known only after a first forward pass (deferred initialisation)
+        names, weights, grads = trainable()
+        sync = P3Sync(kv, [w.size for w in weights], args.p3_slice_size, args.p3_priority,
+                      credit=args.p3_credit, names=names, timeline=timeline)
         sync.init(weights, mx.optimizer.SGD(rescale_grad=1.0 / global_batch, **sgd), weights)
-        logging.info("P3: %d slices of at most %s elements, priority %s", len(sync.slices),
-                     args.p3_slice_size or "unlimited", "on" if args.p3_priority else "off")
+        logging.info("P3: %d slices of at most %s elements, priority %s, credit %s bytes", len(sync.slices),
+                     args.p3_slice_size or "unlimited", "on" if args.p3_priority else "off",
+                     args.p3_credit or "unlimited")
+        report = sync
 
         def step():
             sync.step(weights, grads)
     else:
+        # Stock Gluon, as it always ran: parameters initialised by the first training pass, the kvstore
+        # by the first step. Probes observe it (BaselineProbes), made once the shapes are known.
         trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
+        report = weights = grads = None
 
         def step():
+            report.before_step(grads)
             trainer.step(global_batch)
+            report.after_step(weights)
     num_batches = args.num_batches or data.epoch_batches(global_batch)
 
     metric = mx.metric.Accuracy()
@@ -196,9 +213,15 @@ def main(argv=None):
         tic = time.time()
         metric.reset()
         for nbatch, (images, label) in enumerate(data.take(num_batches)):
+            if report is not None:
+                report.before_forward()
             with autograd.record():
                 output = net(images)
                 loss = loss_fn(output, label)
+            if report is None:
+                names, weights, grads = trainable()
+                report = BaselineProbes(names, kv.rank, timeline)
+            report.after_forward(weights)
             loss.backward()
             step()
             metric.update([label], [output])
@@ -207,6 +230,8 @@ def main(argv=None):
         mx.nd.waitall()
         logging.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
 
+    if report is not None:
+        report.close()  # logs the p3-comm line (p3_kvstore.py documents it)
     digest, count = parameter_checksum(net)
     logging.info("Parameter checksum: rank=%d sha256=%s params=%d", kv.rank, digest, count)
     if args.save_params and kv.rank == 0:

@@ -46,17 +46,12 @@ def test_equal_priorities_leave_in_the_order_they_became_ready():
 
 
 def test_tasks_queued_under_credit_leave_highest_priority_first():
-    s = CreditScheduler(100)
-    a, b, c, d = tasks(("p3", -3, 100), ("p2", -2, 100), ("p1", -1, 100), ("p0", 0, 100))
-    assert names(s.post(a)) == ["p3"]
-    assert s.post(b, c, d) == []
-    order = []
-    running = a
-    while running is not None:
-        nxt = s.complete(running)
-        order += names(nxt)
-        running = nxt[0] if nxt else None
-    assert order == ["p0", "p1", "p2"]
+    s = CreditScheduler(200)
+    first, b, c, d = tasks(("p3", -3, 100), ("p2", -2, 100), ("p1", -1, 100), ("p0", 0, 100))
+    assert names(s.post(first)) == ["p3"]  # stays in flight: it is the oldest, so nothing goes beyond the credit
+    assert names(s.post(b, c, d)) == ["p0"]
+    assert names(s.complete(d)) == ["p1"]
+    assert names(s.complete(c)) == ["p2"]
 
 
 # -- credit accounting --
@@ -73,7 +68,7 @@ def test_bytes_in_flight_never_exceed_the_credit():
         done += 1
         assert s.in_flight_bytes <= 250
         assert s.in_flight_bytes == sum(t.nbytes for t in in_flight)
-    assert done == 10 and s.max_in_flight_bytes == 200 and s.idle()
+    assert done == 10 and s.max_in_flight_bytes == 200 and s.idle() and s.beyond_credit == 0
 
 
 def test_a_task_larger_than_the_credit_goes_alone_when_nothing_else_is_in_flight():
@@ -153,7 +148,7 @@ def test_thread_safe_under_concurrent_posts_and_completions():
                 task = in_flight.pop(0) if in_flight else None
             if task is not None:
                 released = s.complete(task)
-                assert s.in_flight_bytes <= 1000
+                assert s.in_flight_bytes <= 1000 + 100  # the credit, and at most the oldest task beyond it
                 with lock:
                     in_flight.extend(released)
 
@@ -168,8 +163,63 @@ def test_thread_safe_under_concurrent_posts_and_completions():
     stop.set()
     for t in completers:
         t.join(30)
-    assert s.idle() and s.in_flight_bytes == 0 and s.max_in_flight_bytes <= 1000
+    assert s.idle() and s.in_flight_bytes == 0 and s.max_in_flight_bytes <= 1100
     assert next(s._seq) == total  # every task was posted once
+
+
+# -- workers coupled through a synchronous parameter server --
+
+def test_the_oldest_unfinished_task_goes_beyond_the_credit_once_all_older_ones_are_done():
+    s = CreditScheduler(100)
+    old, mid, new = [Task(n, p, 100, order=o) for n, p, o in (("old", -2, 0), ("mid", -1, 1), ("new", 0, 2))]
+    assert names(s.post(old)) == ["old"]
+    assert s.post(mid, new) == []  # credit full; the oldest unfinished (old) is in flight
+    assert names(s.complete(old)) == ["new", "mid"]  # priority first, then the oldest beyond the credit
+    assert s.beyond_credit == 1 and s.in_flight_bytes == 200
+
+
+def simulate(seed, keep_progress, workers=2, params=6, slices=3, credit=250, iterations=3):
+    """Workers post the same tasks in the same canonical order (output layer first) at their own pace;
+    the "server" completes a task once every worker has released it. Returns False on deadlock."""
+    import random
+    rng = random.Random(seed)
+    plan = [(p, n) for p in reversed(range(params)) for n in range(slices)]  # the order backward produces them
+    for _ in range(iterations):
+        scheds = [CreditScheduler(credit) for _ in range(workers)]
+        for s in scheds:
+            s.keep_progress = keep_progress
+        tasks_of = [{(p, n): Task(f"{p}.{n}", -p, 100, order=k) for k, (p, n) in enumerate(plan)} for _ in scheds]
+        posted = [0] * workers
+        released = [set() for _ in scheds]
+        done = set()
+        while len(done) < len(plan):
+            moves = [("post", w) for w in range(workers) if posted[w] < len(plan)]
+            moves += [("done", key) for key in set.intersection(*released) - done]
+            if not moves:
+                return False
+            kind, arg = rng.choice(moves)
+            if kind == "post":
+                key = plan[posted[arg]]
+                posted[arg] += 1
+                for t in scheds[arg].post(tasks_of[arg][key]):
+                    released[arg].add((int(t.name.split(".")[0]), int(t.name.split(".")[1])))
+            else:
+                done.add(arg)
+                for w, s in enumerate(scheds):
+                    for t in s.complete(tasks_of[w][arg]):
+                        released[w].add((int(t.name.split(".")[0]), int(t.name.split(".")[1])))
+        assert all(s.idle() for s in scheds)
+    return True
+
+
+def test_credit_and_priority_alone_can_deadlock_coupled_workers():
+    """Without the oldest-task rule, workers that prefer different ready slices wait for each other forever."""
+    assert not all(simulate(seed, keep_progress=False) for seed in range(200))
+
+
+def test_coupled_workers_never_deadlock():
+    assert all(simulate(seed, keep_progress=True) for seed in range(300))
+    assert all(simulate(seed, keep_progress=True, workers=3, credit=100) for seed in range(100))
 
 
 # -- the communication thread --
