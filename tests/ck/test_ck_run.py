@@ -160,3 +160,18 @@ def test_without_the_exit_code_flag_failure_is_in_run_success(ck, tmp_path):
               "--out=json_file", f"--out_file={out_file}", timeout=120)
     assert proc.returncode == 0
     assert json.loads(out_file.read_text())["misc"]["run_success"] == "no"
+
+
+def test_the_original_workflows_names_reach_the_same_entries(ck, tmp_path):
+    """program:sysml19-p3 and soft:sysml19-p3 (the original workflow's names) are ours under a second name."""
+    proc = ck("run", "program:sysml19-p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=11",
+              "--env.DISP_BATCHES=5", "--env.VARIANT=baseline", "--treat_return_code_as_exit_code=yes", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "p3-result.json").read_text())
+    assert (result["model"], result["variant"], result["run_success"]) == ("resnet", "baseline", True)
+    original = json.loads(ck("load", "program:sysml19-p3", "--out=json", check=True).stdout)
+    ours = json.loads(ck("load", "program:p3", "--out=json", check=True).stdout)
+    assert original["data_uid"] == ours["data_uid"] and original["dict"]["run_cmds"] == ours["dict"]["run_cmds"]
+    soft = json.loads(ck("search", "soft", "--tags=tool,sysml19,p3", "--out=json", check=True).stdout)["lst"]
+    assert {e["data_uid"] for e in soft} == {json.loads(ck("load", "soft:sysml19-p3", "--out=json",
+                                                          check=True).stdout)["data_uid"]}
