@@ -1,5 +1,7 @@
 from dataclasses import replace
 
+import pytest
+
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome
 from support.runs import fake_plan, fake_spec
@@ -58,3 +60,25 @@ def test_launch_failure_is_kept_even_when_logs_have_numbers(tmp_path):
     result = unified.build(spec(), outcome, tmp_path)
     assert result.run_success is False
     assert result.summary_line() == "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL"
+
+
+def test_each_workers_communication_summary_reaches_the_result(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0])
+    write_worker_log(tmp_path, 1, [1.0, 20.0])
+    for index, (wait, overlap) in enumerate([(0.2, 0.5), (0.4, 0.7)]):
+        with open(tmp_path / "logs" / f"worker-{index}.log", "a") as log:
+            log.write(f"p3-comm: comm_wait_s_per_iter={wait} overlap={overlap} comm_s_per_iter=0.8 "
+                      f"compute_s_per_iter=0.5 iterations=10 rank={index} timeline=- variant=p3\n")
+    (tmp_path / "timeline-worker-0.json").write_text("{}")
+    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
+    assert res["comm_wait_s_per_iter"] == pytest.approx(0.3) and res["overlap"] == pytest.approx(0.6)
+    assert (res["comm_s_per_iter"], res["compute_s_per_iter"]) == (0.8, 0.5)
+    assert [c["rank"] for c in res["comm_per_worker"]] == ["0", "1"]
+    assert res["timelines"] == ["timeline-worker-0.json"]
+
+
+def test_without_a_communication_summary_the_fields_are_absent(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0])
+    write_worker_log(tmp_path, 1, [1.0, 20.0])
+    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
+    assert "comm_wait_s_per_iter" not in res and "overlap" not in res and "timelines" not in res

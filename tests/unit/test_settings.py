@@ -93,3 +93,15 @@ def test_sockeye_runs_its_own_launcher_without_an_image_shape():
 def test_an_explicit_batch_size_beats_every_profile_fill_in():
     for key in ("resnet", "inception-v3", "sockeye"):
         assert resolve(key, {**DEFAULTS, "BATCH_SIZE": "4"}, default_profile="smoke").batch_size == 4
+
+
+def test_credit_and_timeline_reach_the_training_script():
+    s = settings()
+    args = s.train_args()
+    assert args[args.index("--p3-credit") + 1] == str(4 << 20) and "--timeline" not in args
+    s = settings(P3_CREDIT="0", TIMELINE="1")
+    args = s.train_args()
+    assert args[args.index("--p3-credit") + 1] == "0"
+    assert args[args.index("--timeline") + 1] == "timeline-worker-{rank}.json"
+    with pytest.raises(UserError, match="P3_CREDIT must be a whole number"):
+        settings(P3_CREDIT="4MB")

@@ -9,6 +9,7 @@ validated, so neither a host name nor an environment value can run a command.
 """
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 import time
@@ -21,6 +22,7 @@ from reprokit.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.plan import Role, RolePlan
+from reprokit.run.settings import TIMELINE_FILE
 from reprokit.cluster.group import connect_all, on_each
 from reprokit.cluster.ports import free_port
 from reprokit.cluster.ssh import Connection, SshError
@@ -28,6 +30,7 @@ from reprokit.cluster.ssh import Connection, SshError
 WATCHDOG_GRACE_S = 3
 LOST_CONNECTION = 1000  # not an exit code any process can have
 REMOTE_RUNS = "/tmp/reprokit-runs"
+OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
 def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
@@ -158,6 +161,10 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
 
         outcome = supervise(plan, start, stop)
         outcome.began_at = began_at
+        fetched = on_each(sorted({r.host for r in plan.workers}),
+                          lambda h: _fetch_outputs(conns[h], remote_dir, run_dir))
+        for host, error in fetched.failed.items():
+            outcome.warnings.append(f"{host}: could not fetch the workers' timelines: {error}")
         swept = on_each(plan.hosts, lambda h: conns[h].run(
             sweep_command(plan.run_id) + f"; rm -rf {shlex.quote(remote_dir)}", timeout=30))
         for host, error in swept.failed.items():
@@ -171,6 +178,17 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
         if connections is None:
             for conn in conns.values():
                 conn.close()
+
+
+def _fetch_outputs(conn: Connection, remote_dir: str, run_dir: Path) -> list[str]:
+    """Bring the workers' output files (their timelines) into the local run folder before the remote one goes."""
+    fetched = []
+    with conn.client.open_sftp() as sftp:
+        for name in sftp.listdir(remote_dir):
+            if fnmatch.fnmatch(name, OUTPUT_FILES):
+                sftp.get(f"{remote_dir}/{name}", str(run_dir / name))
+                fetched.append(name)
+    return fetched
 
 
 def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig,

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from reprokit.run import speedometer
+from reprokit.run.engine_side import program_module
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 
@@ -37,6 +38,15 @@ class Result:
     # Present only where they apply (dropped from the JSON when None):
     p3_slice_size: int | None = None  # our P3 only; the artifact's slicing is compiled in
     p3_priority: bool | None = None
+    p3_credit: int | None = None  # bytes in flight per worker; 0: unscheduled
+    # From each worker's p3-comm line (means over workers): how long forward waited for weights per
+    # iteration, the share of communication hidden behind computation, and the two times themselves.
+    comm_wait_s_per_iter: float | None = None
+    overlap: float | None = None
+    comm_s_per_iter: float | None = None
+    compute_s_per_iter: float | None = None
+    comm_per_worker: list[dict] | None = None
+    timelines: list[str] | None = None  # each worker's Chrome trace (TIMELINE=1), relative to the run folder
     throughput_samples_per_sec: float | None = None  # the sum over workers
     throughput_per_worker: list[float] | None = None
     throughput_std_per_worker: list[float] | None = None
@@ -99,6 +109,7 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         image_shape=settings.image_shape or None, num_epochs=settings.num_epochs,
         num_workers=len(plan.workers), num_servers=len(plan.servers), variant=settings.variant,
         p3_slice_size=settings.p3_slice_size if ours else None, p3_priority=settings.p3_priority if ours else None,
+        p3_credit=settings.p3_credit if ours else None,
         engine=spec.engine.name, data=spec.data.name, hosts=plan.hosts, run_id=plan.run_id,
         wall_time_s=round(outcome.wall_s, 3),
         launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
@@ -106,6 +117,16 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
     )
     parse_worker_logs(result, plan, run_dir)
     return result
+
+
+def _last_comm_line(log: Path) -> dict | None:
+    """The worker's p3-comm line (its communication summary), or None (an older engine, or a failed run)."""
+    if not log.exists():
+        return None
+    parse = program_module("p3_timeline").parse_comm_line
+    found = [parsed for line in log.read_text(errors="replace").splitlines() if "p3-comm:" in line
+             for parsed in [parse(line)] if parsed is not None]
+    return found[-1] if found else None
 
 
 def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
@@ -140,6 +161,15 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
             "no steady-state throughput found (Speedometer 'Speed: ... samples/sec' lines after the "
             f"first report of each epoch) in {', '.join(missing)}; run more batches with --env.NUM_BATCHES=N"
         )
+    comm = [c for c in (_last_comm_line(log) for log in worker_logs) if c is not None]
+    if comm:
+        result.comm_per_worker = comm
+        for key in ("comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter"):
+            values = [c[key] for c in comm if c.get(key) is not None]
+            setattr(result, key, round(statistics.fmean(values), 6) if values else None)
+    traces = sorted(p for p in run_dir.glob("timeline-worker-*.json"))
+    if traces:
+        result.timelines = [str(p.relative_to(run_dir)) for p in traces]
     if checksums:
         result.param_checksums = [checksums.get(rank) for rank in range(len(plan.workers))]
         result.params_in_sync = len(set(checksums.values())) == 1 and len(checksums) == len(plan.workers)

@@ -64,6 +64,8 @@ class Profile:
 
 VARIANTS = ("baseline", "p3")
 P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements
+P3_DEFAULT_CREDIT = 4 << 20  # bytes of slices in flight per worker; 0: no limit (no scheduling)
+TIMELINE_FILE = "timeline-worker-{rank}.json"  # each worker's Chrome trace, in its working folder
 
 PROFILES: dict[str, Profile] = {
     # 31 batches give Speedometer reports at 10, 20 and 30: the first is warm-up,
@@ -93,6 +95,8 @@ class RunSettings:
     variant: str  # baseline: stock dist_sync; p3: sliced keys with priorities
     p3_slice_size: int  # elements per slice; 0: no slicing
     p3_priority: bool
+    p3_credit: int  # bytes in flight per worker; 0: no limit
+    timeline: bool  # each worker writes a Chrome trace of its communication
     save_params: str  # rank 0 saves its trainable parameters there (.npz); empty: not saved
     output_file: str  # sockeye: the model folder of worker 0 (others add .worker-N); empty: in the role's folder
 
@@ -116,6 +120,8 @@ class RunSettings:
             "--variant", self.variant,
             "--p3-slice-size", str(self.p3_slice_size),
             "--p3-priority", "1" if self.p3_priority else "0",
+            "--p3-credit", str(self.p3_credit),
+            *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
         ]
 
@@ -195,6 +201,8 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         variant=_variant(env),
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True),
         p3_priority=_flag(env, "P3_PRIORITY", True),
+        p3_credit=_positive_int(env, "P3_CREDIT", P3_DEFAULT_CREDIT, allow_zero=True),
+        timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
         output_file=str(env.get("OUTPUT_FILE", "")).strip(),
     )
