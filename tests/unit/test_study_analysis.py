@@ -1,6 +1,7 @@
 """Statistics, verdicts and badges of a study on constructed result sets (no ck, no MXNet)."""
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -94,17 +95,17 @@ def test_embedded_default_makes_every_claim_not_testable():
 
 
 def test_bandwidth_beyond_the_links_is_not_testable():
-    slow_cluster = {**TESTBED4, "kind": "cluster", "shaping": False, "link_capacity": "1gbit", "label": "c1"}
+    slow_cluster = replace(TESTBED4, name="c1", kind="cluster", shaping=False, link_capacity="1gbit", testbed=None)
     runs = records("vgg", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=slow_cluster)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "vgg-15gbit")
     assert v.verdict == NOT_TESTABLE and "15gbit" in v.reason and "native bandwidth (1gbit)" in v.reason
-    shaped_but_slow = {**TESTBED4, "link_capacity": "10gbit"}
+    shaped_but_slow = replace(TESTBED4, link_capacity="10gbit")
     runs = records("vgg", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=shaped_but_slow)
     assert "exceeds" in verdict_of(analyse(study(), runs, ALL_MODELS), "vgg-15gbit").reason
 
 
 def test_other_cluster_size_and_missing_model_are_not_testable():
-    three = {**TESTBED4, "hosts": TESTBED4["hosts"][:3]}
+    three = replace(TESTBED4, hosts=TESTBED4.hosts[:3])
     runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=three)
     analysis = analyse(study(), runs, {"resnet", "vgg"})
     assert "4 machines; this target has 3" in verdict_of(analysis, "resnet-4gbit").reason
@@ -114,9 +115,8 @@ def test_other_cluster_size_and_missing_model_are_not_testable():
 
 def test_imported_runs_are_their_own_setup_and_a_failure_anywhere_wins_overall():
     local = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
-    remote = records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5], origin="o-remote")
-    for r in remote:
-        r["imported_from"] = "bundle-1"
+    remote = [replace(r, imported_from="bundle-1")
+              for r in records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5], origin="o-remote")]
     analysis = analyse(study(), local + remote, ALL_MODELS)
     per_setup = {v.setup: v.verdict for v in analysis.verdicts if v.claim == "resnet-4gbit"}
     assert sorted(per_setup.values()) == [NOT_REPLICATED, REPLICATED]

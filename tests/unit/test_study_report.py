@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,11 +30,10 @@ def constructed_records():
             + records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
             + records("vgg", "4gbit", [30.0, None, 31.0], [40.0, 41.0, 39.0])
             + records("resnet", "native", [80.0, 82.0], [60.0, 61.0], target=EMBEDDED, profile="smoke"))
-    for r in runs:
-        r["provenance"] = {"repo_revision": "abc123", "ck_version": "2.6.4", "python_version": "3.11.7",
-                           "engine": "mxnet-1.9.1-cpu", "mxnet_version": "1.9.1", "engine_python_version": "3.11.7",
-                           "controller_host": "h"}
-    return runs
+    provenance = {"repo_revision": "abc123", "ck_version": "2.6.4", "python_version": "3.11.7",
+                  "engine": "mxnet-1.9.1-cpu", "mxnet_version": "1.9.1", "engine_python_version": "3.11.7",
+                  "controller_host": "h"}
+    return [replace(r, provenance=provenance) for r in runs]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ import hashlib
 import io
 import json
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from reprokit.errors import UserError
 from reprokit.study.analysis import analyse
 from reprokit.study.bundle import export, import_bundle
-from reprokit.study.store import AlreadyStored, Store, write_once
+from reprokit.study.store import RECORD_FORMAT, AlreadyStored, Store, write_once
 
 from support.study_data import ALL_MODELS, records, study
 
@@ -25,14 +26,13 @@ def filled_store(root: Path, origin_host: str) -> Store:
     store = Store(root, "sysml19-p3")
     origin = store.origin()
     for record in records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0]):
-        record["origin"] = origin
-        record["record_id"] = record["record_id"].replace("--o-local", "")
-        record["provenance"] = {"repo_revision": "abc", "command_line": "ck run program:p3 ...", "hosts": ["10.77.0.1"]}
-        run = store.new_attempt_dir(record["record_id"])
+        record_id = record.record_id.replace("--o-local", "")
+        run = store.new_attempt_dir(record_id)
         (run / "logs").mkdir()
         (run / "logs" / "worker-0.log").write_text(f"Speed: 1 samples/sec from {origin_host}\n")
-        record["run_folder"] = str(run.relative_to(root))
-        store.put_record(record)
+        store.put_record(replace(record, record_id=record_id, origin=origin, run_folder=str(run.relative_to(root)),
+                                 provenance={"repo_revision": "abc", "command_line": "ck run program:p3 ...",
+                                             "hosts": ["10.77.0.1"]}))
     return store
 
 
@@ -50,6 +50,47 @@ def test_a_writer_killed_mid_write_leaves_no_visible_record(tmp_path):
     (store.records_dir / ".half.json.123.abcd.tmp").write_text('{"record_id": "half", "sta')  # killed mid-write
     (store.records_dir / ".half2.json").write_text("{")
     assert len(store.local_records()) == 6
+
+
+STORED_RECORD = {  # as `ck reproduce` writes a record (provenance shortened)
+    "format": RECORD_FORMAT, "record_id": "20250101-120000-abcdef--resnet--p3--300mbit--r1", "study": "sysml19-p3",
+    "sweep_id": "20250101-120000-abcdef", "origin": {"id": "0123456789abcdef", "host": "vm", "study": "sysml19-p3"},
+    "config": {"model": "resnet", "variant": "p3", "bandwidth": "300mbit", "repetition": 1, "profile": "smoke",
+               "target": {"name": "stb2", "label": "stb2", "kind": "testbed", "hosts": ["10.77.0.1", "10.77.0.2"],
+                          "shaping": True, "link_capacity": None, "testbed": "stb2"}},
+    "status": "ok", "failure_reason": None,
+    "result": {"run_success": True, "throughput_samples_per_sec": 12.5, "params_in_sync": True},
+    "provenance": {"bandwidth": "300mbit", "bandwidth_shaped": True, "ck_exit_code": 0, "hosts": ["10.77.0.1"]},
+    "run_folder": "runs/20250101-120000-abcdef--resnet--p3--300mbit--r1/attempt-1",
+}
+
+
+def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(tmp_path):
+    path = tmp_path / "records" / f"{STORED_RECORD['record_id']}.json"
+    write_once(path, STORED_RECORD)
+    store = Store(tmp_path, "sysml19-p3")
+    [record] = store.local_records()
+    assert record.ok and record.config.target.kind == "testbed" and record.config.run.label() == "resnet p3 @ 300mbit #1"
+    assert record.origin.host == "vm" and record.result["throughput_samples_per_sec"] == 12.5
+    assert record.to_dict() == STORED_RECORD
+    again = Store(tmp_path / "again", "sysml19-p3")
+    again.put_record(record)
+    assert again.record_path(record.record_id).read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.pop("config"), "has no 'config'"),
+    (lambda r: r["config"]["target"].pop("kind"), "has no 'kind'"),
+    (lambda r: r.update(status="maybe"), "is malformed (Record: status 'maybe')"),
+    (lambda r: r.update(format="reprokit-study-run/9"), "has format 'reprokit-study-run/9', not reprokit-study-run/1"),
+])
+def test_a_malformed_record_is_one_line_naming_its_file(tmp_path, change, message):
+    record = json.loads(json.dumps(STORED_RECORD))
+    change(record)
+    write_once(tmp_path / "records" / "r.json", record)
+    with pytest.raises(UserError) as refused:
+        Store(tmp_path, "sysml19-p3").all_records()
+    assert str(refused.value).startswith(f"run record {tmp_path / 'records' / 'r.json'}") and message in str(refused.value)
 
 
 def test_attempt_folders_keep_earlier_attempts(tmp_path):
@@ -71,8 +112,9 @@ def test_export_import_round_trip_keeps_provenance_and_shows_runs_side_by_side(t
     done = import_bundle(dest, bundle)
     assert not done["already"] and done["records"] == 6
     imported = dest.imported_records()
-    assert {r["origin"]["id"] for r in imported} == {source.origin()["id"]}
-    assert imported[0]["provenance"]["command_line"] == "ck run program:p3 ..."
+    assert {r.origin.id for r in imported} == {source.origin().id}
+    assert {r.imported_from for r in imported} == {done["path"].name}
+    assert imported[0].provenance["command_line"] == "ck run program:p3 ..."
     log = next(done["path"].rglob("worker-0.log")).read_text()
     assert "host-a" in log
     analysis = analyse(study(), dest.all_records(), ALL_MODELS)

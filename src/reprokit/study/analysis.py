@@ -34,6 +34,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from reprokit.study.claims import NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
+from reprokit.study.store import Record
 
 REPLICATED = "replicated"
 NOT_REPLICATED = "not replicated"
@@ -150,29 +151,27 @@ COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind"
            "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id"]
 
 
-def setup_label(record: dict) -> str:
-    origin = record.get("origin", {})
-    target = record["config"]["target"]
-    who = "here" if not record.get("imported_from") else f"{origin.get('host', '?')} ({origin.get('id', '?')[:8]})"
-    return f"{target.get('label') or target.get('name') or 'embedded default'} [{who}]"
+def setup_label(record: Record) -> str:
+    origin = record.origin
+    who = "here" if not record.imported_from else f"{origin.host or '?'} ({origin.id[:8]})"
+    return f"{record.config.target.label} [{who}]"
 
 
-def frame(records: Iterable[dict], metric: str = "throughput_samples_per_sec") -> pd.DataFrame:
+def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec") -> pd.DataFrame:
     rows = []
     for r in records:
-        config, target, result = r["config"], r["config"]["target"], r.get("result") or {}
-        bandwidth = config["bandwidth"]
+        config, target, result = r.config, r.config.target, r.result or {}
         rows.append({
-            "setup": setup_label(r), "origin": r.get("origin", {}).get("id"), "origin_host": r.get("origin", {}).get("host"),
-            "imported": bool(r.get("imported_from")), "target": target.get("label"), "target_kind": target.get("kind"),
-            "num_hosts": len(target.get("hosts", [])), "shaping": bool(target.get("shaping")),
-            "link_capacity": target.get("link_capacity"), "profile": config.get("profile"),
-            "model": config["model"], "variant": config["variant"], "bandwidth": bandwidth,
-            "bandwidth_bps": rate_bps(bandwidth) if bandwidth != NATIVE else math.nan,
-            "repetition": config.get("repetition"), "ok": r.get("status") == "ok",
-            "throughput": result.get(metric) if r.get("status") == "ok" else math.nan,
-            "params_in_sync": result.get("params_in_sync"), "failure_reason": r.get("failure_reason"),
-            "record_id": r.get("record_id"), "sweep_id": r.get("sweep_id"),
+            "setup": setup_label(r), "origin": r.origin.id, "origin_host": r.origin.host,
+            "imported": bool(r.imported_from), "target": target.label, "target_kind": target.kind,
+            "num_hosts": len(target.hosts), "shaping": target.shaping,
+            "link_capacity": target.link_capacity, "profile": config.profile,
+            "model": config.model, "variant": config.variant, "bandwidth": config.bandwidth,
+            "bandwidth_bps": rate_bps(config.bandwidth) if config.bandwidth != NATIVE else math.nan,
+            "repetition": config.repetition, "ok": r.ok,
+            "throughput": result.get(metric) if r.ok else math.nan,
+            "params_in_sync": result.get("params_in_sync"), "failure_reason": r.failure_reason,
+            "record_id": r.record_id, "sweep_id": r.sweep_id,
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"ok": bool, "imported": bool, "shaping": bool, "throughput": float, "bandwidth_bps": float})
@@ -426,7 +425,7 @@ class Analysis:
     setups: list[Setup]
 
 
-def analyse(study: Study, records: Iterable[dict], program_models: set[str]) -> Analysis:
+def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -> Analysis:
     df = frame(records, study.metric)
     verdicts = judge_all(study, df, program_models)
     return Analysis(

@@ -23,7 +23,9 @@ import uuid
 from pathlib import Path, PurePosixPath
 
 from reprokit.errors import UserError
-from reprokit.study.store import RECORD_FORMAT, Store
+from reprokit.jsonfile import write_json
+from reprokit.study.claims import now_iso
+from reprokit.study.store import Record, Store
 
 BUNDLE_FORMAT = "reprokit-study-bundle/1"
 MANIFEST = "manifest.json"
@@ -41,12 +43,12 @@ def export(store: Store, out: Path) -> dict:
     if not records:
         raise UserError(f"nothing to export: no runs stored in {store.root} (run: ck reproduce study:{store.study})")
     files: dict[str, bytes] = {}
-    for record in records:
-        files[f"records/{record['record_id']}.json"] = (store.record_path(record["record_id"])).read_bytes()
-        run_root = store.runs_dir / record["record_id"]
+    for record in records:  # the stored bytes, as written: a bundle's records are the store's own
+        files[f"records/{record.record_id}.json"] = store.record_path(record.record_id).read_bytes()
+        run_root = store.runs_dir / record.record_id
         for path in sorted(p for p in run_root.rglob("*") if p.is_file() and not p.is_symlink()):
             files[str(PurePosixPath("runs") / path.relative_to(store.runs_dir).as_posix())] = path.read_bytes()
-    manifest = {"format": BUNDLE_FORMAT, "study": store.study, "origin": origin, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    manifest = {"format": BUNDLE_FORMAT, "study": store.study, "origin": origin.to_dict(), "created": now_iso(),
                 "nonce": uuid.uuid4().hex, "records": len(records),
                 "files": {name: {"sha256": _sha256(data), "size": len(data)} for name, data in sorted(files.items())}}
     out = out.expanduser().resolve()
@@ -116,12 +118,12 @@ def read_bundle(bundle: Path, study: str) -> tuple[dict, dict[str, bytes]]:
         raise _refuse(bundle, "the manifest names no origin")
     for name in (n for n in files if n.startswith("records/")):
         try:
-            record = json.loads(files[name])
+            record = Record.from_dict(json.loads(files[name]), name)
         except ValueError:
             raise _refuse(bundle, f"{name} is not JSON") from None
-        if (not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or record.get("study") != study
-                or record.get("origin", {}).get("id") != origin["id"]
-                or PurePosixPath(name).stem != record.get("record_id")):
+        except UserError as exc:
+            raise _refuse(bundle, f"{exc}") from None
+        if record.study != study or record.origin.id != origin["id"] or PurePosixPath(name).stem != record.record_id:
             raise _refuse(bundle, f"{name} is not a run record of study {study} from the bundle's origin")
     return manifest, files
 
@@ -143,7 +145,7 @@ def import_bundle(store: Store, bundle: Path) -> dict:
     bundle = bundle.expanduser().resolve()
     manifest, files = read_bundle(bundle, store.study)
     own = store.origin()
-    if manifest["origin"]["id"] == own["id"]:
+    if manifest["origin"]["id"] == own.id:
         raise _refuse(bundle, f"it was exported from this store ({store.root}); its runs are here already")
     bundle_id = f"{manifest['origin']['id'][:12]}-{_sha256(json.dumps(manifest, sort_keys=True).encode())[:12]}"
     final = store.imported_dir / bundle_id
@@ -155,9 +157,8 @@ def import_bundle(store: Store, bundle: Path) -> dict:
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        (staging / "bundle.json").write_text(json.dumps(
-            {"manifest": manifest, "source": str(bundle), "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-            indent=2, sort_keys=True) + "\n")
+        write_json(staging / "bundle.json",
+                   {"manifest": manifest, "source": str(bundle), "imported": now_iso()})
         staging.rename(final)
     finally:
         if staging.exists():

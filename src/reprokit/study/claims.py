@@ -171,6 +171,13 @@ class Target:
     def to_dict(self) -> dict:
         return {**asdict(self), "hosts": list(self.hosts), "label": self.label}
 
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Target":
+        """The target as to_dict wrote it (its label is derived from the name again)."""
+        return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
+                   shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),
+                   testbed=data.get("testbed"))
+
     def bandwidth_note(self) -> str:
         if self.kind == "embedded":
             return "every role on this host over loopback, at native bandwidth (it cannot be shaped)"
@@ -331,17 +338,6 @@ class Progress:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
-
-
-def parse_env_overrides(i: Mapping) -> dict[str, str]:
-    """Run settings given to `ck reproduce` as --env.K=V (the CLI hands them over as 'env.K' keys,
-    ck.access callers as an 'env' dict)."""
-    env = i.get("env") or {}
-    if not isinstance(env, dict):
-        raise UserError("give run settings as --env.NAME=VALUE")
-    merged = {str(k): str(v) for k, v in env.items()}
-    merged.update({k[len("env."):]: str(v) for k, v in i.items() if k.startswith("env.") and len(k) > 4})
-    return merged
 
 
 def now_iso() -> str:

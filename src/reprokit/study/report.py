@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import base64
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import jinja2
 
 from reprokit.study.claims import NATIVE, Study, rate_bps
-from reprokit.study.analysis import Analysis
+from reprokit.study.analysis import Analysis, analyse, setup_label
+from reprokit.study.store import Record, Store
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 VARIANT_STYLE = {"baseline": ("tab:blue", "o"), "p3": ("tab:orange", "s"), "p3-slicing-only": ("tab:green", "^")}
@@ -106,32 +109,28 @@ def _f(x, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _environments(records: list[dict]) -> list[dict]:
+def _environments(records: list[Record]) -> list[dict]:
     """One row per setup: what every run of that setup ran on (distinct values joined)."""
-    by_setup: dict[str, list[dict]] = {}
-    from reprokit.study.analysis import setup_label
-
+    by_setup: dict[str, list[Record]] = {}
     for r in records:
         by_setup.setdefault(setup_label(r), []).append(r)
     rows = []
     for setup, group in sorted(by_setup.items()):
         def values(key: str) -> str:
-            seen = dict.fromkeys(str(r.get("provenance", {}).get(key)) for r in group
-                                 if r.get("provenance", {}).get(key) is not None)
+            seen = dict.fromkeys(str(r.provenance[key]) for r in group if r.provenance.get(key) is not None)
             return ", ".join(seen) or "n/a"
 
-        target = group[0]["config"]["target"]
-        rows.append({"setup": setup, "kind": target.get("kind"), "hosts": ", ".join(target.get("hosts", [])),
+        target = group[0].config.target
+        rows.append({"setup": setup, "kind": target.kind, "hosts": ", ".join(target.hosts),
                      "repo_revision": values("repo_revision"), "ck": values("ck_version"),
                      "python": values("python_version"), "engine": values("engine"),
                      "engine_python": values("engine_python_version"), "mxnet": values("mxnet_version"),
                      "controller": values("controller_host"), "runs": len(group),
-                     "origin": group[0].get("origin", {}).get("id", "?"),
-                     "imported": bool(group[0].get("imported_from"))})
+                     "origin": group[0].origin.id, "imported": bool(group[0].imported_from)})
     return rows
 
 
-def render(study: Study, analysis: Analysis, records: list[dict], out_dir: Path, store_root: Path,
+def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Path, store_root: Path,
            program_models: set[str]) -> dict[str, Path]:
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -159,3 +158,20 @@ def render(study: Study, analysis: Analysis, records: list[dict], out_dir: Path,
         tmp.replace(path)
     elapsed = time.monotonic() - started
     return {"markdown": md, "html": html, "plots": out_dir / "plots", "seconds": elapsed}
+
+
+def write_report(study: Study, store: Store, program_models: set[str], out_dir: Path,
+                 console: TextIO = sys.stdout) -> dict[str, Path]:
+    """`ck report study:NAME`: analyse every stored and imported run, render the reports, say what they hold."""
+    records = store.all_records()
+    analysis = analyse(study, records, program_models)
+    paths = render(study, analysis, records, out_dir, store.root, program_models)
+    counts: dict[str, int] = {}
+    for verdict in analysis.overall.values():
+        counts[verdict] = counts.get(verdict, 0) + 1
+    print(f"study: {len(analysis.runs)} run(s) analysed; claims: "
+          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), file=console, flush=True)
+    for badge in analysis.badges:
+        print(f"study: badge {badge.name}: {badge.status}", file=console, flush=True)
+    print(f"study: report {paths['html']} and {paths['markdown']} ({paths['seconds']:.1f} s)", file=console, flush=True)
+    return paths

@@ -212,23 +212,29 @@ def _others_in_group() -> bool:
 
 def guard(command: list[str]) -> int:
     """Run command in this session; tear the whole session down when stdin (the sweep's pipe) closes."""
+    # The watchdog's SIGTERM to the session is for the run, not for the guard. Only the main thread may set a
+    # handler, and a handler (unlike SIG_IGN) is reset for the child at exec, so the child still dies of SIGTERM.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-    finished = threading.Event()
+    finished, tearing_down = threading.Event(), threading.Event()
 
     def watchdog() -> None:
         sys.stdin.buffer.read()  # returns at EOF: the sweep closed the pipe or died
         if finished.is_set():
             return
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        tearing_down.set()
         os.killpg(0, signal.SIGTERM)
         deadline = time.monotonic() + GUARD_GRACE_S
         while _others_in_group() and time.monotonic() < deadline:  # the launcher tears its roles down
             time.sleep(0.1)
         os.killpg(0, signal.SIGKILL)  # whatever is left, the guard included
 
-    threading.Thread(target=watchdog, daemon=True).start()
+    thread = threading.Thread(target=watchdog, daemon=True)
+    thread.start()
     code = child.wait()
     finished.set()
+    if tearing_down.is_set():
+        thread.join()  # ck ended first; the launcher may still be tearing its roles down: the watchdog waits for it
     return code
 
 

@@ -13,6 +13,9 @@ a reader sees a whole record or none, and an existing record is never
 replaced (os.link refuses an existing name). A run that was killed leaves an
 attempt folder without a record; resuming runs it again in a new attempt
 folder, so the logs of the killed attempt stay too.
+
+The documents are typed: ``Origin``, ``Record`` (its ``RecordConfig``) and
+``Sweep``, each with ``to_dict``/``from_dict`` for exactly the JSON on disk.
 """
 from __future__ import annotations
 
@@ -20,13 +23,17 @@ import json
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 from reprokit.errors import UserError
+from reprokit.jsonfile import read_json
+from reprokit.study.claims import RunConfig, Target, plan_runs
 
 RECORD_FORMAT = "reprokit-study-run/1"
 SWEEP_FORMAT = "reprokit-study-sweep/1"
+OK, FAILED = "ok", "failed"
 
 
 class AlreadyStored(Exception):
@@ -36,7 +43,7 @@ class AlreadyStored(Exception):
 def write_once(path: Path, data: object) -> None:
     """Create ``path`` with ``data`` as JSON, atomically, or raise AlreadyStored if it exists.
 
-    Unlike plan.write_json (atomic replace), this never overwrites: records are immutable.
+    Unlike jsonfile.write_json (atomic replace), this never overwrites: records are immutable.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
@@ -62,20 +69,157 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def read_json(path: Path, what: str) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {what} {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{what} {path} is not a JSON object")
-    return data
-
-
 def _json_files(folder: Path) -> list[Path]:
     # Names starting with "." are temporary files of a writer that has not finished (or was killed).
     return sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
 
+
+# --- the documents -------------------------------------------------------------------------------
+
+def _check_format(data: Mapping, expected: str, what: str) -> None:
+    if data.get("format") != expected:
+        raise UserError(f"{what} has format {data.get('format')!r}, not {expected}")
+
+
+def _parse(cls: type, data: Any, what: str, parse) -> Any:
+    """``parse(data)``, with a missing key or a wrong type as one UserError naming ``what``."""
+    if not isinstance(data, Mapping):
+        raise UserError(f"{what} is not a JSON object")
+    try:
+        return parse(data)
+    except KeyError as exc:
+        raise UserError(f"{what} has no {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"{what} is malformed ({cls.__name__}: {exc})") from None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Whose store a record or sweep comes from: a random id made once per store, and its host."""
+    id: str
+    host: str
+    study: str
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "host": self.host, "study": self.study}
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str = "an origin") -> "Origin":
+        return _parse(cls, data, what, lambda d: cls(id=str(d["id"]), host=str(d["host"]), study=str(d["study"])))
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """The configuration a stored run ran: the planned run (RunConfig), its profile and its target."""
+    model: str
+    variant: str
+    bandwidth: str
+    repetition: int  # 1-based
+    profile: str
+    target: Target
+
+    @property
+    def run(self) -> RunConfig:
+        return RunConfig(self.model, self.variant, self.bandwidth, self.repetition)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "variant": self.variant, "bandwidth": self.bandwidth,
+                "repetition": self.repetition, "profile": self.profile, "target": self.target.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "RecordConfig":
+        return cls(model=str(data["model"]), variant=str(data["variant"]), bandwidth=str(data["bandwidth"]),
+                   repetition=int(data["repetition"]), profile=str(data["profile"]),
+                   target=Target.from_dict(data["target"]))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One run of a sweep, as stored in ``records/<record_id>.json`` (format RECORD_FORMAT)."""
+    record_id: str
+    study: str
+    sweep_id: str
+    origin: Origin
+    config: RecordConfig
+    status: str  # OK or FAILED
+    failure_reason: str | None
+    result: dict | None  # the run's unified result (p3-result.json) as it left it; None if it wrote none
+    provenance: dict = field(default_factory=dict)  # runner.environment() + runner.run_provenance() + bandwidth, target
+    run_folder: str | None = None  # the attempt folder, relative to the store's root
+    imported_from: str | None = None  # the bundle it was imported with; not stored: the folder it is read from
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_dict(self) -> dict:
+        """The stored document (without imported_from, which is where it was read from)."""
+        return {"format": RECORD_FORMAT, "record_id": self.record_id, "study": self.study, "sweep_id": self.sweep_id,
+                "origin": self.origin.to_dict(), "config": self.config.to_dict(), "status": self.status,
+                "failure_reason": self.failure_reason, "result": self.result, "provenance": self.provenance,
+                "run_folder": self.run_folder}
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str = "a run record", imported_from: str | None = None) -> "Record":
+        def parse(d: Mapping) -> Record:
+            _check_format(d, RECORD_FORMAT, what)
+            if d["status"] not in (OK, FAILED):
+                raise ValueError(f"status {d['status']!r}")
+            if d["result"] is not None and not isinstance(d["result"], dict):
+                raise ValueError("result is not an object")
+            return cls(record_id=str(d["record_id"]), study=str(d["study"]), sweep_id=str(d["sweep_id"]),
+                       origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
+                       config=RecordConfig.from_dict(d["config"]), status=d["status"],
+                       failure_reason=d["failure_reason"], result=d["result"], provenance=dict(d["provenance"]),
+                       run_folder=d["run_folder"], imported_from=imported_from)
+
+        return _parse(cls, data, what, parse)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep's plan, as stored in ``sweeps/<sweep_id>.json`` (format SWEEP_FORMAT)."""
+    sweep_id: str
+    study: str
+    created: str
+    target: Target
+    models: tuple[str, ...]
+    variants: tuple[str, ...]
+    bandwidths: tuple[str, ...]
+    repetitions: int
+    profile: str
+    env: dict[str, str]  # run settings of every run (matrix env, then the user's --env.*)
+    quick: bool
+    options: dict  # the options given to the ck command, as given
+    origin: Origin
+    restore_rate: str | None  # the rate a testbed's links had before the sweep, restored after it
+
+    def runs(self) -> list[RunConfig]:
+        """Every run of the sweep, interleaved (claims.plan_runs)."""
+        return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions)
+
+    def to_dict(self) -> dict:
+        return {"format": SWEEP_FORMAT, "sweep_id": self.sweep_id, "study": self.study, "created": self.created,
+                "target": self.target.to_dict(), "models": list(self.models), "variants": list(self.variants),
+                "bandwidths": list(self.bandwidths), "repetitions": self.repetitions, "profile": self.profile,
+                "env": dict(self.env), "quick": self.quick, "options": dict(self.options),
+                "origin": self.origin.to_dict(), "restore_rate": self.restore_rate}
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str = "a sweep plan") -> "Sweep":
+        def parse(d: Mapping) -> Sweep:
+            _check_format(d, SWEEP_FORMAT, what)
+            return cls(sweep_id=str(d["sweep_id"]), study=str(d["study"]), created=str(d["created"]),
+                       target=Target.from_dict(d["target"]), models=tuple(d["models"]), variants=tuple(d["variants"]),
+                       bandwidths=tuple(d["bandwidths"]), repetitions=int(d["repetitions"]), profile=str(d["profile"]),
+                       env={str(k): str(v) for k, v in d["env"].items()}, quick=bool(d["quick"]),
+                       options=dict(d["options"]), origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
+                       restore_rate=d["restore_rate"])
+
+        return _parse(cls, data, what, parse)
+
+
+# --- the store -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Store:
@@ -98,19 +242,19 @@ class Store:
     def imported_dir(self) -> Path:
         return self.root / "imported"
 
-    def origin(self) -> dict:
+    def origin(self) -> Origin:
         """This store's identity, created on first use; imported records keep their own."""
         path = self.root / "origin.json"
         if not path.exists():
             try:
-                write_once(path, {"id": uuid.uuid4().hex, "host": socket.gethostname(), "study": self.study})
+                write_once(path, Origin(uuid.uuid4().hex, socket.gethostname(), self.study).to_dict())
             except AlreadyStored:
                 pass  # another process made it first: use theirs
-        origin = read_json(path, "the store's origin")
-        if origin.get("study") != self.study:
-            raise UserError(f"{self.root} holds results of study {origin.get('study')!r}, not {self.study!r}; "
+        raw = read_json(path, "the store's origin")
+        if raw.get("study") != self.study:
+            raise UserError(f"{self.root} holds results of study {raw.get('study')!r}, not {self.study!r}; "
                             f"choose another --store")
-        return origin
+        return Origin.from_dict(raw, f"the store's origin {path}")
 
     # records
     def record_path(self, record_id: str) -> Path:
@@ -119,25 +263,27 @@ class Store:
     def has_record(self, record_id: str) -> bool:
         return self.record_path(record_id).exists()
 
-    def put_record(self, record: dict) -> Path:
-        path = self.record_path(record["record_id"])
-        write_once(path, {"format": RECORD_FORMAT, **record})
+    def put_record(self, record: Record) -> Path:
+        path = self.record_path(record.record_id)
+        write_once(path, record.to_dict())
         return path
 
-    def local_records(self) -> list[dict]:
-        return [read_json(p, "run record") for p in _json_files(self.records_dir)]
+    @staticmethod
+    def read_record(path: Path, imported_from: str | None = None) -> Record:
+        what = "imported run record" if imported_from else "run record"
+        return Record.from_dict(read_json(path, what), f"{what} {path}", imported_from=imported_from)
 
-    def imported_records(self) -> list[dict]:
+    def local_records(self) -> list[Record]:
+        return [self.read_record(p) for p in _json_files(self.records_dir)]
+
+    def imported_records(self) -> list[Record]:
         records = []
         if self.imported_dir.is_dir():
             for bundle in sorted(d for d in self.imported_dir.iterdir() if d.is_dir() and not d.name.startswith(".")):
-                for path in _json_files(bundle / "records"):
-                    record = read_json(path, "imported run record")
-                    record["imported_from"] = bundle.name
-                    records.append(record)
+                records.extend(self.read_record(p, imported_from=bundle.name) for p in _json_files(bundle / "records"))
         return records
 
-    def all_records(self) -> list[dict]:
+    def all_records(self) -> list[Record]:
         return self.local_records() + self.imported_records()
 
     # run folders
@@ -155,16 +301,21 @@ class Store:
                 n += 1
 
     # sweeps
-    def new_sweep(self, sweep_id: str, plan: dict) -> None:
-        write_once(self.sweeps_dir / f"{sweep_id}.json", {"format": SWEEP_FORMAT, "sweep_id": sweep_id, **plan})
+    def sweep_path(self, sweep_id: str) -> Path:
+        return self.sweeps_dir / f"{sweep_id}.json"
 
-    def sweeps(self) -> list[dict]:
-        return sorted((read_json(p, "sweep plan") for p in _json_files(self.sweeps_dir)),
-                      key=lambda s: (s.get("created", ""), s["sweep_id"]))
+    def new_sweep(self, sweep: Sweep) -> None:
+        write_once(self.sweep_path(sweep.sweep_id), sweep.to_dict())
 
-    def sweep(self, sweep_id: str) -> dict:
-        path = self.sweeps_dir / f"{sweep_id}.json"
+    def _read_sweep(self, path: Path) -> Sweep:
+        return Sweep.from_dict(read_json(path, "sweep plan"), f"sweep plan {path}")
+
+    def sweeps(self) -> list[Sweep]:
+        return sorted((self._read_sweep(p) for p in _json_files(self.sweeps_dir)), key=lambda s: (s.created, s.sweep_id))
+
+    def sweep(self, sweep_id: str) -> Sweep:
+        path = self.sweep_path(sweep_id)
         if not path.exists():
-            known = ", ".join(s["sweep_id"] for s in self.sweeps()) or "none"
+            known = ", ".join(s.sweep_id for s in self.sweeps()) or "none"
             raise UserError(f"there is no sweep {sweep_id!r} in {self.root} (sweeps: {known})")
-        return read_json(path, "sweep plan")
+        return self._read_sweep(path)

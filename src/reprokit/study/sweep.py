@@ -9,33 +9,25 @@ already stored.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable, Mapping, TextIO
 
 from reprokit.run import settings as run_settings
 from reprokit.study import runner as study_runner
 from reprokit.errors import UserError
-from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, now_iso, plan_runs
-from reprokit.study.store import AlreadyStored, Store
+from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso, testbed_of
+from reprokit.study.options import Resume, SweepRequest, given, resume_of, sweep_request
+from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
 
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
-RESERVED_ENV = ("VARIANT", "PROFILE")  # the study sets them per run
 
-
-@dataclass(frozen=True)
-class SweepRequest:
-    models: list[str]
-    variants: list[str]
-    bandwidths: list[str]
-    repetitions: int
-    profile: str
-    env: dict[str, str]  # run settings of every run (matrix env, then the user's --env.*)
-    quick: bool
+MachineConfig = Callable[[str], object]  # a machine entry's name -> its cluster description (hosts.json data)
 
 
 @dataclass
@@ -48,26 +40,48 @@ class SweepSummary:
     stopped: str | None = None
 
 
-def check_env(env: dict[str, str]) -> None:
-    for key in RESERVED_ENV:
-        if key in env:
-            raise UserError(f"--env.{key} is set by the study per run; choose them with "
-                            f"{'--variants' if key == 'VARIANT' else '--profile'} instead")
-
-
 def new_sweep_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 def create_sweep(store: Store, study: Study, target: Target, request: SweepRequest, options: dict,
-                 restore_rate: str | None = None) -> dict:
-    sweep_id = new_sweep_id()
-    plan = {"restore_rate": restore_rate, "study": study.name, "created": now_iso(), "target": target.to_dict(), "models": request.models,
-            "variants": request.variants, "bandwidths": request.bandwidths, "repetitions": request.repetitions,
-            "profile": request.profile, "env": request.env, "quick": request.quick, "options": options,
-            "origin": store.origin()}
-    store.new_sweep(sweep_id, plan)
-    return store.sweep(sweep_id)
+                 restore_rate: str | None = None) -> Sweep:
+    sweep = Sweep(sweep_id=new_sweep_id(), study=study.name, created=now_iso(), target=target,
+                  models=tuple(request.models), variants=tuple(request.variants), bandwidths=tuple(request.bandwidths),
+                  repetitions=request.repetitions, profile=request.profile, env=dict(request.env), quick=request.quick,
+                  options=options, origin=store.origin(), restore_rate=restore_rate)
+    store.new_sweep(sweep)
+    return sweep
+
+
+def resumed_sweep(store: Store, resume: Resume) -> Sweep:
+    """The stored sweep --resume continues: the one named, or the newest."""
+    known = store.sweeps()
+    if not known:
+        raise UserError(f"there is no sweep to resume in {store.root}; start one with: ck reproduce study:{store.study}")
+    return known[-1] if resume.sweep_id is None else store.sweep(resume.sweep_id)
+
+
+def open_sweep(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
+               console: TextIO = sys.stdout) -> tuple[Sweep, Target]:
+    """The sweep `ck reproduce` runs, and its target: the stored one --resume names (with its own settings,
+    on the machine as it is registered now), or a new one from the options, stored before any run."""
+    resume = resume_of(options)
+    if resume is not None:
+        sweep = resumed_sweep(store, resume)
+        name = sweep.target.name
+        return sweep, make_target(name, machine_config(name) if name else None, sweep.target.link_capacity)
+    name = str(options.get("target", "") or "")
+    machine = machine_config(name) if name else None
+    target = make_target(name, machine, options.get("link_capacity") or None)
+    request = sweep_request(options, study, target, program_models, console)
+    restore = testbed_of(machine).get("rate") if target.kind == "testbed" else None
+    return create_sweep(store, study, target, request, given(options), restore_rate=restore), target
+
+
+def check_can_shape(target: Target, euid: int | None = None) -> None:
+    if target.shaping and (os.geteuid() if euid is None else euid) != 0:
+        raise UserError(f"shaping the links of testbed {target.testbed} needs root (tc in its namespaces); run as root")
 
 
 class _Stop:
@@ -99,11 +113,11 @@ def run_timeout(profile: str, env: dict[str, str]) -> float:
     return base + TIMEOUT_MARGIN_S
 
 
-def run_sweep(study: Study, store: Store, sweep: dict, target: Target,
+def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
               shape: Callable[[str | None], None] | None, console: TextIO = sys.stdout) -> SweepSummary:
     """Run every configuration of the sweep that is not stored yet."""
-    sweep_id = sweep["sweep_id"]
-    runs = plan_runs(sweep["models"], sweep["variants"], sweep["bandwidths"], sweep["repetitions"])
+    sweep_id = sweep.sweep_id
+    runs = sweep.runs()
     pending = [r for r in runs if not store.has_record(r.record_id(sweep_id))]
     summary = SweepSummary(sweep_id, len(runs), len(runs) - len(pending))
     if summary.already_stored:
@@ -138,17 +152,17 @@ def run_sweep(study: Study, store: Store, sweep: dict, target: Target,
                 except AlreadyStored:
                     progress.finish(config.label(), "already stored by another sweep process; kept")
                     continue
-                if record["status"] == "ok":
+                if record.ok:
                     summary.ok += 1
-                    value = record["result"].get(study.metric)
+                    value = (record.result or {}).get(study.metric)
                     progress.finish(config.label(), f"{value:.2f} samples/s" if isinstance(value, (int, float)) else "ok")
                 else:
-                    summary.failed.append(f"{config.label()}: {record['failure_reason']}")
-                    progress.finish(config.label(), f"FAILED: {record['failure_reason'][:160]}")
+                    summary.failed.append(f"{config.label()}: {record.failure_reason}")
+                    progress.finish(config.label(), f"FAILED: {(record.failure_reason or '')[:160]}")
         finally:
             if shape is not None and shaped is not None:
                 try:
-                    shape(sweep.get("restore_rate"))  # the rate the testbed was created with
+                    shape(sweep.restore_rate)  # the rate the testbed was created with
                 except UserError as exc:
                     print(f"study: warning: could not restore the links: {exc}", file=console, flush=True)
     if stop.reason and summary.stopped is None:
@@ -156,12 +170,12 @@ def run_sweep(study: Study, store: Store, sweep: dict, target: Target,
     return summary
 
 
-def _run_one(study: Study, store: Store, sweep: dict, target: Target, config: RunConfig, environment: dict,
-             engine_pythons: dict[str, str], origin: dict, shaped: bool, shape_error: str | None,
-             stop: _Stop) -> dict | None:
-    record_id = config.record_id(sweep["sweep_id"])
+def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: RunConfig, environment: dict,
+             engine_pythons: dict[str, str], origin: Origin, shaped: bool, shape_error: str | None,
+             stop: _Stop) -> Record | None:
+    record_id = config.record_id(sweep.sweep_id)
     run_dir = store.new_attempt_dir(record_id)
-    env = {**sweep["env"], **study.variants[config.variant], "PROFILE": sweep["profile"]}
+    env = {**sweep.env, **study.variants[config.variant], "PROFILE": sweep.profile}
     command = study_runner.run_command(study.program, config.model, target.name, run_dir, env)
     if shape_error is not None:
         now = time.time()
@@ -172,7 +186,7 @@ def _run_one(study: Study, store: Store, sweep: dict, target: Target, config: Ru
             if stop.reason:
                 run.stop(stop.reason)
 
-        outcome = study_runner.run_once(command, run_dir, run_timeout(sweep["profile"], env), on_start=on_start)
+        outcome = study_runner.run_once(command, run_dir, run_timeout(sweep.profile, env), on_start=on_start)
         stop.current = None
         if outcome.stopped:
             return None
@@ -184,14 +198,13 @@ def _run_one(study: Study, store: Store, sweep: dict, target: Target, config: Ru
         provenance["engine_python_version"] = engine_pythons[python]
     provenance.update({"bandwidth": config.bandwidth, "bandwidth_shaped": shaped and config.bandwidth != NATIVE,
                        "target": target.to_dict()})
-    return {
-        "record_id": record_id, "study": study.name, "sweep_id": sweep["sweep_id"], "origin": origin,
-        "config": {"model": config.model, "variant": config.variant, "bandwidth": config.bandwidth,
-                   "repetition": config.repetition, "profile": sweep["profile"], "target": target.to_dict()},
-        "status": "ok" if outcome.ok else "failed", "failure_reason": outcome.reason,
-        "result": outcome.result, "provenance": provenance,
-        "run_folder": str(run_dir.relative_to(store.root)),
-    }
+    return Record(
+        record_id=record_id, study=study.name, sweep_id=sweep.sweep_id, origin=origin,
+        config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,
+                            repetition=config.repetition, profile=sweep.profile, target=target),
+        status=OK if outcome.ok else FAILED, failure_reason=outcome.reason, result=outcome.result,
+        provenance=provenance, run_folder=str(run_dir.relative_to(store.root)),
+    )
 
 
 def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
@@ -206,6 +219,31 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
         testbed.shape(name, hosts, rate)
 
     return shape
+
+
+def reproduce(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
+              console: TextIO = sys.stdout) -> tuple[SweepSummary, dict[str, Path]]:
+    """`ck reproduce study:NAME`: open the sweep, run what is not stored yet, then write the report.
+
+    A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
+    """
+    from reprokit.study.options import report_dir
+    from reprokit.study.report import write_report
+
+    sweep, target = open_sweep(options, study, store, program_models, machine_config, console)
+    check_can_shape(target)
+    print(f"study: sweep {sweep.sweep_id} on {target.label}: {target.bandwidth_note()}", file=console, flush=True)
+    print(f"study: results store {store.root}", file=console, flush=True)
+    summary = run_sweep(study, store, sweep, target, testbed_shaper(target), console)
+    print(summary_line(summary, store.root), file=console, flush=True)
+    if summary.stopped:
+        raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
+                        f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
+    paths = write_report(study, store, program_models, report_dir(options, store.root), console)
+    if summary.failed:
+        raise UserError(f"{len(summary.failed)} run(s) failed (stored with their reasons, see {paths['html']}); "
+                        f"first: {summary.failed[0]}")
+    return summary, paths
 
 
 def summary_line(summary: SweepSummary, store_root: Path) -> str:

@@ -1,0 +1,100 @@
+"""The CK side of `ck reproduce / report / export / import study:NAME` (module/study).
+
+What the study needs from CK is asked here: the study entry, the results
+store's default place (CK's local repository), the models of the study's
+program and a machine's cluster description. The rest is reprokit.study on
+plain values: options (what the user asked for), sweep, report and bundle.
+"""
+from __future__ import annotations
+
+from reprokit.ck.errors import access, ck_command
+from reprokit.ck.registry import machine_cluster_data
+from reprokit.errors import UserError
+from reprokit.study import claims, options
+from reprokit.study.store import Store
+
+
+def init(i: dict) -> dict:
+    return {"return": 0}
+
+
+def load_study(name: str) -> claims.Study:
+    if not name:
+        raise UserError("name the study: ck ACTION study:NAME (ck list study)")
+    r = access({"action": "load", "module_uoa": "study", "data_uoa": name})
+    if r["return"] > 0:
+        raise UserError(f"there is no study {name!r}; list them with: ck list study")
+    return claims.from_meta(r["data_alias"] or name, r["dict"])
+
+
+def study_store(given: str, study: claims.Study) -> Store:
+    """--store=DIR, or <CK local repo>/study-results/<study>."""
+    local = ""
+    if not given:
+        r = access({"action": "where", "module_uoa": "repo", "data_uoa": "local"})
+        if r["return"] > 0:
+            raise UserError(f"cannot find CK's local repository for the results store: {r['error']}; give --store=DIR")
+        local = r["path"]
+    return Store(claims.store_dir(given, local, study.name), study.name)
+
+
+def program_models(study: claims.Study) -> set[str]:
+    """The models the study's program can run: its cmd_keys."""
+    r = access({"action": "load", "module_uoa": "program", "data_uoa": study.program})
+    if r["return"] > 0:
+        raise UserError(f"program:{study.program} is not registered with CK (python -m reprokit.bootstrap)")
+    return set(r["dict"].get("run_cmds", {}))
+
+
+def _study_and_store(i: dict) -> tuple[claims.Study, Store]:
+    study = load_study(str(i.get("data_uoa", "") or ""))
+    return study, study_store(str(i.get("store", "") or ""), study)
+
+
+@ck_command
+def reproduce(i: dict) -> dict:
+    """Run the study's matrix on a target through `ck run program:P`, storing one record per run; then report."""
+    from reprokit.study import sweep
+
+    study, store = _study_and_store(i)
+    summary, paths = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data)
+    return {"return": 0, "sweep_id": summary.sweep_id, "report": str(paths["html"])}
+
+
+@ck_command
+def report(i: dict) -> dict:
+    """Write the Markdown and HTML reports (plots, verdicts, badges) from every stored and imported run."""
+    from reprokit.study.report import write_report
+
+    study, store = _study_and_store(i)
+    paths = write_report(study, store, program_models(study), options.report_dir(i, store.root))
+    return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"])}
+
+
+@ck_command
+def export(i: dict) -> dict:
+    """Write every local run (records and run folders) into a bundle: --out=FILE.tar.gz."""
+    from reprokit.study import bundle
+
+    study = load_study(str(i.get("data_uoa", "") or ""))
+    out = options.bundle_out(i, study.name)
+    done = bundle.export(study_store(str(i.get("store", "") or ""), study), out)
+    print(f"study: exported {done['records']} run(s) ({done['files']} files) to {done['path']}", flush=True)
+    return {"return": 0, "bundle": str(done["path"])}
+
+
+@ck_command
+def import_bundle(i: dict) -> dict:
+    """Add another evaluator's runs (a bundle from ck export) to the store, beside the local ones."""
+    from reprokit.study import bundle
+
+    given = options.bundle_in(i, i.get("data_uoa"))
+    # `ck import study --in=F`: the bundle names its study
+    study = load_study(str(i.get("data_uoa", "") or "") or bundle.bundle_study(given))
+    done = bundle.import_bundle(study_store(str(i.get("store", "") or ""), study), given)
+    if done["already"]:
+        print(f"study: bundle already imported as {done['path']}; nothing changed", flush=True)
+    else:
+        print(f"study: imported {done['records']} run(s) into {done['path']}; "
+              f"see them beside yours with: ck report study:{study.name}", flush=True)
+    return {"return": 0, "imported": str(done["path"]), "already": done["already"]}

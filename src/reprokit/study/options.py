@@ -1,0 +1,145 @@
+"""The options of `ck reproduce / export / import study:NAME` as plain values: which sweep to run, with what.
+
+CK hands a command's options over as one mapping of strings (``--models=a,b``
+is ``{"models": "a,b"}``, ``--quick`` is ``{"quick": "yes"}``, ``--env.K=V`` is
+``{"env.K": "V"}``); ck.access callers may give real values (an int, an
+``env`` dict). Nothing here talks to CK: the machine, the program's models and
+the study come in as values.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, TextIO
+
+from reprokit.errors import UserError
+from reprokit.study.claims import Study, Target, rate_bps, select, sweep_bandwidths
+
+SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "repetitions", "quick", "profile", "link_capacity")
+RESERVED_ENV = ("VARIANT", "PROFILE")  # the study sets them per run
+CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What a new sweep runs, from the options and the study's matrix."""
+    models: list[str]
+    variants: list[str]
+    bandwidths: list[str]
+    repetitions: int
+    profile: str
+    env: dict[str, str]  # run settings of every run (matrix env, then the user's --env.*)
+    quick: bool
+
+
+@dataclass(frozen=True)
+class Resume:
+    """--resume[=SWEEP]: continue a stored sweep with its own settings."""
+    sweep_id: str | None  # None: the newest sweep of the store
+
+
+def flag(options: Mapping, key: str) -> bool:
+    return str(options.get(key, "")).lower() in ("yes", "true", "1", "on")
+
+
+def env_overrides(options: Mapping) -> dict[str, str]:
+    """Run settings given as --env.K=V (the CLI hands them over as 'env.K' keys, ck.access callers as an 'env' dict)."""
+    env = options.get("env") or {}
+    if not isinstance(env, dict):
+        raise UserError("give run settings as --env.NAME=VALUE")
+    merged = {str(k): str(v) for k, v in env.items()}
+    merged.update({k[len("env."):]: str(v) for k, v in options.items() if k.startswith("env.") and len(k) > 4})
+    return merged
+
+
+def given(options: Mapping) -> dict:
+    """The sweep options the user gave, as the sweep records them: values as given, --env.K as 'env.K'."""
+    chosen = {k: options[k] for k in SWEEP_OPTIONS if options.get(k) not in (None, "", {})}
+    chosen.update({f"env.{k}": v for k, v in env_overrides(options).items()})
+    return chosen
+
+
+def resume_of(options: Mapping) -> Resume | None:
+    """The sweep --resume asks for, or None for a new sweep; other sweep options beside it are refused."""
+    raw = options.get("resume")
+    if raw in (None, "", "no", False):
+        return None
+    extra = list(given(options))
+    if extra:
+        raise UserError(f"--resume continues a sweep with its own settings; drop --{', --'.join(extra)}")
+    return Resume(None if raw in ("yes", True) else str(raw))
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    for key in RESERVED_ENV:
+        if key in env:
+            raise UserError(f"--env.{key} is set by the study per run; choose them with "
+                            f"{'--variants' if key == 'VARIANT' else '--profile'} instead")
+
+
+def any_rate(raw: object) -> list[str]:
+    """--bandwidths takes any tc rate: the allowed list is the request itself, checked by rate_bps."""
+    names = [n.strip() for n in str(raw or "").split(",") if n.strip()]
+    for name in names:
+        rate_bps(name)
+    return names
+
+
+def sweep_request(options: Mapping, study: Study, target: Target, program_models: set[str],
+                  console: TextIO = sys.stdout) -> SweepRequest:
+    """A new sweep's models, variants, bandwidths, repetitions, profile and settings, each checked.
+
+    Models the program has no cmd_key for are skipped with a note (their claims are reported as not
+    testable); the profile defaults to the matrix's, or smoke on the embedded default (full sweeps only).
+    """
+    from reprokit.run import settings as run_settings
+
+    quick = flag(options, "quick")
+    matrix = study.quick if quick else study.matrix
+    models = select(options.get("models"), study.matrix.models, "model(s)") or list(matrix.models)
+    for m in (m for m in models if m not in program_models):
+        print(f"study: skipping {m}: program:{study.program} has no cmd_key {m!r} yet "
+              f"(its claims are reported as not testable here)", file=console, flush=True)
+    models = [m for m in models if m in program_models]
+    if not models:
+        raise UserError(f"none of the chosen models can run: program:{study.program} has "
+                        f"{', '.join(sorted(program_models))}; choose with --models=")
+    variants = select(options.get("variants"), study.variants, "variant(s)") or list(matrix.variants)
+    requested_bw = select(options.get("bandwidths"), any_rate(options.get("bandwidths")), "bandwidth(s)")
+    bandwidths = list(sweep_bandwidths(target, requested_bw, matrix))
+    raw_reps = str(options.get("repetitions", "") or matrix.repetitions)
+    if not raw_reps.isdigit() or int(raw_reps) < 1:
+        raise UserError(f"--repetitions must be a whole number of at least 1, got {raw_reps!r}")
+    profile = str(options.get("profile", "") or "")
+    if not profile:
+        profile = matrix.profile if (quick or target.kind != "embedded") else "smoke"
+    if profile not in run_settings.PROFILES:
+        raise UserError(f"unknown --profile {profile!r}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
+    user_env = env_overrides(options)
+    check_env(user_env)
+    return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
+                        profile=profile, env={**dict(matrix.env), **user_env}, quick=quick)
+
+
+def report_dir(options: Mapping, store_root: Path) -> Path:
+    """Where the report goes: --out_dir, or the store's report/ folder."""
+    return Path(str(options.get("out_dir", "") or store_root / "report")).expanduser().resolve()
+
+
+def bundle_out(options: Mapping, study: str) -> Path:
+    """`ck export`'s bundle file: --out=FILE.tar.gz (ck's own --out modes are not names) or --out_file."""
+    out = str(options.get("out_file", "") or "")
+    if not out and options.get("out") not in (None, *CK_OUTPUT_MODES):
+        out = str(options["out"])
+    if not out.endswith((".tar.gz", ".tgz")):
+        raise UserError(f"name the bundle file: ck export study:{study} --out=FILE.tar.gz")
+    return Path(out)
+
+
+def bundle_in(options: Mapping, study: str | None) -> Path:
+    """`ck import`'s bundle file: --in=FILE.tar.gz."""
+    given_in = str(options.get("in", "") or "")
+    if not given_in:
+        raise UserError(f"name the bundle: ck import study:{study or 'NAME'} --in=FILE.tar.gz")
+    return Path(given_in)

@@ -1,0 +1,176 @@
+"""`ck reproduce / export / import study:NAME` without ck: options, resume refusals, the sweep a command opens."""
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from reprokit.errors import UserError
+from reprokit.study import options
+from reprokit.study.claims import make_target
+from reprokit.study.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
+from reprokit.study.store import Store, Sweep
+from reprokit.study.sweep import check_can_shape, open_sweep
+
+from support.study_data import ALL_MODELS, study
+
+EMBEDDED = make_target("", None, None)
+CLUSTER = {"hosts": ["node-a", "node-b"]}
+
+
+class Machines:
+    """machine_config as CK would answer it: registered clusters by name; the names asked for are kept."""
+
+    def __init__(self, **machines):
+        self.machines, self.asked = machines, []
+
+    def __call__(self, name):
+        self.asked.append(name)
+        if name not in self.machines:
+            raise UserError(f"there is no machine entry {name!r}")
+        return self.machines[name]
+
+
+def opened(tmp_path, given, program_models=ALL_MODELS, machines=None):
+    console = io.StringIO()
+    store = Store(tmp_path / "store", "sysml19-p3")
+    sweep, target = open_sweep(given, study(), store, program_models, machines or Machines(), console)
+    return sweep, target, store, console.getvalue()
+
+
+# --- --resume -------------------------------------------------------------------------------------
+
+def test_resume_is_none_for_a_new_sweep_and_names_the_sweep_or_the_newest():
+    for given in ({}, {"resume": ""}, {"resume": "no"}):
+        assert resume_of(given) is None
+    assert resume_of({"resume": "yes"}) == Resume(None)  # --resume
+    assert resume_of({"resume": "20250101-000000-abcdef"}) == Resume("20250101-000000-abcdef")
+
+
+def test_resume_refuses_every_sweep_option_beside_it():
+    with pytest.raises(UserError, match=r"--resume continues a sweep with its own settings; "
+                                        r"drop --models, --quick, --env.NUM_BATCHES$"):
+        resume_of({"resume": "yes", "models": "resnet", "quick": "yes", "env.NUM_BATCHES": "6", "store": "/s"})
+    with pytest.raises(UserError, match="drop --env.BATCH_SIZE"):
+        resume_of({"resume": "yes", "env": {"BATCH_SIZE": 8}})  # a ck.access caller's env dict
+
+
+def test_resume_without_a_stored_sweep_or_of_an_unknown_one_is_refused(tmp_path):
+    with pytest.raises(UserError, match="there is no sweep to resume in .*; start one with: ck reproduce study:sysml19-p3"):
+        opened(tmp_path, {"resume": "yes"})
+    opened(tmp_path, {"models": "resnet"})
+    with pytest.raises(UserError, match=r"there is no sweep 'nope' in .* \(sweeps: \d{8}-"):
+        opened(tmp_path, {"resume": "nope"})
+
+
+def test_resume_continues_the_newest_or_the_named_sweep_on_its_machine_as_registered_now(tmp_path, monkeypatch):
+    times = iter(["2025-01-01T10:00:00+0000", "2025-01-01T10:00:01+0000"])
+    monkeypatch.setattr("reprokit.study.sweep.now_iso", lambda: next(times))  # two sweeps, seconds apart
+    machines = Machines(c2=CLUSTER)
+    first, _, store, _ = opened(tmp_path, {"target": "c2", "models": "resnet", "link_capacity": "1gbit"},
+                                machines=machines)
+    second, _, _, _ = opened(tmp_path, {"models": "vgg"})
+    assert [s.sweep_id for s in store.sweeps()] == [first.sweep_id, second.sweep_id]
+    assert opened(tmp_path, {"resume": "yes"})[0] == second
+    machines.machines["c2"] = {"hosts": ["node-a", "node-b", "node-c"]}
+    sweep, target, _, _ = opened(tmp_path, {"resume": first.sweep_id}, machines=machines)
+    assert sweep == first and sweep.models == ("resnet",)
+    assert machines.asked == ["c2", "c2"]
+    assert (target.kind, target.hosts, target.link_capacity) == ("cluster", ("node-a", "node-b", "node-c"), "1gbit")
+
+
+# --- a new sweep ----------------------------------------------------------------------------------
+
+def test_new_sweep_records_its_plan_and_the_options_as_given(tmp_path):
+    sweep, target, store, _ = opened(tmp_path, {"models": "resnet", "variants": "baseline", "repetitions": "2",
+                                                "env.NUM_BATCHES": "6", "env": {"BATCH_SIZE": 8}, "store": "/x",
+                                                "out": "con"})
+    assert target == EMBEDDED
+    assert (sweep.models, sweep.variants, sweep.bandwidths, sweep.repetitions) == (("resnet",), ("baseline",),
+                                                                                   ("native",), 2)
+    assert sweep.profile == "smoke"  # a full sweep on the embedded default: smoke, not the matrix's paper
+    assert sweep.env == {"NUM_BATCHES": "6", "BATCH_SIZE": "8"}
+    assert sweep.options == {"models": "resnet", "variants": "baseline", "repetitions": "2",
+                             "env.BATCH_SIZE": "8", "env.NUM_BATCHES": "6"}
+    assert sweep.origin == store.origin() and sweep.restore_rate is None
+    stored = json.loads(store.sweep_path(sweep.sweep_id).read_text())
+    assert stored == sweep.to_dict() and Sweep.from_dict(stored) == sweep
+    assert [r.label() for r in sweep.runs()] == ["resnet baseline @ native #1", "resnet baseline @ native #2"]
+
+
+def test_quick_takes_the_quick_matrix_and_its_settings(tmp_path):
+    sweep, _, _, _ = opened(tmp_path, {"quick": "yes", "env.NUM_BATCHES": "4"})
+    assert sweep.quick and sweep.models == ("resnet", "vgg") and sweep.repetitions == 2
+    assert sweep.profile == "smoke"
+    assert sweep.env == {"BATCH_SIZE": "16", "DISP_BATCHES": "5", "NUM_BATCHES": "4"}  # --env.* over the matrix's
+
+
+def test_models_the_program_lacks_are_skipped_with_a_note_and_none_left_is_refused(tmp_path):
+    sweep, _, _, console = opened(tmp_path, {"models": "resnet,sockeye"}, program_models={"resnet", "vgg"})
+    assert sweep.models == ("resnet",)
+    assert "study: skipping sockeye: program:p3 has no cmd_key 'sockeye' yet" in console
+    with pytest.raises(UserError, match="none of the chosen models can run: program:p3 has resnet, vgg"):
+        opened(tmp_path, {"models": "sockeye"}, program_models={"resnet", "vgg"})
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"models": "alexnet"}, "unknown model(s) 'alexnet'"),
+    ({"variants": "p4"}, "unknown variant(s) 'p4'"),
+    ({"bandwidths": "fast"}, "bandwidth 'fast' is not a rate"),
+    ({"bandwidths": "1gbit"}, "--bandwidths needs a target whose links can be shaped"),
+    ({"repetitions": "0"}, "--repetitions must be a whole number of at least 1, got '0'"),
+    ({"repetitions": "two"}, "--repetitions must be a whole number"),
+    ({"profile": "huge"}, "unknown --profile 'huge'; valid ones: paper, smoke"),
+    ({"env.VARIANT": "p3"}, "--env.VARIANT is set by the study per run; choose them with --variants"),
+    ({"env.PROFILE": "paper"}, "--env.PROFILE is set by the study per run; choose them with --profile"),
+    ({"env": "x"}, "give run settings as --env.NAME=VALUE"),
+    ({"link_capacity": "1gbit"}, "--link_capacity describes a cluster's links"),
+    ({"target": "nowhere"}, "there is no machine entry 'nowhere'"),
+])
+def test_bad_options_are_refused_before_anything_is_stored(tmp_path, given, message):
+    with pytest.raises(UserError) as refused:
+        opened(tmp_path, given)
+    assert message in str(refused.value)
+    assert not (tmp_path / "store" / "sweeps").exists()
+
+
+def test_sweep_request_on_a_cluster_runs_at_its_native_rate_with_the_matrix_profile():
+    cluster = make_target("c2", CLUSTER, "4gbit")
+    request = sweep_request({"models": "vgg"}, study(), cluster, ALL_MODELS, io.StringIO())
+    assert (request.bandwidths, request.profile, request.repetitions) == (["4gbit"], "paper", 3)
+
+
+def test_a_testbed_sweep_keeps_the_rate_to_restore_and_shaping_needs_root(tmp_path):
+    state = tmp_path / "tb-state"
+    state.mkdir()
+    (state / "testbed.json").write_text(json.dumps({"name": "tb2", "hosts": 2, "rate": "10gbit"}))
+    machines = Machines(tb2={"hosts": ["10.77.0.1", "10.77.0.2"], "ssh_config": str(state / "ssh_config")})
+    sweep, target, _, _ = opened(tmp_path, {"target": "tb2", "models": "resnet", "bandwidths": "1gbit,4gbit"},
+                                 machines=machines)
+    assert (target.kind, target.testbed, target.shaping) == ("testbed", "tb2", True)
+    assert sweep.bandwidths == ("1gbit", "4gbit") and sweep.restore_rate == "10gbit" and sweep.profile == "paper"
+    with pytest.raises(UserError, match="shaping the links of testbed tb2 needs root"):
+        check_can_shape(target, euid=1000)
+    check_can_shape(target, euid=0)
+    check_can_shape(EMBEDDED, euid=1000)
+
+
+# --- report, export, import -----------------------------------------------------------------------
+
+def test_report_dir_and_bundle_files():
+    assert report_dir({}, Path("/s")) == Path("/s/report")
+    assert report_dir({"out_dir": "/r/"}, Path("/s")) == Path("/r")
+    assert bundle_out({"out": "/b/a.tar.gz"}, "x") == Path("/b/a.tar.gz")
+    assert bundle_out({"out": "con", "out_file": "a.tgz"}, "x") == Path("a.tgz")
+    for given in ({"out": "con"}, {"out": "json"}, {}, {"out": "a.zip"}):
+        with pytest.raises(UserError, match="name the bundle file: ck export study:x --out=FILE.tar.gz"):
+            bundle_out(given, "x")
+    assert bundle_in({"in": "b.tar.gz"}, None) == Path("b.tar.gz")
+    with pytest.raises(UserError, match=r"name the bundle: ck import study:NAME --in=FILE.tar.gz"):
+        bundle_in({}, None)
+
+
+def test_flags_as_ck_and_ck_access_give_them():
+    assert all(options.flag({"quick": v}, "quick") for v in ("yes", "true", "1", "on", True, "YES"))
+    assert not any(options.flag({"quick": v}, "quick") for v in ("", "no", False, None))
+    assert not options.flag({}, "quick")
