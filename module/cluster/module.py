@@ -1,10 +1,36 @@
-"""CK module `cluster`: what stock CK lacks for real clusters. Its actions live in reprokit.ck.cluster.
+"""CK module `cluster`: what stock CK lacks for real clusters (code: reprokit.ck.cluster).
 
-    ck check cluster:NAME [--accept_new_host_keys] [--port=N]
+Each action is one call into reprokit.ck.cluster; its docstring is what `ck ACTION cluster --help` prints.
+"""
+from reprokit.ck import cluster
+
+cfg, work, ck = {}, {}, None  # set by CK when it loads a module
+
+
+##############################################################################
+# Called by CK when it loads the module.
+
+def init(i):
+    return {"return": 0}
+
+
+##############################################################################
+# Preflight check of every host of machine:NAME, in parallel; fails naming each host that fails.
+
+def check(i):
+    """
+    ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=auto|recordio|synthetic] [--dataset_env=UID]
+    """
+    return cluster.check(i)
+
+
+##############################################################################
+# Create, reshape or tear down a cluster of network namespaces with an sshd each, on this machine (root).
+
+def testbed(i):
+    """
     ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
-"""
-from reprokit.ck.cluster import check, init, testbed  # noqa: F401
-
-cfg, work, ck = {}, {}, None  # set by CK when it loads a module
+    """
+    return cluster.testbed(i)

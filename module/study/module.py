@@ -1,12 +1,56 @@
 """CK module `study`: a paper's claims, the sweep that checks them, the report (code: reprokit.ck.study).
 
+Each action is one call into reprokit.ck.study; its docstring is what `ck ACTION study --help` prints.
+"""
+from reprokit.ck import study
+
+cfg, work, ck = {}, {}, None  # set by CK when it loads a module
+
+
+##############################################################################
+# Called by CK when it loads the module.
+
+def init(i):
+    return {"return": 0}
+
+
+##############################################################################
+# Run the study's matrix through ck run, one stored record per run; then write the report.
+
+def reproduce(i):
+    """
     ck reproduce study:NAME [--target=MACHINE] [--models=a,b] [--bandwidths=1gbit,4gbit] [--variants=baseline,p3]
                             [--repetitions=N] [--quick] [--profile=smoke|paper] [--link_capacity=RATE]
                             [--env.K=V ...] [--resume[=SWEEP]] [--store=DIR]
-    ck report study:NAME [--out_dir=DIR] [--store=DIR]
-    ck export study:NAME --out=FILE.tar.gz [--store=DIR]
-    ck import study:NAME --in=FILE.tar.gz [--store=DIR]
-"""
-from reprokit.ck.study import export, import_bundle, init, report, reproduce  # noqa: F401
+    """
+    return study.reproduce(i)
 
-cfg, work, ck = {}, {}, None  # set by CK when it loads a module
+
+##############################################################################
+# Write the Markdown and HTML reports: results, plots, verdicts per claim, badge recommendation.
+
+def report(i):
+    """
+    ck report study:NAME [--out_dir=DIR] [--store=DIR]
+    """
+    return study.report(i)
+
+
+##############################################################################
+# Write every local run of the study (records and run folders) into a bundle.
+
+def export(i):
+    """
+    ck export study:NAME --out=FILE.tar.gz [--store=DIR]
+    """
+    return study.export(i)
+
+
+##############################################################################
+# Add another evaluator's runs from a bundle (checked before anything is stored); `ck import study`.
+
+def import_bundle(i):
+    """
+    ck import study:NAME --in=FILE.tar.gz [--store=DIR]
+    """
+    return study.import_bundle(i)

@@ -63,3 +63,11 @@ def test_show_machine_works(bare_ck):
     proc = bare_ck("show", "machine")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("module", ["cluster", "study"])
+def test_our_modules_actions_answer_help(bare_ck, module):
+    actions = json.loads((REPO_ROOT / "module" / module / ".cm" / "meta.json").read_text())["actions"]
+    for action in actions:
+        proc = bare_ck(action, module, "--help")
+        assert proc.returncode == 0 and f"ck {action} {module}:NAME" in proc.stdout, (action, proc.stdout + proc.stderr)

@@ -19,10 +19,6 @@ from reprokit.errors import UserError
 from reprokit.values import whole_number
 
 
-def init(i: dict) -> dict:
-    return {"return": 0}
-
-
 @ck_command
 def check(i: dict) -> dict:
     """Preflight check of every host of machine:NAME, in parallel; fails if any host fails."""

@@ -14,10 +14,6 @@ from reprokit.study import claims, options
 from reprokit.study.store import Store
 
 
-def init(i: dict) -> dict:
-    return {"return": 0}
-
-
 def load_study(name: str) -> claims.Study:
     if not name:
         raise UserError("name the study: ck ACTION study:NAME (ck list study)")
