@@ -15,7 +15,6 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
 
