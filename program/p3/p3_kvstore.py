@@ -381,7 +381,7 @@ def _hook_module_forward(reports, state):
         if not train:
             state["inference"] = True
             return original(self, data_batch, is_train=is_train)
-        active = [r for r in reports() if self._params_initialized and self.optimizer_initialized]
+        active = reports()
         for report in active:
             report.before_forward()
         result = original(self, data_batch, is_train=is_train)
