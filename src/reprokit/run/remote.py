@@ -161,7 +161,9 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
 
         outcome = supervise(plan, start, stop)
         outcome.began_at = began_at
-        fetched = on_each(sorted({r.host for r in plan.workers}),
+        # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
+        wanted = TIMELINE_FILE in plan.command
+        fetched = on_each(sorted({r.host for r in plan.workers if wanted and conns[r.host].is_alive()}),
                           lambda h: _fetch_outputs(conns[h], remote_dir, run_dir))
         for host, error in fetched.failed.items():
             outcome.warnings.append(f"{host}: could not fetch the workers' timelines: {error}")
