@@ -27,11 +27,11 @@ def reproduce(i):
 
 
 ##############################################################################
-# Write the Markdown and HTML reports: results, plots, verdicts per claim, badge recommendation.
+# Write the Markdown, HTML and JSON reports: results, plots, timelines, verdicts per claim, badge recommendation.
 
 def report(i):
     """
-    ck report study:NAME [--out_dir=DIR] [--store=DIR]
+    ck report study:NAME [--out_dir=DIR] [--store=DIR] [--timeline_config=MODEL,BANDWIDTH]
     """
     return study.report(i)
 

@@ -207,3 +207,46 @@ def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp
         assert r["config"]["target"]["kind"] == "testbed" and r["provenance"]["hosts"] == ["10.77.0.1", "10.77.0.2"]
     md = (store / "report" / "report.md").read_text()
     assert "the claim is for 4 machines; this target has 2" in md
+
+
+@pytest.mark.root
+def test_quick_on_a_testbed_probes_chooses_bandwidths_records_timelines_and_draws_them(ck, tmp_path):
+    """Needs root: `--quick` on a 2-host testbed (resnet, 1 repetition, tiny runs): a baseline probe on the unshaped
+    links, bandwidths chosen from it and stored in the sweep, timelines on repetition 1, the report's timeline plot."""
+    import subprocess
+
+    from support.testbed import make_testbed
+
+    make_testbed(ck, "stq2", 2)
+    store = tmp_path / "store"
+    try:
+        proc = ck("reproduce", STUDY, f"--store={store}", "--target=stq2", "--quick", "--models=resnet",
+                  "--repetitions=1", *TINY, timeout=1200)
+        qdisc = subprocess.run(["ip", "netns", "exec", "rk-stq2-h2", "tc", "qdisc", "show", "dev", "eth0"],
+                               capture_output=True, text=True, timeout=10).stdout
+    finally:
+        ck("testbed", "cluster:stq2", "--down", timeout=60)
+        ck("rm", "machine:stq2", "--force")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "study: resnet: a baseline probe on the unshaped links" in proc.stdout
+    assert "study: note: n=1 < 3 runs per configuration: the report will give no verdict" in proc.stdout
+    assert "tbf" not in qdisc, "the links were not restored after the sweep"
+    [sweep_file] = (store / "sweeps").glob("*.json")
+    sweep = json.loads(sweep_file.read_text())
+    [choice] = sweep["choices"]
+    assert choice["model"] == "resnet" and choice["parameters"] == 25575912 and choice["hosts"] == 2
+    assert choice["bandwidths"] and choice["compute_s_per_iter"] > 0 and choice["comm_s_per_iter"] > 0
+    assert (store / choice["probe_run"] / "p3-result.json").exists()
+    stored = [json.loads(p.read_text()) for p in records_in(store).values()]
+    assert sorted((r["config"]["bandwidth"], r["config"]["variant"]) for r in stored) == \
+        sorted((b, v) for b in choice["bandwidths"] for v in ("baseline", "p3"))
+    for r in stored:
+        assert r["status"] == "ok", r["failure_reason"]
+        assert r["provenance"]["env_overrides"]["TIMELINE"] == "1" and r["result"]["timelines"]
+        assert r["result"]["compute_s_per_iter"] > 0
+    report = json.loads((store / "report" / "report.json").read_text())
+    assert report["timeline"]["model"] == "resnet" and report["bandwidth_choices"][0]["model"] == "resnet"
+    assert (store / "report" / "plots" / "timeline.png").exists()
+    [verdict] = [v for v in report["verdicts"] if v["claim"] == "resnet-up-to-25"]
+    assert verdict["verdict"] == "inconclusive" and verdict["reason"].startswith("CPU testbed")
+    assert all(v["verdict"] == "not testable here" for v in report["verdicts"] if v["claim"] == "resnet-4gbit")

@@ -12,6 +12,10 @@ ALL_MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
 TESTBED4 = studies.Target(name="tb", kind="testbed", hosts=tuple(f"10.77.0.{i}" for i in range(1, 5)), shaping=True,
                           link_capacity=None, testbed="tb")
 EMBEDDED = studies.Target(name="", kind="embedded", hosts=("127.0.0.1",), shaping=False, link_capacity=None)
+# A cluster of 4 whose links were shaped, as the paper's were (another evaluator's, imported): claims at a bandwidth
+# are judged at that bandwidth there, unlike on a CPU testbed.
+CLUSTER4 = studies.Target(name="c4", kind="cluster", hosts=tuple(f"gpu{i}" for i in range(1, 5)), shaping=True,
+                          link_capacity=None)
 
 
 def study(**tolerance):
@@ -20,8 +24,12 @@ def study(**tolerance):
     return studies.from_meta("sysml19-p3", meta)
 
 
-def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local"):
-    """One record per throughput value; a value of None is a failed run."""
+def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
+            ratio=None):
+    """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
+    that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1)."""
+    comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
+                                     "comm_wait_s_per_iter": 0.1, "overlap": 0.5}
     out = []
     for name, values in (("baseline", baseline), (variant, p3)):
         for rep, value in enumerate(values, 1):
@@ -32,7 +40,7 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
                                     target=target),
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
-                result={"throughput_samples_per_sec": value, "params_in_sync": True} if value is not None else None,
+                result={"throughput_samples_per_sec": value, "params_in_sync": True, **comm} if value is not None else None,
             ))
     return out
 
@@ -40,3 +48,36 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
 def verdict_of(analysis, claim_id):
     [v] = [v for v in analysis.verdicts if v.claim == claim_id]
     return v
+
+
+def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
+    """A worker's Chrome trace as program/p3/p3_timeline.py writes it (its own CommMeter), for a small net
+    of 3 layers: the baseline sends the output layer's gradients first (FIFO), p3 the input layer's first.
+    ``slow`` stretches the communication. Returns the meter (its per-iteration figures)."""
+    from reprokit.run.engine_side import program_module
+
+    names = ["net_conv0_weight", "net_conv0_bias", "net_conv1_weight", "net_conv1_bias", "net_dense0_weight",
+             "net_dense0_bias"]
+    n = len(names)
+    meter = program_module("p3_timeline").CommMeter(
+        n, names, ready_params=None if variant == "p3" else {0, n - 1}, keep_trace=True, pid=0,
+        label=f"worker 0 ({variant})")
+    for k in range(iterations):
+        t = start + 0.8 * k  # forward k + 1 is pushed as backward k ends: it may wait for weights
+        meter.forward_pushed(k, t)
+        for g in range(3):
+            meter.forward_end(k, g, t + 0.1 * (g + 1))
+        ready = {i: t + 0.4 + 0.05 * (n - 1 - i) for i in range(n)}  # backward: the output layer first
+        for i in meter.ready_params:
+            meter.grad_ready(k, i, ready[i])
+        order = range(n) if variant == "p3" else range(n - 1, -1, -1)
+        done = t + 0.7
+        for rank, i in enumerate(order):
+            released = max(ready[i], t + 0.65 + 0.01 * rank)
+            done = max(done, released) + 0.1 * slow
+            meter.weight_ready(k, i, done)
+            if variant == "p3":
+                meter.slice_done(k, i, f"{names[i]}:0", 4096, i, ready[i], released, done - 0.05, done)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meter.write_trace(str(path))
+    return meter

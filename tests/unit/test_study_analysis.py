@@ -6,10 +6,20 @@ from dataclasses import replace
 import pytest
 
 from reprokit.study import claims as studies
-from support.study_data import ALL_MODELS, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
+from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 from reprokit.errors import UserError
 from reprokit.study.analysis import (INCONCLUSIVE, NOT_REPLICATED, NOT_TESTABLE, REPLICATED, analyse, mean_interval,
                                      ratio_interval, t_quantile)
+
+
+def log_interval(values, confidence=0.95):
+    """The expected log-scale interval, computed here from its definition."""
+    logs = [math.log(v) for v in values]
+    n, m = len(logs), sum(logs) / len(logs)
+    s = math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1))
+    half = t_quantile(0.5 + confidence / 2, n - 1) * s / math.sqrt(n)
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
 
 def test_t_quantiles_match_tables():
     assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
@@ -19,19 +29,52 @@ def test_t_quantiles_match_tables():
     assert t_quantile(0.025, 4) == pytest.approx(-2.776, abs=1e-3)
 
 
-def test_mean_interval_and_ratio_interval():
+def test_mean_interval_is_the_log_scale_t_interval_of_the_geometric_mean():
     stats = mean_interval([10.0, 12.0, 14.0], 0.95)
-    assert (stats.n, stats.mean, stats.std) == (3, 12.0, 2.0)
-    assert stats.high - stats.mean == pytest.approx(4.303 * 2 / math.sqrt(3), abs=1e-3)
+    assert (stats.n, stats.mean, stats.std) == (3, 12.0, 2.0)  # as measured
+    gmean, low, high = log_interval([10.0, 12.0, 14.0])
+    assert (stats.geometric_mean, stats.low, stats.high) == pytest.approx((gmean, low, high))
+    assert stats.low < stats.geometric_mean < stats.mean < stats.high
+    assert stats.high / stats.geometric_mean == pytest.approx(stats.geometric_mean / stats.low)  # multiplicative
     single = mean_interval([5.0], 0.95)
-    assert single.n == 1 and math.isnan(single.low)
+    assert single.n == 1 and single.geometric_mean == pytest.approx(5.0) and math.isnan(single.low)
+    with pytest.raises(ValueError, match="positive"):
+        mean_interval([10.0, 0.0], 0.95)
+
+
+def test_ratio_interval_is_the_welch_interval_of_log_means():
     ratio, low, high = ratio_interval([12.0, 12.5, 13.0], [10.0, 10.0, 10.0])
-    assert ratio == pytest.approx(1.25) and low < 1.25 < high
-    assert ratio_interval([2.0], [1.0, 1.1])[1] != ratio_interval([2.0], [1.0, 1.1])[1]  # NaN: too few values
+    assert ratio == pytest.approx(log_interval([12.0, 12.5, 13.0])[0] / 10.0) and low < ratio < high
+    # one side without spread: the Welch interval is the other side's log-scale interval over the constant
+    assert (low, high) == pytest.approx((log_interval([12.0, 12.5, 13.0])[1] / 10, log_interval([12.0, 12.5, 13.0])[2] / 10))
+    inverse = ratio_interval([10.0, 10.0, 10.0], [12.0, 12.5, 13.0])
+    assert inverse == pytest.approx((1 / ratio, 1 / high, 1 / low))  # swapping the variants inverts it exactly
+    assert math.isnan(ratio_interval([2.0], [1.0, 1.1])[1])  # too few values
+    assert ratio_interval([2.0, 2.0], [1.0, 1.0]) == (2.0, 2.0, 2.0)
+
+
+def test_small_n_wide_spread_and_ratio_near_zero_never_fall_below_zero():
+    two = mean_interval([50.0, 150.0], 0.95)  # n=2: t(0.975, 1) = 12.7
+    assert 0 < two.low < 1.0 and two.high > 10_000  # very wide, but above zero
+    raw_half = t_quantile(0.975, 2) * 49.5 / math.sqrt(3)  # the raw-scale interval would reach below zero
+    spread = mean_interval([1.0, 50.0, 100.0], 0.95)
+    assert spread.mean - raw_half < 0 < spread.low < spread.geometric_mean < spread.high
+    ratio, low, high = ratio_interval([0.01, 0.5, 0.02], [100.0, 101.0, 99.0])
+    assert 0 < low < ratio < 1e-3 and high < 1.0
+    ratio, low, high = ratio_interval([1e-9, 3e-9], [1.0, 1.2])  # n=2 a side and a ratio of 1e-9
+    assert 0 < low < ratio < high
+
+
+def test_too_few_runs_say_so_plainly_in_the_summary_and_the_speedups():
+    analysis = analyse(study(), records("resnet", "4gbit", [100.0, 101.0], [126.0, 125.0, 127.0], target=CLUSTER4),
+                       ALL_MODELS)
+    notes = dict(zip(analysis.summary["variant"], analysis.summary["note"]))
+    assert notes == {"baseline": "n=2 < 3: no verdict", "p3": ""}
+    assert set(analysis.speedups["note"]) == {"n=2 < 3: no verdict"}
 
 
 def test_clear_pass_is_replicated():
-    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0, 100.5], [126.0, 125.0, 127.0, 126.5])
+    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0, 100.5], [126.0, 125.0, 127.0, 126.5], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == REPLICATED, v.reason
     assert v.speedup == pytest.approx(1.26, abs=0.01) and v.n == 4
@@ -39,27 +82,27 @@ def test_clear_pass_is_replicated():
 
 
 def test_clear_fail_is_not_replicated():
-    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5])
+    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == NOT_REPLICATED
     assert "below the claimed 1.26x" in v.reason
 
 
 def test_wide_interval_is_inconclusive():
-    runs = records("resnet", "4gbit", [100.0, 60.0, 140.0], [126.0, 80.0, 170.0])
+    runs = records("resnet", "4gbit", [100.0, 60.0, 140.0], [126.0, 80.0, 170.0], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == INCONCLUSIVE
     assert "wider than" in v.reason
 
 
 def test_too_few_runs_is_inconclusive_even_with_a_matching_mean():
-    runs = records("resnet", "4gbit", [100.0, 100.2], [126.0, 126.1])
+    runs = records("resnet", "4gbit", [100.0, 100.2], [126.0, 126.1], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == INCONCLUSIVE and "the study needs 3" in v.reason
+    assert v.verdict == INCONCLUSIVE and "n=2 < 3: no verdict" in v.reason
 
 
 def test_failed_runs_do_not_count_towards_n():
-    runs = records("resnet", "4gbit", [100.0, 101.0, None], [126.0, 125.0, 127.0])
+    runs = records("resnet", "4gbit", [100.0, 101.0, None], [126.0, 125.0, 127.0], target=CLUSTER4)
     analysis = analyse(study(), runs, ALL_MODELS)
     assert verdict_of(analysis, "resnet-4gbit").verdict == INCONCLUSIVE
     row = analysis.summary[(analysis.summary["variant"] == "baseline")].iloc[0]
@@ -67,7 +110,7 @@ def test_failed_runs_do_not_count_towards_n():
 
 
 def test_missing_configuration_is_inconclusive_and_says_what_to_run():
-    runs = records("resnet", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])  # not at the claim's 4gbit
+    runs = records("resnet", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=CLUSTER4)  # not at the claim's 4gbit
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == INCONCLUSIVE
     assert v.reason.startswith("not measured") and "--bandwidths=4gbit" in v.reason
@@ -81,7 +124,7 @@ def test_up_to_claim_uses_the_best_tested_bandwidth():
 
 
 def test_smoke_profile_cannot_replicate_a_paper_claim():
-    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], profile="smoke")
+    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], profile="smoke", target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == INCONCLUSIVE and "smoke profile" in v.reason
 
@@ -114,9 +157,10 @@ def test_other_cluster_size_and_missing_model_are_not_testable():
 
 
 def test_imported_runs_are_their_own_setup_and_a_failure_anywhere_wins_overall():
-    local = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
+    local = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=CLUSTER4)
     remote = [replace(r, imported_from="bundle-1")
-              for r in records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5], origin="o-remote")]
+              for r in records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5], origin="o-remote",
+                               target=CLUSTER4)]
     analysis = analyse(study(), local + remote, ALL_MODELS)
     per_setup = {v.setup: v.verdict for v in analysis.verdicts if v.claim == "resnet-4gbit"}
     assert sorted(per_setup.values()) == [NOT_REPLICATED, REPLICATED]
@@ -129,7 +173,8 @@ def test_badges_functional_and_reproduced():
     for claim in study().claims:
         bw = claim.bandwidth or "4gbit"
         base = [100.0, 100.5, 99.5]
-        every_claim += records(claim.model, bw, base, [b * claim.speedup for b in base], variant=claim.variant)
+        every_claim += records(claim.model, bw, base, [b * claim.speedup for b in base], variant=claim.variant,
+                               target=CLUSTER4)
     analysis = analyse(study(), every_claim, ALL_MODELS)
     assert set(analysis.overall.values()) == {REPLICATED}
     names = {b.name: b.status for b in analysis.badges}
@@ -163,3 +208,89 @@ def test_interleaved_plan_and_bandwidth_choice():
         studies.sweep_bandwidths(embedded, ["1gbit"], study().matrix)
     with pytest.raises(UserError, match="unknown model"):
         studies.select("resnet,alexnet", study().matrix.models, "model(s)")
+
+
+# --- verdicts on a CPU testbed --------------------------------------------------------------------
+
+def test_a_claim_at_a_bandwidth_is_not_testable_on_a_cpu_testbed_without_the_papers_ratio():
+    runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], ratio=0.5)
+    v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
+    assert v.verdict == NOT_TESTABLE
+    assert "CPU testbed" in v.reason and "no sourced figure for the paper setting's ratio" in v.reason
+    assert v.reason.endswith("add claims[].paper_comm_to_compute with its source")
+
+
+def study_with_paper_ratio(value: float):
+    meta = json.loads(json.dumps(STUDY_META))
+    [claim] = [c for c in meta["claims"] if c["id"] == "resnet-4gbit"]
+    claim["paper_comm_to_compute"] = {"value": value, "source": "a constructed fact for this test"}
+    return studies.from_meta("sysml19-p3", meta)
+
+
+def test_with_a_sourced_paper_ratio_a_bandwidth_claim_is_judged_where_the_testbed_has_that_ratio():
+    runs = (records("resnet", "1gbit", [100.0, 101.0, 99.0], [100.0, 99.5, 100.5], ratio=0.6)
+            + records("resnet", "300mbit", [50.0, 50.5, 49.5], [63.0, 63.5, 62.5], ratio=2.1))
+    v = verdict_of(analyse(study_with_paper_ratio(2.0), runs, ALL_MODELS), "resnet-4gbit")
+    assert v.verdict == REPLICATED and v.bandwidth == "300mbit" and v.comm_to_compute == pytest.approx(2.1)
+    assert "at 300mbit (communication/computation 2.10)" in v.reason
+    far = verdict_of(analyse(study_with_paper_ratio(5.0), runs, ALL_MODELS), "resnet-4gbit")
+    assert far.verdict == INCONCLUSIVE
+    assert "has communication/computation 5.00 (a constructed fact for this test)" in far.reason
+    assert "the nearest measured here is 2.10 at 300mbit" in far.reason
+    bad = json.loads(json.dumps(STUDY_META))
+    bad["claims"][3]["paper_comm_to_compute"] = {"value": 2.0}
+    with pytest.raises(UserError, match="'paper_comm_to_compute' needs a positive 'value' and the 'source'"):
+        studies.from_meta("x", bad)
+
+
+def quick_testbed_runs(best: float, ratios=(0.8, 1.5, 3.9), n_best: int = 3):
+    """A quick (smoke) sweep on a 3-host testbed: vgg at three chosen bandwidths, p3 best at the lowest."""
+    three = replace(TESTBED4, hosts=TESTBED4.hosts[:3])
+    base = [40.0, 40.4, 39.6]
+    out = []
+    for bw, ratio, speedup in zip(("5800mbit", "1900mbit", "720mbit"), ratios, (0.9, 1.2, best)):
+        p3 = [b * speedup for b in base][: n_best if bw == "720mbit" else 3]
+        out += records("vgg", bw, base, p3, target=three, profile="smoke", ratio=ratio)
+    return out
+
+
+def test_up_to_claims_on_a_cpu_testbed_are_judged_at_the_best_bandwidth_in_any_profile():
+    v = verdict_of(analyse(study(), quick_testbed_runs(best=1.62), ALL_MODELS), "vgg-up-to-66")
+    assert v.verdict == REPLICATED, v.reason
+    assert (v.bandwidth, v.n) == ("720mbit", 3) and v.comm_to_compute == pytest.approx(3.9)
+    assert v.basis == ("CPU testbed, smoke profile, best of 3 bandwidth(s) with measured communication/computation "
+                       "0.80 to 3.90")
+    assert v.reason.startswith(v.basis + ": measured 1.62x [")
+    low = verdict_of(analyse(study(), quick_testbed_runs(best=1.05), ALL_MODELS), "vgg-up-to-66")
+    assert low.verdict == NOT_REPLICATED and low.reason.startswith("CPU testbed") and "below" in low.reason
+    # the bandwidth-stated claims stay out of reach: 4 machines, and no sourced ratio
+    assert verdict_of(analyse(study(), quick_testbed_runs(best=1.62), ALL_MODELS), "vgg-15gbit").verdict == NOT_TESTABLE
+
+
+def test_up_to_claims_need_a_communication_bound_setting_and_enough_runs_at_the_best_one():
+    compute_bound = quick_testbed_runs(best=1.62, ratios=(0.2, 0.4, 0.7))
+    v = verdict_of(analyse(study(), compute_bound, ALL_MODELS), "vgg-up-to-66")
+    assert v.verdict == INCONCLUSIVE and "kept the baseline compute-bound (communication/computation at most 0.70)" \
+        in v.reason
+    thin = quick_testbed_runs(best=1.62, n_best=2)  # the best bandwidth has n=2: judged where n suffices
+    v = verdict_of(analyse(study(), thin, ALL_MODELS), "vgg-up-to-66")
+    assert v.bandwidth == "1900mbit" and v.verdict == NOT_REPLICATED
+    all_thin = [r for r in thin if r.config.repetition < 3]
+    v = verdict_of(analyse(study(), all_thin, ALL_MODELS), "vgg-up-to-66")
+    assert v.verdict == INCONCLUSIVE and "n=2 < 3: no verdict" in v.reason
+
+
+def test_a_study_may_not_give_verdicts_on_fewer_than_3_runs():
+    bad = json.loads(json.dumps(STUDY_META))
+    bad["tolerance"]["min_runs"] = 2
+    with pytest.raises(UserError, match="tolerance 'min_runs' is 2; a verdict needs at least 3 runs per configuration"):
+        studies.from_meta("x", bad)
+
+
+def test_plan_runs_takes_each_models_own_bandwidths():
+    plan = studies.plan_runs(["resnet", "vgg"], ["baseline", "p3"], ["1gbit"], 2,
+                             per_model={"vgg": ["720mbit", "native"]})
+    assert [r.label() for r in plan[:6]] == ["resnet baseline @ 1gbit #1", "resnet p3 @ 1gbit #1",
+                                             "vgg baseline @ 720mbit #1", "vgg p3 @ 720mbit #1",
+                                             "vgg baseline @ native #1", "vgg p3 @ native #1"]
+    assert len(plan) == 12 and plan[6].label() == "resnet p3 @ 1gbit #2"

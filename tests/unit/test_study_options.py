@@ -31,10 +31,10 @@ class Machines:
         return self.machines[name]
 
 
-def opened(tmp_path, given, program_models=ALL_MODELS, machines=None):
+def opened(tmp_path, given, program_models=ALL_MODELS, machines=None, probe=None):
     console = io.StringIO()
     store = Store(tmp_path / "store", "sysml19-p3")
-    sweep, target = open_sweep(given, study(), store, program_models, machines or Machines(), console)
+    sweep, target = open_sweep(given, study(), store, program_models, machines or Machines(), console, probe=probe)
     return sweep, target, store, console.getvalue()
 
 
@@ -100,7 +100,8 @@ def test_new_sweep_records_its_plan_and_the_options_as_given(tmp_path):
 
 def test_quick_takes_the_quick_matrix_and_its_settings(tmp_path):
     sweep, _, _, _ = opened(tmp_path, {"quick": "yes", "env.NUM_BATCHES": "4"})
-    assert sweep.quick and sweep.models == ("resnet", "vgg") and sweep.repetitions == 2
+    assert sweep.quick and sweep.models == ("resnet", "vgg") and sweep.repetitions == 3
+    assert sweep.timeline_repetition == 1 and sweep.choices == ()  # loopback: no bandwidths to choose
     assert sweep.profile == "smoke"
     assert sweep.env == {"BATCH_SIZE": "16", "DISP_BATCHES": "5", "NUM_BATCHES": "4"}  # --env.* over the matrix's
 
@@ -174,3 +175,108 @@ def test_flags_as_ck_and_ck_access_give_them():
     assert all(options.flag({"quick": v}, "quick") for v in ("yes", "true", "1", "on", True, "YES"))
     assert not any(options.flag({"quick": v}, "quick") for v in ("", "no", False, None))
     assert not options.flag({}, "quick")
+
+
+# --- a quick sweep on a testbed: bandwidths from a probe ------------------------------------------
+
+def machines_with_testbed(tmp_path, hosts=3):
+    state = tmp_path / "tb-state"
+    state.mkdir(exist_ok=True)
+    (state / "testbed.json").write_text(json.dumps({"name": "tb3", "hosts": hosts, "rate": None}))
+    return Machines(tb3={"hosts": [f"10.77.0.{i}" for i in range(1, hosts + 1)], "ssh_config": str(state / "ssh_config")})
+
+
+class Probe:
+    """A baseline probe as the sweep runs it: per model, the unified result of an unshaped run."""
+
+    def __init__(self, **results):
+        self.results, self.dirs = results, []
+
+    def __call__(self, model, run_dir):
+        self.dirs.append(run_dir)
+        return self.results[model]
+
+
+PROBES = {"resnet": {"compute_s_per_iter": 0.34, "comm_s_per_iter": 0.12, "image_shape": "3,32,32"},
+          "vgg": {"compute_s_per_iter": 0.79, "comm_s_per_iter": 0.65, "image_shape": "3,32,32"}}
+
+
+def test_quick_on_a_testbed_chooses_each_models_bandwidths_from_a_probe_and_stores_the_choice(tmp_path):
+    probe = Probe(**PROBES)
+    sweep, target, store, console = opened(tmp_path, {"target": "tb3", "quick": "yes"},
+                                           machines=machines_with_testbed(tmp_path), probe=probe)
+    assert target.kind == "testbed" and sweep.repetitions == 3 and sweep.timeline_repetition == 1
+    assert [d.relative_to(store.root).as_posix() for d in probe.dirs] == [
+        f"runs/{sweep.sweep_id}--probe--resnet/attempt-1", f"runs/{sweep.sweep_id}--probe--vgg/attempt-1"]
+    resnet, vgg = sweep.choices
+    # resnet: 25,575,912 parameters, 2 x 4 bytes each, 2/3 of it through a host's egress
+    assert resnet.wire_bytes_per_iter == pytest.approx(2 * 4 * 25_575_912 * 2 / 3)
+    # B = 8 x wire / (r x t_c - t_0): 1.4 -> 3.07 Gbit/s, 4 -> 0.88 Gbit/s; 0.5 would need 22 Gbit/s: native instead
+    assert resnet.bandwidths == ("native", "3100mbit", "880mbit")
+    assert resnet.notes == ("target 0.5: it needs 22000mbit, above 10gbit; served by native bandwidth",)
+    for choice in (resnet, vgg):
+        assert choice.ratios == (0.5, 1.4, 4.0) and choice.probe_run.endswith("attempt-1")
+        assert list(choice.predicted) == sorted(choice.predicted) and choice.predicted[-1] == pytest.approx(4.0, rel=0.05)
+    # vgg's unshaped links already give 0.65/0.79 = 0.82 > 0.5: native bandwidth stands for the lowest target
+    assert vgg.bandwidths[0] == "native" and vgg.predicted[0] == pytest.approx(0.65 / 0.79)
+    assert "target 0.5: the unshaped links already give 0.82; served by native bandwidth" in vgg.notes
+    assert f"study: {vgg.summary()}" in console
+    assert {r.bandwidth for r in sweep.runs() if r.model == "vgg"} == set(vgg.bandwidths)
+    assert len(sweep.runs()) == 2 * 3 * (len(resnet.bandwidths) + len(vgg.bandwidths))
+    assert set(sweep.bandwidths) == set(resnet.bandwidths) | set(vgg.bandwidths)
+    assert Sweep.from_dict(json.loads(store.sweep_path(sweep.sweep_id).read_text())) == sweep
+
+
+def test_explicit_bandwidths_or_a_user_timeline_setting_override_the_quick_matrix(tmp_path):
+    probe = Probe()
+    sweep, _, _, _ = opened(tmp_path, {"target": "tb3", "quick": "yes", "bandwidths": "1gbit",
+                                       "env.TIMELINE": "0"}, machines=machines_with_testbed(tmp_path), probe=probe)
+    assert probe.dirs == [] and sweep.choices == () and sweep.bandwidths == ("1gbit",)
+    assert sweep.timeline_repetition is None and sweep.env["TIMELINE"] == "0"
+
+
+def test_a_probe_without_figures_or_a_model_without_a_parameter_count_is_refused(tmp_path):
+    machines = machines_with_testbed(tmp_path)
+    with pytest.raises(UserError, match=r"^the baseline probe of resnet measured no compute_s_per_iter .*"
+                                        r"give the bandwidths yourself: --bandwidths=RATE,RATE,...$"):
+        opened(tmp_path, {"target": "tb3", "quick": "yes"}, machines=machines,
+               probe=Probe(resnet={"comm_s_per_iter": 0.1, "image_shape": "3,32,32"}))
+    with pytest.raises(UserError, match=r"no parameter count of resnet at image shape 3,64,64; add it under "
+                                        r"parameters.resnet in its meta, or give --bandwidths"):
+        opened(tmp_path, {"target": "tb3", "quick": "yes", "models": "resnet"}, machines=machines,
+               probe=Probe(resnet={**PROBES["resnet"], "image_shape": "3,64,64"}))
+
+
+def test_fewer_than_3_repetitions_on_a_testbed_are_announced_as_no_verdict(tmp_path):
+    _, _, _, console = opened(tmp_path, {"target": "tb3", "models": "resnet", "bandwidths": "1gbit",
+                                         "repetitions": "2"}, machines=machines_with_testbed(tmp_path))
+    assert "study: note: n=2 < 3 runs per configuration: the report will give no verdict" in console
+
+
+def test_timeline_config_option():
+    assert options.timeline_config({}) is None
+    assert options.timeline_config({"timeline_config": "vgg, 720mbit"}) == ("vgg", "720mbit")
+    assert options.timeline_config({"timeline_config": "resnet,native"}) == ("resnet", "native")
+    with pytest.raises(UserError, match=r"is not MODEL,BANDWIDTH; give e.g. --timeline_config=vgg,720mbit"):
+        options.timeline_config({"timeline_config": "vgg"})
+    with pytest.raises(UserError, match="not a rate"):
+        options.timeline_config({"timeline_config": "vgg,fast"})
+
+
+def test_bandwidth_choice_rule_rounding_and_the_links_capacity():
+    from reprokit.study.choice import choose, rate_name
+
+    assert [rate_name(x) for x in (5.83e9, 7.2e8, 1.46e6, 8.1e5, 10)] == ["5800mbit", "720mbit", "1.5mbit", "810kbit",
+                                                                         "1kbit"]
+    result = {"compute_s_per_iter": 1.0, "comm_s_per_iter": 0.1, "image_shape": "3,32,32"}
+    params = {"m": {"3,32,32": 1_000_000}}  # 8 MB per iteration; 2 hosts: half of it on the wire, 32 Mbit
+    choice = choose("m", result, "runs/p", params, "counted", 2, (0.5, 1.4, 4), None)
+    assert choice.wire_bytes_per_iter == 4e6
+    # r = (0.1 + 32e6 / B) / 1: 0.5 -> 80 Mbit/s, 1.4 -> 24.6 Mbit/s, 4 -> 8.2 Mbit/s
+    assert choice.bandwidths == ("80mbit", "25mbit", "8.2mbit")
+    assert choice.predicted == pytest.approx((0.5, 1.38, 4.0), abs=0.02)
+    capped = choose("m", result, "runs/p", params, "counted", 2, (0.5, 1.4, 4), "50mbit")
+    assert capped.bandwidths == ("native", "25mbit", "8.2mbit") and capped.predicted[0] == pytest.approx(0.1)
+    assert capped.notes == ("target 0.5: it needs 80mbit, above 50mbit; served by native bandwidth",)
+    single = choose("m", result, "runs/p", params, "counted", 1, (0.5, 4), None)  # one host: nothing on the wire
+    assert single.bandwidths == ("native",) and len(single.notes) == 2

@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.errors import UserError
 from reprokit.study.analysis import analyse
-from reprokit.study.report import render
+from reprokit.study.report import render, write_report
+from reprokit.study.store import Store
+from reprokit.study.timeline import read_iteration
 
-from support.study_data import ALL_MODELS, EMBEDDED, records, study
+from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,6 +61,116 @@ def test_report_files_tables_and_plots(report):
     html = paths["html"].read_text()
     assert html.count("data:image/png;base64,") == 2
     assert 'src="plots/' not in html and "<link" not in html and "<script" not in html  # self-contained
+    assert "No timeline plot: no run pair chosen." in md
+
+
+def test_report_json_holds_every_configuration_speedup_and_verdict(report):
+    _, paths = report
+    data = json.loads(paths["json"].read_text())  # strict JSON: NaN became null
+    assert data["format"] == "reprokit-study-report/1" and data["statistics"]["min_runs"] == 3
+    assert "log" in data["statistics"]["method"]
+    configs = {(c["setup"], c["model"], c["bandwidth"], c["variant"]): c for c in data["configurations"]}
+    base = configs[("tb [here]", "resnet", "4gbit", "baseline")]
+    assert base["n"] == 3 and base["mean"] == pytest.approx(100.0) and 0 < base["ci_low"] < base["ci_high"]
+    assert configs[("tb [here]", "vgg", "4gbit", "baseline")]["note"] == "n=2 < 3: no verdict"
+    assert configs[("embedded default [here]", "resnet", "native", "p3")]["ci_low"] is not None
+    speedup = next(s for s in data["speedups"] if s["model"] == "resnet" and s["bandwidth"] == "4gbit")
+    assert speedup["speedup"] == pytest.approx(1.26, abs=0.01) and speedup["ci_low"] < speedup["ci_high"]
+    assert len(data["verdicts"]) == len(study().claims) * 2 and all(v["reason"] for v in data["verdicts"])
+    assert data["overall"]["resnet-up-to-25"] == "replicated" and data["timeline"] is None
+
+
+def test_record_content_is_escaped_and_never_names_a_file(tmp_path):
+    evil = replace(TESTBED4, name="<i>tb</i>|x")
+    runs = [replace(r, config=replace(r.config, model="../<img src=x onerror=alert(1)>"),
+                    failure_reason="<script>alert(1)</script> | $\\alpha$")
+            for r in records("vgg", "1gbit", [1.0, None], [2.0], target=evil)]
+    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path / "out", tmp_path, ALL_MODELS)
+    html, md = paths["html"].read_text(), paths["markdown"].read_text()
+    assert "<script>alert" not in html and "<img src=x" not in html and "<i>tb</i>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;i&gt;tb&lt;/i&gt;|x" in html
+    assert "<script>" not in md and "<img src=x" not in md and "&lt;i&gt;tb&lt;/i&gt;\\|x" in md
+    assert sorted(p.name for p in (tmp_path / "out" / "plots").iterdir()) == ["model-1.png", "model-1.svg"]
+    assert not (tmp_path / "img src=x onerror=alert(1)>.png").exists()
+
+
+# --- timelines ------------------------------------------------------------------------------------
+
+def test_the_timeline_reader_reads_what_p3_timeline_writes(tmp_path):
+    for variant in ("baseline", "p3"):
+        meter = write_trace(tmp_path / f"{variant}.json", variant)
+        view = read_iteration(tmp_path / f"{variant}.json", variant)
+        assert (view.iteration, view.iterations, len(view.layers)) == (1, 3, 3)  # the middle of 3 complete ones
+        assert view.comm_wait_s == pytest.approx(meter.waits[1], abs=1e-5)
+        assert view.comm_s == pytest.approx(meter.comms[1], abs=1e-5)
+        assert [l.name for l in view.layers] == ["net_conv0_weight", "net_conv1_weight", "net_dense0_weight"]
+        first, last = view.layers[0], view.layers[-1]
+        if variant == "p3":  # the input layer's weights come back first, and its slices left the queue first
+            assert first.weights_in_place < last.weights_in_place and first.released < last.released
+            assert all(l.released >= l.gradient_ready for l in view.layers)
+        else:  # FIFO: the output layer's first; no slices, and gradients recorded for the first and last only
+            assert first.weights_in_place > last.weights_in_place
+            assert all(l.released is None for l in view.layers) and view.layers[1].gradient_ready is None
+    with pytest.raises(UserError, match="cannot read the timeline .*; run again with --env.TIMELINE=1"):
+        (tmp_path / "broken.json").write_text("{")
+        read_iteration(tmp_path / "broken.json", "x")
+
+
+def store_with_timelines(root: Path) -> Store:
+    """resnet at 1gbit (p3 1.2x) and 300mbit (p3 1.5x), repetition 1 of each with traces; one imported run pair."""
+    store = Store(root, "sysml19-p3")
+    origin = store.origin()
+    for bw, speedup in (("1gbit", 1.2), ("300mbit", 1.5)):
+        base = [100.0, 101.0, 99.0]
+        for r in records("resnet", bw, base, [b * speedup for b in base], ratio=2.0 if bw == "300mbit" else 0.7):
+            record_id = r.record_id.replace("--o-local", "")
+            run = store.new_attempt_dir(record_id)
+            if r.config.repetition == 1:
+                write_trace(run / "timeline-worker-0.json", r.config.variant, slow=2.0 if bw == "300mbit" else 1.0)
+                write_trace(run / "timeline-worker-1.json", r.config.variant)
+            store.put_record(replace(r, record_id=record_id, origin=origin, run_folder=str(run.relative_to(root))))
+    return store
+
+
+def test_report_draws_baseline_and_p3_side_by_side_for_the_best_pair_or_the_one_asked_for(tmp_path):
+    store = store_with_timelines(tmp_path / "store")
+    console = __import__("io").StringIO()
+    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console)
+    data = json.loads(paths["json"].read_text())
+    assert (data["timeline"]["bandwidth"], data["timeline"]["baseline_trace"]) == ("300mbit", "timeline-worker-0.json")
+    assert data["timeline"]["p3_record"].endswith("--resnet--p3--300mbit--r1")
+    assert data["timeline"]["chosen"].startswith("the configuration with the highest speedup whose runs of both")
+    assert [v["label"] for v in data["timeline"]["views"]] == ["baseline (repetition 1)", "p3 (repetition 1)"]
+    assert (tmp_path / "report" / "plots" / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    html = paths["html"].read_text()
+    assert html.count("data:image/png;base64,") == 2 and "timelines of baseline and p3" in html
+    assert "study: timelines: the configuration with the highest speedup" in console.getvalue()
+    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console, timeline_config=("resnet", "1gbit"))
+    assert json.loads(paths["json"].read_text())["timeline"]["bandwidth"] == "1gbit"
+    with pytest.raises(UserError, match=r"^no run of vgg at 1gbit has timelines for both baseline and p3; "
+                                        r"choose --timeline_config from: resnet,1gbit, resnet,300mbit$"):
+        write_report(study(), store, ALL_MODELS, tmp_path / "report", console, timeline_config=("vgg", "1gbit"))
+
+
+def test_timelines_are_found_by_listing_the_store_not_from_record_content(tmp_path):
+    store = store_with_timelines(tmp_path / "store")
+    outside = tmp_path / "outside" / "runs" / "x" / "attempt-1"
+    write_trace(outside / "timeline-worker-0.json", "p3")
+    for path in store.records_dir.glob("*300mbit--r1.json"):  # records that point outside the store
+        record = json.loads(path.read_text())
+        record["run_folder"] = "../outside/runs/x/attempt-1"
+        path.unlink()
+        path.write_text(json.dumps(record))
+    data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
+                      ["json"].read_text())
+    assert data["timeline"]["bandwidth"] == "1gbit"  # the 300mbit pair has no traces it may use
+    for path in store.records_dir.glob("*.json"):
+        path.unlink()
+    data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
+                      ["json"].read_text())
+    assert data["timeline"] is None
+    assert "No timeline plot: no configuration has timelines for both baseline and p3" in \
+        (tmp_path / "report" / "report.md").read_text()
 
 
 def test_report_with_no_runs_still_renders(tmp_path):

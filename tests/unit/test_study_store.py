@@ -179,3 +179,20 @@ def test_tampered_corrupted_and_foreign_bundles_are_refused_and_change_nothing(t
 
     assert snapshot(dest.root) == before
     assert not list(dest.imported_dir.glob("*")) if dest.imported_dir.exists() else True
+
+
+def test_bundles_leave_the_workers_timelines_out_and_count_them(tmp_path):
+    source = filled_store(tmp_path / "a", "host-a")
+    run = next(source.runs_dir.glob("*/attempt-1"))
+    (run / "timeline-worker-0.json").write_text('{"traceEvents": []}' + " " * 1000)
+    (run / "timeline-worker-1.json").write_text('{"traceEvents": []}')
+    done = export(source, tmp_path / "a.tar.gz")
+    assert done["left_out"] == {"timelines": 2, "bytes": 1019 + 19}
+    with tarfile.open(done["path"]) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    assert not [n for n in names if "timeline" in n] and "runs/" + str(run.relative_to(source.runs_dir)) + \
+        "/logs/worker-0.log" in names
+    assert manifest["left_out"] == done["left_out"]
+    dest = filled_store(tmp_path / "b", "host-b")
+    assert import_bundle(dest, done["path"])["records"] == 6  # the manifest lists exactly what the bundle holds

@@ -59,12 +59,13 @@ def reproduce(i: dict) -> dict:
 
 @ck_command
 def report(i: dict) -> dict:
-    """Write the Markdown and HTML reports (plots, verdicts, badges) from every stored and imported run."""
+    """Write the Markdown, HTML and JSON reports (plots, timelines, verdicts, badges) from every stored and imported run."""
     from reprokit.study.report import write_report
 
     study, store = _study_and_store(i)
-    paths = write_report(study, store, program_models(study), options.report_dir(i, store.root))
-    return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"])}
+    paths = write_report(study, store, program_models(study), options.report_dir(i, store.root),
+                         timeline_config=options.timeline_config(i))
+    return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"]), "json": str(paths["json"])}
 
 
 @ck_command
@@ -75,7 +76,10 @@ def export(i: dict) -> dict:
     study = load_study(str(i.get("data_uoa", "") or ""))
     out = options.bundle_out(i, study.name)
     done = bundle.export(study_store(str(i.get("store", "") or ""), study), out)
-    print(f"study: exported {done['records']} run(s) ({done['files']} files) to {done['path']}", flush=True)
+    skipped = done["left_out"]
+    print(f"study: exported {done['records']} run(s) ({done['files']} files) to {done['path']}"
+          + (f"; left out {skipped['timelines']} timeline(s), {skipped['bytes'] / 1e6:.0f} MB (bundles carry no timelines)"
+             if skipped["timelines"] else ""), flush=True)
     return {"return": 0, "bundle": str(done["path"])}
 
 

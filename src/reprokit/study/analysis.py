@@ -1,10 +1,13 @@
 """From run records to statistics, speedups with intervals, a verdict per claim, and badges.
 
-Statistics (pandas): per setup and configuration, mean, standard deviation,
-a Student-t confidence interval of the mean and n (successful runs only;
-failed runs are counted beside them). The speedup of a variant over its
-reference is the ratio of the means with a delta-method interval (relative
-variances added, Welch-Satterthwaite degrees of freedom).
+Statistics (pandas): per setup and configuration, n (successful runs; failed
+runs are counted beside them), the mean and standard deviation as measured,
+and the geometric mean with a Student-t interval on the log scale. The speedup
+of a variant over its reference is the ratio of the geometric means with a
+Welch interval on the log scale (ratio_interval says why: neither interval
+can fall below zero). Each configuration also carries the communication
+figures its runs measured (comm_s_per_iter, compute_s_per_iter, their ratio,
+comm_wait_s_per_iter, overlap); a speedup carries its reference's ratio.
 
 A setup is one evaluator's target: (origin of the store, target), so runs
 imported from other evaluators stay side by side with local ones.
@@ -13,16 +16,23 @@ Verdicts per claim and setup, in this order:
 
 * ``not testable here``: the claim's configuration cannot be built on the
   setup (no cluster, another cluster size, a bandwidth the links cannot be
-  shaped to or that exceeds them, a model the program does not have);
+  shaped to or that exceeds them, a model the program does not have), or the
+  claim is at a bandwidth and the setup is a CPU testbed while no sourced fact
+  gives the paper setting's communication-to-computation ratio (with one, the
+  claim is judged at the testbed bandwidth whose measured ratio is nearest,
+  within a factor RATIO_MATCH);
 * ``inconclusive``: not measured, measured with another profile than the
-  claim's, fewer successful runs per variant than the study asks, or an
-  interval wider than the study allows;
+  claim's, fewer than 3 (and the study's min_runs) successful runs per variant
+  ("n=2 < 3: no verdict"), or an interval wider than the study allows;
 * ``replicated``: the speedup interval reaches the claimed speedup within the
   study's tolerance ([claim - tol, claim + tol]);
 * ``not replicated``: the interval lies wholly outside that band.
 
-A claim without a bandwidth ("up to X%") is judged at the tested bandwidth
-with the highest measured speedup.
+A claim without a bandwidth ("up to X%") is judged at the tested configuration
+with the highest measured speedup among those with enough runs. On a CPU
+testbed it counts in any profile once the baseline measured a
+communication-bound setting (ratio >= 1), since there the bandwidths set the
+ratio the profile would otherwise set; such verdicts are labelled "CPU testbed".
 """
 from __future__ import annotations
 
@@ -33,7 +43,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from reprokit.study.claims import NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
+from reprokit.study.claims import MIN_RUNS, NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
 from reprokit.study.store import Record
 
 REPLICATED = "replicated"
@@ -108,47 +118,71 @@ def t_quantile(p: float, df: float) -> float:
 @dataclass(frozen=True)
 class MeanInterval:
     n: int
-    mean: float
+    mean: float  # arithmetic mean, as measured
     std: float
-    low: float  # NaN when n < 2
+    low: float  # the interval of the geometric mean (log scale); NaN when n < 2
     high: float
+    geometric_mean: float = math.nan
+
+
+def _logs(values: Sequence[float], what: str) -> list[float]:
+    bad = [v for v in values if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"{what} must be positive finite numbers on the log scale, got {bad[0]!r}")
+    return [math.log(v) for v in values]
 
 
 def mean_interval(values: Sequence[float], confidence: float) -> MeanInterval:
+    """Mean, standard deviation and a log-scale Student-t interval (see log_t_interval) of positive values."""
     n = len(values)
     if n == 0:
         return MeanInterval(0, math.nan, math.nan, math.nan, math.nan)
-    mean = statistics.fmean(values)
+    logs = _logs(values, "throughputs")
+    mean, gmean = statistics.fmean(values), math.exp(statistics.fmean(logs))
     if n < 2:
-        return MeanInterval(1, mean, math.nan, math.nan, math.nan)
-    std = statistics.stdev(values)
-    half = t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
-    return MeanInterval(n, mean, std, mean - half, mean + half)
+        return MeanInterval(1, mean, math.nan, math.nan, math.nan, gmean)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    return MeanInterval(n, mean, statistics.stdev(values), gmean * math.exp(-half), gmean * math.exp(half), gmean)
 
 
 def ratio_interval(numerator: Sequence[float], denominator: Sequence[float],
                    confidence: float = 0.95) -> tuple[float, float, float]:
-    """Ratio of the means with a delta-method interval; (ratio, nan, nan) with fewer than 2 values a side."""
-    mn, md = statistics.fmean(numerator), statistics.fmean(denominator)
-    ratio = mn / md
-    nn, nd = len(numerator), len(denominator)
-    if nn < 2 or nd < 2:
+    """The ratio of the geometric means with its log-scale Welch interval; (ratio, nan, nan) with fewer
+    than 2 values a side.
+
+    Why the log scale and not Fieller's interval: both variants' throughputs are positive and their noise
+    is multiplicative (a run is some percent slower), so on the log scale a speedup is a difference of
+    two means and one Welch t interval (unequal variances, Welch-Satterthwaite degrees of freedom) serves
+    it, back-transformed with exp: it can never fall below zero, it inverts exactly when the variants are
+    swapped ([1/high, 1/low]), and the same log-scale t interval gives each configuration's throughput
+    interval. Fieller's interval is exact for a ratio of normal means, but with the small n and wide
+    spread of short CPU runs it can reach below zero (a numerator not clearly above zero) or be
+    unbounded (a denominator not clearly above zero), and it gives nothing for a single throughput.
+    The estimate is the ratio of geometric means, which for run-to-run spreads of a few percent differs
+    from the ratio of arithmetic means by far less than the interval.
+    """
+    a, b = _logs(numerator, "throughputs"), _logs(denominator, "throughputs")
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    ratio = math.exp(diff)
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
         return ratio, math.nan, math.nan
-    a = statistics.variance(numerator) / nn / mn ** 2
-    b = statistics.variance(denominator) / nd / md ** 2
-    rel = math.sqrt(a + b)
-    if rel == 0.0:
+    va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
+    if va + vb == 0.0:
         return ratio, ratio, ratio
-    df = (a + b) ** 2 / (a ** 2 / (nn - 1) + b ** 2 / (nd - 1))  # Welch-Satterthwaite
-    half = t_quantile(0.5 + confidence / 2.0, df) * rel
-    return ratio, ratio * (1 - half), ratio * (1 + half)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))  # Welch-Satterthwaite
+    half = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(va + vb)
+    return ratio, math.exp(diff - half), math.exp(diff + half)
 
 
 # --- records as a table --------------------------------------------------------------------------
 
 COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind", "num_hosts", "shaping",
            "link_capacity", "profile", "model", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
-           "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id"]
+           "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id",
+           "comm_s", "compute_s", "comm_wait_s", "overlap"]
+COMM_FIGURES = {"comm_s": "comm_s_per_iter", "compute_s": "compute_s_per_iter",
+                "comm_wait_s": "comm_wait_s_per_iter", "overlap": "overlap"}  # column -> unified result's key
 
 
 def setup_label(record: Record) -> str:
@@ -157,10 +191,15 @@ def setup_label(record: Record) -> str:
     return f"{record.config.target.label} [{who}]"
 
 
+def _number(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
 def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec") -> pd.DataFrame:
     rows = []
     for r in records:
         config, target, result = r.config, r.config.target, r.result or {}
+        throughput = _number(result.get(metric)) if r.ok else math.nan
         rows.append({
             "setup": setup_label(r), "origin": r.origin.id, "origin_host": r.origin.host,
             "imported": bool(r.imported_from), "target": target.label, "target_kind": target.kind,
@@ -169,27 +208,46 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
             "model": config.model, "variant": config.variant, "bandwidth": config.bandwidth,
             "bandwidth_bps": rate_bps(config.bandwidth) if config.bandwidth != NATIVE else math.nan,
             "repetition": config.repetition, "ok": r.ok,
-            "throughput": result.get(metric) if r.ok else math.nan,
+            "throughput": throughput if throughput > 0 else math.nan,  # the log scale needs it positive
             "params_in_sync": result.get("params_in_sync"), "failure_reason": r.failure_reason,
             "record_id": r.record_id, "sweep_id": r.sweep_id,
+            **{column: _number(result.get(key)) if r.ok else math.nan for column, key in COMM_FIGURES.items()},
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
-    return df.astype({"ok": bool, "imported": bool, "shaping": bool, "throughput": float, "bandwidth_bps": float})
+    return df.astype({"ok": bool, "imported": bool, "shaping": bool, "throughput": float, "bandwidth_bps": float,
+                      **{column: float for column in COMM_FIGURES}})
 
 
 CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "variant"]
 
 
+def too_few(n: int) -> str:
+    """The report's plain note for a configuration without enough runs for a verdict ('' when enough)."""
+    return f"n={n} < {MIN_RUNS}: no verdict" if n < MIN_RUNS else ""
+
+
+def comm_to_compute(group: pd.DataFrame) -> float:
+    """The measured communication-to-computation ratio of runs: mean comm_s_per_iter / mean compute_s_per_iter."""
+    both = group[group["comm_s"].notna() & group["compute_s"].notna() & (group["compute_s"] > 0)]
+    return float(both["comm_s"].mean() / both["compute_s"].mean()) if not both.empty else math.nan
+
+
 def summarize(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    """Per setup, profile, model, bandwidth and variant: n, failures, mean, std and interval."""
+    """Per setup, profile, model, bandwidth and variant: n, failures, mean, std, geometric mean and its
+    log-scale interval, and the communication figures (means over the successful runs)."""
     out = []
     for key, group in df.groupby(CONFIG_KEYS, sort=False, dropna=False):
-        values = group.loc[group["ok"], "throughput"].astype(float).tolist()
-        stats = mean_interval(values, confidence)
+        ok = group[group["ok"] & group["throughput"].notna()]
+        stats = mean_interval(ok["throughput"].astype(float).tolist(), confidence)
         out.append({**dict(zip(CONFIG_KEYS, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0],
                     "n": stats.n, "failed": int((~group["ok"]).sum()), "mean": stats.mean, "std": stats.std,
-                    "ci_low": stats.low, "ci_high": stats.high})
-    cols = CONFIG_KEYS + ["bandwidth_bps", "n", "failed", "mean", "std", "ci_low", "ci_high"]
+                    "geometric_mean": stats.geometric_mean, "ci_low": stats.low, "ci_high": stats.high,
+                    "comm_s_per_iter": ok["comm_s"].mean(), "compute_s_per_iter": ok["compute_s"].mean(),
+                    "comm_to_compute": comm_to_compute(ok), "comm_wait_s_per_iter": ok["comm_wait_s"].mean(),
+                    "overlap": ok["overlap"].mean(), "note": too_few(stats.n)})
+    cols = CONFIG_KEYS + ["bandwidth_bps", "n", "failed", "mean", "std", "geometric_mean", "ci_low", "ci_high",
+                          "comm_s_per_iter", "compute_s_per_iter", "comm_to_compute", "comm_wait_s_per_iter",
+                          "overlap", "note"]
     result = pd.DataFrame(out, columns=cols)
     return _order(result)
 
@@ -202,21 +260,25 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: float) -> pd.DataFrame:
-    """Speedup of each (variant, versus) pair per setup, profile, model and bandwidth, where both ran."""
+    """Speedup of each (variant, versus) pair per setup, profile, model and bandwidth, where both ran, with
+    the reference's measured communication-to-computation ratio there (the x axis of the ratio plot)."""
     out = []
     keys = ["setup", "profile", "model", "bandwidth"]
-    ok = df[df["ok"]]
+    ok = df[df["ok"] & df["throughput"].notna()]
     for key, group in ok.groupby(keys, sort=False, dropna=False):
         for variant, versus in pairs:
             num = group.loc[group["variant"] == variant, "throughput"].astype(float).tolist()
-            den = group.loc[group["variant"] == versus, "throughput"].astype(float).tolist()
+            reference = group[group["variant"] == versus]
+            den = reference["throughput"].astype(float).tolist()
             if not num or not den:
                 continue
             ratio, low, high = ratio_interval(num, den, confidence)
             out.append({**dict(zip(keys, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0], "variant": variant,
                         "versus": versus, "n_variant": len(num), "n_versus": len(den), "speedup": ratio,
-                        "ci_low": low, "ci_high": high})
-    cols = keys + ["bandwidth_bps", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low", "ci_high"]
+                        "ci_low": low, "ci_high": high, "comm_to_compute": comm_to_compute(reference),
+                        "note": too_few(min(len(num), len(den)))})
+    cols = keys + ["bandwidth_bps", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low", "ci_high",
+                   "comm_to_compute", "note"]
     return _order(pd.DataFrame(out, columns=cols))
 
 
@@ -260,13 +322,22 @@ class Verdict:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int | None = None
+    comm_to_compute: float | None = None  # the reference's measured ratio where the claim was judged
+    basis: str | None = None  # where the verdict was judged, e.g. "CPU testbed, smoke profile, best of 3 bandwidths"
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+RATIO_MATCH = 1.25  # a testbed bandwidth stands for the paper's setting when its ratio is within this factor
+
+
 def _fmt(x: float) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
+
+
+def _float(x) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 def buildable(claim: Claim, setup: Setup, program_models: set[str]) -> str | None:
@@ -287,51 +358,116 @@ def buildable(claim: Claim, setup: Setup, program_models: set[str]) -> str | Non
                         f"({setup.link_capacity or 'not given'}) and are not shaped from here")
         elif setup.link_capacity and rate_bps(claim.bandwidth) > rate_bps(setup.link_capacity):
             return f"{claim.bandwidth} exceeds this target's links ({setup.link_capacity})"
+        if setup.kind == "testbed" and claim.paper_ratio is None:
+            return (f"the claim is at {claim.bandwidth} on the paper's GPU machines; on this CPU testbed the same "
+                    f"bandwidth gives another communication-to-computation ratio, and the study entry has no sourced "
+                    f"figure for the paper setting's ratio (e.g. the per-iteration compute time of its GPUs) to pick "
+                    f"the testbed bandwidth with the same ratio: add claims[].paper_comm_to_compute with its source")
     return None
 
 
+def _pick_by_ratio(claim: Claim, rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The rows at the tested bandwidth whose measured ratio is nearest the paper setting's (within RATIO_MATCH),
+    or no rows and why."""
+    measured = rows[rows["comm_to_compute"].notna() & (rows["comm_to_compute"] > 0)]
+    paper = f"the paper's setting at {claim.bandwidth} has communication/computation {claim.paper_ratio:.2f} " \
+            f"({claim.paper_ratio_source})"
+    if measured.empty:
+        return measured, f"{paper}; no configuration here measured its ratio (an engine without the p3-comm line?)"
+    distance = (measured["comm_to_compute"] / claim.paper_ratio).map(lambda r: abs(math.log(r)))
+    nearest = measured.loc[distance.idxmin()]
+    if distance.min() > math.log(RATIO_MATCH):
+        return measured.iloc[0:0], (f"{paper}; the nearest measured here is {nearest['comm_to_compute']:.2f} at "
+                                    f"{nearest['bandwidth']}: add a bandwidth whose ratio is within x{RATIO_MATCH} of it")
+    return measured[measured["bandwidth"] == nearest["bandwidth"]], None
+
+
+def _admissible(claim: Claim, setup: Setup, rows: pd.DataFrame, tol: Tolerance) -> tuple[pd.DataFrame, str | None, str]:
+    """The rows a verdict may use, where it was judged (basis), and why none may be used when none.
+
+    Claims hold for the study's profile, whose image size and epoch length set the ratio of compute to
+    communication. An "up to" claim on a shaped testbed is the exception: there the bandwidths set that
+    ratio, so any profile counts once the baseline measured communication-bound settings (ratio >= 1).
+    """
+    in_profile = rows[rows["profile"] == tol.profile]
+    cpu = "CPU testbed" if setup.kind == "testbed" else None
+    if cpu and not claim.bandwidth:
+        ratios = rows["comm_to_compute"].dropna()
+        if not ratios.empty and ratios.max() >= 1.0:
+            profiles = ", ".join(sorted(set(rows["profile"])))
+            return rows, (f"{cpu}, {profiles} profile, best of {rows['bandwidth'].nunique()} bandwidth(s) with measured "
+                          f"communication/computation {ratios.min():.2f} to {ratios.max():.2f}"), ""
+        if in_profile.empty and not ratios.empty:
+            return in_profile, cpu, (f"the tested bandwidths kept the baseline compute-bound (communication/computation "
+                                     f"at most {ratios.max():.2f}); an 'up to' claim needs communication-bound settings "
+                                     f"too: sweep lower bandwidths (ck reproduce study:NAME --target=... --quick "
+                                     f"chooses them from a probe)")
+    if in_profile.empty:
+        best = rows.loc[rows["speedup"].idxmax()]
+        return in_profile, cpu, (f"measured only with the {best['profile']} profile ({_fmt(best['speedup'])}); "
+                                 f"the claim holds for the {tol.profile} profile, whose image size and epoch "
+                                 f"length set the ratio of compute to communication")
+    return in_profile, (f"{cpu}, {tol.profile} profile" if cpu else None), ""
+
+
 def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str]) -> Verdict:
-    def verdict(kind: str, reason: str, row=None) -> Verdict:
+    def verdict(kind: str, reason: str, row=None, basis: str | None = None) -> Verdict:
+        if basis:
+            reason = f"{basis}: {reason}"
         if row is None:
-            return Verdict(claim.id, setup.label, kind, reason)
+            return Verdict(claim.id, setup.label, kind, reason, basis=basis)
         return Verdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"], speedup=float(row["speedup"]),
-                       ci_low=float(row["ci_low"]), ci_high=float(row["ci_high"]),
-                       n=int(min(row["n_variant"], row["n_versus"])))
+                       ci_low=_float(row["ci_low"]), ci_high=_float(row["ci_high"]),
+                       n=int(min(row["n_variant"], row["n_versus"])), comm_to_compute=_float(row["comm_to_compute"]),
+                       basis=basis)
 
     why_not = buildable(claim, setup, program_models)
     if why_not:
         return verdict(NOT_TESTABLE, why_not)
     rows = speedup_rows[(speedup_rows["setup"] == setup.label) & (speedup_rows["model"] == claim.model)
                         & (speedup_rows["variant"] == claim.variant) & (speedup_rows["versus"] == claim.versus)]
-    if claim.bandwidth:
-        rows = rows[[same_rate(b, claim.bandwidth) for b in rows["bandwidth"]]]
     where = f" at {claim.bandwidth}" if claim.bandwidth else ""
+    if claim.bandwidth and setup.kind == "testbed":  # buildable: the paper's ratio is known
+        if rows.empty:
+            return verdict(INCONCLUSIVE, f"not measured: no successful runs of both {claim.variant} and "
+                                         f"{claim.versus} for {claim.model} (ck reproduce study:NAME --target=... "
+                                         f"--models={claim.model})")
+        rows, why = _pick_by_ratio(claim, rows)
+        if why:
+            return verdict(INCONCLUSIVE, why)
+    elif claim.bandwidth:
+        rows = rows[[same_rate(b, claim.bandwidth) for b in rows["bandwidth"]]]
     if rows.empty:
         return verdict(INCONCLUSIVE, f"not measured: no successful runs of both {claim.variant} and {claim.versus} "
                                      f"for {claim.model}{where} (ck reproduce study:NAME --target=... "
                                      f"--models={claim.model}{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})")
-    in_profile = rows[rows["profile"] == tol.profile]
-    if in_profile.empty:
-        best = rows.loc[rows["speedup"].idxmax()]
-        return verdict(INCONCLUSIVE, f"measured only with the {best['profile']} profile ({_fmt(best['speedup'])}); "
-                                     f"the claim holds for the {tol.profile} profile, whose image size and epoch "
-                                     f"length set the ratio of compute to communication", best)
-    row = in_profile.loc[in_profile["speedup"].idxmax()]
-    at = f" at {row['bandwidth']}" if not claim.bandwidth else ""
+    admissible, basis, why = _admissible(claim, setup, rows, tol)
+    if admissible.empty:
+        return verdict(INCONCLUSIVE, why, rows.loc[rows["speedup"].idxmax()], basis)
+    need = max(MIN_RUNS, tol.min_runs)
+    n_of = admissible[["n_variant", "n_versus"]].min(axis=1)
+    enough = admissible[n_of >= need]
+    pool = enough if not enough.empty else admissible  # the best configuration that can carry a verdict
+    row = pool.loc[pool["speedup"].idxmax()]
+    at = f" at {row['bandwidth']}" if claim.bandwidth is None or row["bandwidth"] != claim.bandwidth else ""
+    ratio = _float(row["comm_to_compute"])
+    at += f" (communication/computation {ratio:.2f})" if ratio is not None else ""
     n = int(min(row["n_variant"], row["n_versus"]))
     measured = f"measured {_fmt(row['speedup'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]{at}"
-    if n < tol.min_runs:
-        return verdict(INCONCLUSIVE, f"{measured} from {n} run(s) per variant; the study needs {tol.min_runs}", row)
+    if n < need:
+        return verdict(INCONCLUSIVE, f"{measured}: n={n} < {need}: no verdict (run --repetitions={need} or more)",
+                       row, basis)
     half = (row["ci_high"] - row["ci_low"]) / 2 / row["speedup"]
     if not half <= tol.max_relative_half_width:
         return verdict(INCONCLUSIVE, f"{measured}: the {tol.confidence:.0%} interval is ±{half:.0%}, wider than "
-                                     f"the ±{tol.max_relative_half_width:.0%} the study accepts; add repetitions", row)
+                                     f"the ±{tol.max_relative_half_width:.0%} the study accepts; add repetitions",
+                       row, basis)
     band_low, band_high = claim.speedup - tol.speedup, claim.speedup + tol.speedup
     band = f"the claimed {claim.speedup:.2f}x ± {tol.speedup:.2f}"
     if row["ci_high"] >= band_low and row["ci_low"] <= band_high:
-        return verdict(REPLICATED, f"{measured} reaches {band}", row)
+        return verdict(REPLICATED, f"{measured} reaches {band}", row, basis)
     side = "below" if row["ci_high"] < band_low else "above"
-    return verdict(NOT_REPLICATED, f"{measured} lies {side} {band}", row)
+    return verdict(NOT_REPLICATED, f"{measured} lies {side} {band}", row, basis)
 
 
 def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[Verdict]:

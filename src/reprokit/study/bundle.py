@@ -10,6 +10,12 @@ into a hidden staging folder and renames it into ``imported/<bundle id>`` as
 the last step, so a refused bundle changes nothing, and a bundle already
 imported is not imported twice. Imported records keep their origin and
 provenance; the analysis shows them as their own setups beside local ones.
+
+Bundles leave the workers' timelines (``timeline-worker-*.json``) out: about
+15 MB per worker for ResNet-50 at 31 batches, so a quick sweep's would make a
+bundle of hundreds of MB, held in memory whole by export and import; no verdict
+needs them (the records keep every figure). The manifest counts what was left
+out; the report draws timelines from local runs.
 """
 from __future__ import annotations
 
@@ -24,12 +30,14 @@ from pathlib import Path, PurePosixPath
 
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
+from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.claims import now_iso
 from reprokit.study.store import Record, Store
 
 BUNDLE_FORMAT = "reprokit-study-bundle/1"
 MANIFEST = "manifest.json"
 MAX_MEMBER_BYTES = 256 * 1024 * 1024
+LEFT_OUT = TIMELINE_FILE.format(rank="*")  # the workers' timelines: too large to carry (see above)
 
 
 def _sha256(data: bytes) -> str:
@@ -39,17 +47,22 @@ def _sha256(data: bytes) -> str:
 def export(store: Store, out: Path) -> dict:
     """Write every local record and its run folders into a bundle at ``out`` (written atomically)."""
     origin = store.origin()
-    records = store.local_records()
-    if not records:
+    stored = store.local_record_files()
+    if not stored:
         raise UserError(f"nothing to export: no runs stored in {store.root} (run: ck reproduce study:{store.study})")
     files: dict[str, bytes] = {}
-    for record in records:  # the stored bytes, as written: a bundle's records are the store's own
-        files[f"records/{record.record_id}.json"] = store.record_path(record.record_id).read_bytes()
-        run_root = store.runs_dir / record.record_id
+    left_out = {"timelines": 0, "bytes": 0}
+    for path, _ in stored:  # the stored bytes, as written: a bundle's records are the store's own
+        files[f"records/{path.name}"] = path.read_bytes()
+        run_root = store.runs_dir / path.stem  # the listed file's name (store.local_record_files), not its content
         for path in sorted(p for p in run_root.rglob("*") if p.is_file() and not p.is_symlink()):
+            if path.match(LEFT_OUT):
+                left_out["timelines"] += 1
+                left_out["bytes"] += path.stat().st_size
+                continue
             files[str(PurePosixPath("runs") / path.relative_to(store.runs_dir).as_posix())] = path.read_bytes()
     manifest = {"format": BUNDLE_FORMAT, "study": store.study, "origin": origin.to_dict(), "created": now_iso(),
-                "nonce": uuid.uuid4().hex, "records": len(records),
+                "nonce": uuid.uuid4().hex, "records": len(stored), "left_out": left_out,
                 "files": {name: {"sha256": _sha256(data), "size": len(data)} for name, data in sorted(files.items())}}
     out = out.expanduser().resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +73,7 @@ def export(store: Store, out: Path) -> dict:
             info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
             tar.addfile(info, io.BytesIO(data))
     tmp.replace(out)
-    return {"path": out, "records": len(records), "files": len(files)}
+    return {"path": out, "records": len(stored), "files": len(files), "left_out": left_out}
 
 
 def _refuse(bundle: Path, why: str) -> UserError:

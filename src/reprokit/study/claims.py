@@ -14,7 +14,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
@@ -52,6 +52,10 @@ class Claim:
     text: str
     variant: str = "p3"
     versus: str = "baseline"
+    # The communication-to-computation ratio of the paper's setting at `bandwidth`, where a sourced fact
+    # gives it (claims[].paper_comm_to_compute: {"value": R, "source": "..."}); None: no such fact.
+    paper_ratio: float | None = None
+    paper_ratio_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,10 @@ class Matrix:
     repetitions: int
     profile: str
     env: tuple[tuple[str, str], ...] = ()  # run settings every run of the sweep gets
+    # On a target whose links can be shaped and without --bandwidths: the bandwidths are chosen per model
+    # from a measured baseline probe so that the communication-to-computation ratio spans these (choice.py).
+    ratios: tuple[float, ...] = ()
+    timeline_repetition: int | None = None  # the repetition whose runs record timelines (TIMELINE=1)
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,8 @@ class Tolerance:
     min_runs: int  # fewer successful runs per variant: inconclusive
     max_relative_half_width: float  # a wider speedup interval (half-width over the ratio): inconclusive
     confidence: float
-    profile: str  # claims hold for this profile only; others are inconclusive
+    profile: str  # claims hold for this profile only; others are inconclusive (except "up to" claims on a
+    # shaped testbed whose bandwidths made the baseline communication-bound: analysis.judge)
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class Study:
     quick: Matrix
     tolerance: Tolerance
     variants: dict[str, dict[str, str]]  # variant name -> run settings (--env.K=V)
+    parameters: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> image shape -> trainable parameters
+    parameters_source: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,7 +109,23 @@ def _need(meta: Mapping, key: str, kind: type | tuple, where: str):
     return value
 
 
+MIN_RUNS = 3  # a verdict needs at least this many successful runs per variant and configuration
+
+
+def _ratios(data: Mapping, where: str) -> tuple[float, ...]:
+    raw = data.get("ratios", [])
+    if not isinstance(raw, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0
+                                            for r in raw):
+        raise UserError(f"{where}: 'ratios' must be a list of positive communication-to-computation ratios; "
+                        f"fix the study entry's meta (ck load study:NAME)")
+    return tuple(sorted(float(r) for r in raw))
+
+
 def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
+    timeline = data.get("timeline_repetition")
+    if timeline is not None and (not isinstance(timeline, int) or isinstance(timeline, bool) or timeline < 1):
+        raise UserError(f"{where}: 'timeline_repetition' must be a repetition number (1 or more); "
+                        f"fix the study entry's meta (ck load study:NAME)")
     matrix = Matrix(
         models=tuple(_need(data, "models", list, where)),
         variants=tuple(_need(data, "variants", list, where)) if "variants" in data else ("baseline", "p3"),
@@ -106,6 +133,7 @@ def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
         repetitions=int(_need(data, "repetitions", int, where)),
         profile=str(_need(data, "profile", str, where)),
         env=tuple(sorted((str(k), str(v)) for k, v in data.get("env", {}).items())),
+        ratios=_ratios(data, where), timeline_repetition=timeline,
     )
     for name in matrix.variants:
         if name not in variants:
@@ -113,6 +141,30 @@ def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
     for rate in matrix.bandwidths:
         rate_bps(rate)
     return matrix
+
+
+def _paper_ratio(raw: Mapping, where: str) -> dict:
+    fact = raw.get("paper_comm_to_compute")
+    if fact is None:
+        return {}
+    fact = fact if isinstance(fact, dict) else {}
+    value, source = fact.get("value"), fact.get("source")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0 \
+            or not isinstance(source, str) or not source.strip():
+        raise UserError(f"{where}: 'paper_comm_to_compute' needs a positive 'value' and the 'source' that states it; "
+                        f"fix the study entry's meta (ck load study:NAME)")
+    return {"paper_ratio": float(value), "paper_ratio_source": source}
+
+
+def _parameters(meta: Mapping, where: str) -> tuple[dict[str, dict[str, int]], str]:
+    raw = meta.get("parameters", {})
+    counts = {k: v for k, v in raw.items() if k != "source"} if isinstance(raw, dict) else None
+    if counts is None or not all(isinstance(v, dict) and all(isinstance(n, int) and n > 0 for n in v.values())
+                                 for v in counts.values()):
+        raise UserError(f"{where}: 'parameters' must map each model to {{image shape: trainable parameters}}; "
+                        f"fix the study entry's meta (ck load study:NAME)")
+    return ({str(m): {str(shape): int(n) for shape, n in v.items()} for m, v in counts.items()},
+            str(raw.get("source", "")))
 
 
 def from_meta(name: str, meta: Mapping) -> Study:
@@ -128,6 +180,7 @@ def from_meta(name: str, meta: Mapping) -> Study:
             bandwidth=raw.get("bandwidth"), cluster_size=raw.get("cluster_size"),
             source=str(_need(raw, "source", str, at)), text=str(_need(raw, "text", str, at)),
             variant=str(raw.get("variant", "p3")), versus=str(raw.get("versus", "baseline")),
+            **_paper_ratio(raw, at),
         )
         if claim.bandwidth is not None:
             rate_bps(claim.bandwidth)
@@ -136,6 +189,10 @@ def from_meta(name: str, meta: Mapping) -> Study:
                 raise UserError(f"{at}: variant {v!r} is not described under 'variants'")
         claims.append(claim)
     tol = _need(meta, "tolerance", dict, where)
+    if int(_need(tol, "min_runs", int, where)) < MIN_RUNS:
+        raise UserError(f"{where}: tolerance 'min_runs' is {tol['min_runs']}; a verdict needs at least {MIN_RUNS} runs "
+                        f"per configuration: set it to {MIN_RUNS} or more")
+    parameters, parameters_source = _parameters(meta, where)
     return Study(
         name=name, program=str(meta.get("program", "p3")), metric=str(meta.get("metric", "throughput_samples_per_sec")),
         paper=dict(meta.get("paper", {})), artifact=dict(meta.get("artifact", {})), claims=tuple(claims),
@@ -148,7 +205,7 @@ def from_meta(name: str, meta: Mapping) -> Study:
             confidence=float(_need(tol, "confidence", (int, float), where)),
             profile=str(_need(tol, "profile", str, where)),
         ),
-        variants=variants,
+        variants=variants, parameters=parameters, parameters_source=parameters_source,
     )
 
 
@@ -267,15 +324,18 @@ class RunConfig:
         return f"{self.model} {self.variant} @ {self.bandwidth} #{self.repetition}"
 
 
-def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterable[str], repetitions: int) -> list[RunConfig]:
+def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterable[str], repetitions: int,
+              per_model: Mapping[str, Iterable[str]] | None = None) -> list[RunConfig]:
     """Every run, interleaved: each repetition visits every model and bandwidth, with the variants
-    back to back and their order reversed on every other repetition, so that drift hits all variants."""
+    back to back and their order reversed on every other repetition, so that drift hits all variants.
+    ``per_model``: a model's own bandwidths (chosen from its probe) instead of ``bandwidths``."""
     models, variants, bandwidths = list(models), list(variants), list(bandwidths)
+    chosen = {m: list(b) for m, b in (per_model or {}).items()}
     runs = []
     for rep in range(1, repetitions + 1):
         order = variants if rep % 2 == 1 else variants[::-1]
         for model in models:
-            for bandwidth in bandwidths:
+            for bandwidth in chosen.get(model, bandwidths):
                 runs.extend(RunConfig(model, v, bandwidth, rep) for v in order)
     return runs
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping, TextIO
 
 from reprokit.errors import UserError
-from reprokit.study.claims import Study, Target, rate_bps, select, sweep_bandwidths
+from reprokit.study.claims import MIN_RUNS, NATIVE, Study, Target, rate_bps, select, sweep_bandwidths
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "repetitions", "quick", "profile", "link_capacity")
 RESERVED_ENV = ("VARIANT", "PROFILE")  # the study sets them per run
@@ -31,6 +31,8 @@ class SweepRequest:
     profile: str
     env: dict[str, str]  # run settings of every run (matrix env, then the user's --env.*)
     quick: bool
+    ratios: tuple[float, ...] = ()  # non-empty: bandwidths still to choose from a probe (choice.py); bandwidths is empty
+    timeline_repetition: int | None = None
 
 
 @dataclass(frozen=True)
@@ -107,10 +109,14 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
                         f"{', '.join(sorted(program_models))}; choose with --models=")
     variants = select(options.get("variants"), study.variants, "variant(s)") or list(matrix.variants)
     requested_bw = select(options.get("bandwidths"), any_rate(options.get("bandwidths")), "bandwidth(s)")
-    bandwidths = list(sweep_bandwidths(target, requested_bw, matrix))
+    ratios = matrix.ratios if target.shaping and requested_bw is None else ()
+    bandwidths = [] if ratios else list(sweep_bandwidths(target, requested_bw, matrix))
     raw_reps = str(options.get("repetitions", "") or matrix.repetitions)
     if not raw_reps.isdigit() or int(raw_reps) < 1:
         raise UserError(f"--repetitions must be a whole number of at least 1, got {raw_reps!r}")
+    if target.kind != "embedded" and int(raw_reps) < MIN_RUNS:
+        print(f"study: note: n={raw_reps} < {MIN_RUNS} runs per configuration: the report will give no verdict "
+              f"(--repetitions={MIN_RUNS} or more for verdicts)", file=console, flush=True)
     profile = str(options.get("profile", "") or "")
     if not profile:
         profile = matrix.profile if (quick or target.kind != "embedded") else "smoke"
@@ -118,8 +124,25 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         raise UserError(f"unknown --profile {profile!r}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
     user_env = env_overrides(options)
     check_env(user_env)
+    # One repetition records timelines (unless --env.TIMELINE decides for every run).
+    timeline = None if "TIMELINE" in user_env or matrix.timeline_repetition is None \
+        else min(matrix.timeline_repetition, int(raw_reps))
     return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
-                        profile=profile, env={**dict(matrix.env), **user_env}, quick=quick)
+                        profile=profile, env={**dict(matrix.env), **user_env}, quick=quick, ratios=ratios,
+                        timeline_repetition=timeline)
+
+
+def timeline_config(options: Mapping) -> tuple[str, str] | None:
+    """`ck report --timeline_config=MODEL,BANDWIDTH`: the configuration whose timelines the report plots."""
+    raw = str(options.get("timeline_config", "") or "").strip()
+    if not raw:
+        return None
+    parts = [p.strip() for p in raw.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise UserError(f"--timeline_config={raw!r} is not MODEL,BANDWIDTH; give e.g. --timeline_config=vgg,720mbit")
+    if parts[1] != NATIVE:
+        rate_bps(parts[1])
+    return parts[0], parts[1]
 
 
 def report_dir(options: Mapping, store_root: Path) -> Path:

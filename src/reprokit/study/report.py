@@ -1,8 +1,16 @@
-"""`ck report study:NAME`: plots (matplotlib), a Markdown report and a self-contained HTML report (jinja2).
+"""`ck report study:NAME`: plots (matplotlib), a Markdown report, a self-contained HTML report (jinja2), report.json.
 
 Written into ``<store>/report/`` (or ``--out_dir``): ``report.md``,
 ``report.html`` (CSS inline, plots embedded as PNG data URIs, so the file
-alone is the report) and ``plots/<model>.png`` / ``.svg``.
+alone is the report), ``report.json`` (every configuration's mean, interval
+and n, every speedup with its interval, every verdict with its reason, the
+bandwidth choices: for scripts), ``plots/<model>.png`` / ``.svg`` and, where a
+run pair has timelines, ``plots/timeline.png`` / ``.svg`` (timeline.py).
+
+Record content (imported records come from other evaluators) is text only:
+the HTML template is autoescaped, Markdown output escapes ``<``, ``>``, ``&``
+and ``|``, plot text has no mathtext, and file names come from the study
+entry (its models) or are fixed, never from records.
 """
 from __future__ import annotations
 
@@ -12,13 +20,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Iterable, TextIO
 
 import jinja2
 
-from reprokit.study.claims import NATIVE, Study, rate_bps
+from reprokit.jsonfile import write_json
 from reprokit.study.analysis import Analysis, analyse, setup_label
+from reprokit.study.claims import MIN_RUNS, NATIVE, Study, rate_bps
+from reprokit.study.choice import BandwidthChoice
 from reprokit.study.store import Record, Store
+from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
+
+REPORT_FORMAT = "reprokit-study-report/1"
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 VARIANT_STYLE = {"baseline": ("tab:blue", "o"), "p3": ("tab:orange", "s"), "p3-slicing-only": ("tab:green", "^")}
@@ -36,13 +49,19 @@ def _bandwidth_order(values) -> list[str]:
     return sorted(set(values), key=lambda b: (-1.0 if b == NATIVE else rate_bps(b)))
 
 
+def plot_name(study: Study, model: str, index: int) -> str:
+    """A plot's file name: the study entry's own name of the model, never a record's text."""
+    return next((m for m in study.matrix.models if m == model), f"model-{index + 1}")
+
+
 def _num(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def plot_model(study: Study, analysis: Analysis, model: str, folder: Path) -> Plot:
-    """Throughput (left) and speedup (right) against bandwidth, per setup and variant, with intervals;
-    the paper's claims marked as stars (claimed speedups; on the left, the measured baseline times the claim)."""
+def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name: str | None = None) -> Plot:
+    """Throughput (left) and speedup (middle) against bandwidth, speedup against the baseline's measured
+    communication-to-computation ratio (right), per setup and variant, with intervals; the paper's claims
+    marked as stars (claimed speedups; on the left, the measured baseline times the claim)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,7 +73,7 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path) -> Pl
     categories = _bandwidth_order(list(summary["bandwidth"]) + [c.bandwidth for c in claims if c.bandwidth])
     x_of = {b: i for i, b in enumerate(categories)}
     setups = list(dict.fromkeys(summary["setup"]))
-    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_t, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
     width = 0.8 / max(1, len(setups) * 3)
 
     def points(ax, frame, column: str, s_index: int, setup: str, label: str) -> None:
@@ -67,37 +86,73 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path) -> Pl
             err = [[v - lo if _num(lo) is not None else 0 for v, lo in zip(values, group["ci_low"])],
                    [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
             ax.errorbar(xs, values, yerr=err, fmt=marker, color=color, capsize=3,
-                        alpha=1.0 if s_index == 0 else 0.55, label=label.format(variant=variant, setup=setup))
+                        alpha=1.0 if s_index == 0 else 0.55, label=plain(label.format(variant=variant, setup=setup)))
 
+    def by_ratio(frame, s_index: int, setup: str) -> int:
+        """Speedup against the baseline's measured communication/computation at each bandwidth."""
+        shown = 0
+        for variant, group in frame[frame["comm_to_compute"].notna()].groupby("variant", sort=True):
+            color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
+            values = group["speedup"].tolist()
+            err = [[v - lo if _num(lo) is not None else 0 for v, lo in zip(values, group["ci_low"])],
+                   [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
+            ax_r.errorbar(group["comm_to_compute"].tolist(), values, yerr=err, fmt=marker, color=color, capsize=3,
+                          alpha=1.0 if s_index == 0 else 0.55, label=plain(f"{variant}/baseline ({setup})"))
+            for x, y, b in zip(group["comm_to_compute"], values, group["bandwidth"]):
+                ax_r.annotate(plain(b), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
+            shown += len(group)
+        return shown
+
+    ratio_points = 0
     for s_index, setup in enumerate(setups):
-        points(ax_t, summary[summary["setup"] == setup], "mean", s_index, setup, "{variant} ({setup})")
-        points(ax_s, speedups[(speedups["setup"] == setup) & (speedups["versus"] == "baseline")], "speedup",
-               s_index, setup, "{variant}/baseline ({setup})")
+        points(ax_t, summary[summary["setup"] == setup], "geometric_mean", s_index, setup, "{variant} ({setup})")
+        mine = speedups[(speedups["setup"] == setup) & (speedups["versus"] == "baseline")]
+        points(ax_s, mine, "speedup", s_index, setup, "{variant}/baseline ({setup})")
+        ratio_points += by_ratio(mine, s_index, setup)
     for claim in claims:
         if claim.bandwidth:
             x = x_of[claim.bandwidth]
             ax_s.plot([x], [claim.speedup], marker="*", markersize=15, color="crimson", linestyle="none",
                       label=f"claim {claim.id} ({claim.source})")
             base = summary[(summary["bandwidth"] == claim.bandwidth) & (summary["variant"] == claim.versus)]
-            if not base.empty and _num(base["mean"].iloc[0]) is not None:
-                ax_t.plot([x], [base["mean"].iloc[0] * claim.speedup], marker="*", markersize=15, color="crimson",
-                          linestyle="none", label=f"claimed {claim.variant} ({claim.id})")
+            if not base.empty and _num(base["geometric_mean"].iloc[0]) is not None:
+                ax_t.plot([x], [base["geometric_mean"].iloc[0] * claim.speedup], marker="*", markersize=15,
+                          color="crimson", linestyle="none", label=plain(f"claimed {claim.variant} ({claim.id})"))
         else:
-            ax_s.axhline(claim.speedup, color="crimson", linestyle="--", linewidth=1,
-                         label=f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})")
-    ax_s.axhline(1.0, color="black", linewidth=0.6)
+            for ax in (ax_s, ax_r):
+                ax.axhline(claim.speedup, color="crimson", linestyle="--", linewidth=1,
+                           label=plain(f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})"))
+    for ax in (ax_s, ax_r):
+        ax.axhline(1.0, color="black", linewidth=0.6)
     for ax, ylabel in ((ax_t, "throughput (samples/s)"), (ax_s, "speedup over baseline")):
-        ax.set_xticks(range(len(categories)), categories)
+        ax.set_xticks(range(len(categories)), [plain(c) for c in categories])
         ax.set_xlim(-0.6, len(categories) - 0.4)
         ax.set_xlabel("bandwidth per host")
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    ax_t.set_title(f"{model}: throughput, mean and {study.tolerance.confidence:.0%} interval")
-    ax_s.set_title(f"{model}: speedup and the paper's claims")
+    if ratio_points:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax_r.set_xscale("log")
+        ax_r.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax_r.xaxis.set_minor_formatter(NullFormatter())
+        ax_r.axvline(1.0, color="0.5", linewidth=0.6, linestyle=":")
+        ax_r.legend(fontsize=7, loc="best")
+    else:
+        ax_r.text(0.5, 0.5, "no communication/computation measured\n(an engine without the p3-comm line)",
+                  ha="center", va="center", transform=ax_r.transAxes, fontsize=8)
+    ax_r.set_xlabel("baseline's measured communication / computation per iteration")
+    ax_r.set_ylabel("speedup over baseline")
+    ax_r.grid(alpha=0.3)
+    title = plain(model)
+    ax_t.set_title(f"{title}: throughput, geometric mean and {study.tolerance.confidence:.0%} interval", fontsize=9)
+    ax_s.set_title(f"{title}: speedup and the paper's claims", fontsize=9)
+    ax_r.set_title(f"{title}: speedup against the measured ratio", fontsize=9)
     fig.tight_layout()
     folder.mkdir(parents=True, exist_ok=True)
-    png, svg = folder / f"{model}.png", folder / f"{model}.svg"
+    name = name or plot_name(study, model, 0)
+    png, svg = folder / f"{name}.png", folder / f"{name}.svg"
     fig.savefig(png, dpi=100)
     fig.savefig(svg)
     plt.close(fig)
@@ -130,42 +185,101 @@ def _environments(records: list[Record]) -> list[dict]:
     return rows
 
 
+STATISTICS = ("throughput: geometric mean with a Student-t interval of the mean of log throughputs, back-transformed; "
+              "speedup: ratio of geometric means with a Welch t interval of the difference of mean logs (Welch-"
+              "Satterthwaite degrees of freedom), back-transformed: neither interval can fall below zero")
+
+
+def _json_ready(value):
+    """NaN as null, numpy scalars as Python numbers, recursively (report.json is strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline: dict | None, generated: str) -> dict:
+    """report.json: every configuration, speedup and verdict (with its reason), for scripts."""
+    tol = study.tolerance
+    return _json_ready({
+        "format": REPORT_FORMAT, "study": study.name, "generated": generated, "metric": study.metric,
+        "statistics": {"method": STATISTICS, "confidence": tol.confidence, "min_runs": max(MIN_RUNS, tol.min_runs),
+                       "tolerance": tol.speedup, "max_relative_half_width": tol.max_relative_half_width,
+                       "profile": tol.profile},
+        "configurations": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
+        "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
+        "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
+    })
+
+
+def _md(value) -> str:
+    """Markdown output of one expression: no HTML, no table breaks, one line."""
+    text = "" if value is None else str(value)
+    for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " ")):
+        text = text.replace(raw, safe)
+    return text
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Path, store_root: Path,
-           program_models: set[str]) -> dict[str, Path]:
+           program_models: set[str], choices: Iterable[tuple[str, BandwidthChoice]] = (),
+           timeline: tuple[TimelinePair | None, str] = (None, "no run pair chosen")) -> dict[str, Path]:
+    """Plots, report.md, report.html and report.json. ``choices``: (sweep id, its bandwidth choice) of the
+    store's sweeps; ``timeline``: the run pair to draw (timeline.pick_pair) and the sentence on the choice."""
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
+    generated = time.strftime("%Y-%m-%d %H:%M:%S %z")
     models = [m for m in dict.fromkeys(analysis.summary["model"])]
-    plots = [plot_model(study, analysis, m, out_dir / "plots") for m in models]
+    plots = [plot_model(study, analysis, m, out_dir / "plots", plot_name(study, m, i)) for i, m in enumerate(models)]
     failed = analysis.runs[~analysis.runs["ok"]] if not analysis.runs.empty else analysis.runs
+    pair, note = timeline
+    drawn: TimelinePlot | None = plot_pair(pair, out_dir / "plots") if pair is not None else None
+    timeline_info = None if pair is None else {**pair.to_dict(), "views": [view_summary(v) for v in drawn.views]}
+    chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
     context = {
-        "study": study, "generated": time.strftime("%Y-%m-%d %H:%M:%S %z"), "store": str(store_root),
+        "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
         "environments": _environments(records), "failed": failed.to_dict("records"),
         "claims": study.claims, "program_models": sorted(program_models),
         "missing_models": [m for m in study.matrix.models if m not in program_models],
-        "setups": analysis.setups, "f": _f,
+        "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
+        "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
+        "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
         "num_runs": len(analysis.runs), "num_ok": int(analysis.runs["ok"].sum()) if len(analysis.runs) else 0,
     }
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
-    md, html = out_dir / "report.md", out_dir / "report.html"
-    for template, path in (("report.md.j2", md), ("report.html.j2", html)):
-        text = env.get_template(template).render(**context)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+    common = {"loader": jinja2.FileSystemLoader(TEMPLATES), "undefined": jinja2.StrictUndefined,
+              "trim_blocks": True, "lstrip_blocks": True}
+    md, html, data = out_dir / "report.md", out_dir / "report.html", out_dir / "report.json"
+    _write(md, jinja2.Environment(autoescape=False, finalize=_md, **common).get_template("report.md.j2").render(**context))
+    _write(html, jinja2.Environment(autoescape=True, **common).get_template("report.html.j2").render(**context))
+    write_json(data, report_data(study, analysis, chosen, timeline_info, generated))
     elapsed = time.monotonic() - started
-    return {"markdown": md, "html": html, "plots": out_dir / "plots", "seconds": elapsed}
+    return {"markdown": md, "html": html, "json": data, "plots": out_dir / "plots", "seconds": elapsed}
 
 
 def write_report(study: Study, store: Store, program_models: set[str], out_dir: Path,
-                 console: TextIO = sys.stdout) -> dict[str, Path]:
-    """`ck report study:NAME`: analyse every stored and imported run, render the reports, say what they hold."""
+                 console: TextIO = sys.stdout, timeline_config: tuple[str, str] | None = None) -> dict[str, Path]:
+    """`ck report study:NAME`: analyse every stored and imported run, render the reports, say what they hold.
+
+    ``timeline_config`` (model, bandwidth): the configuration whose timelines are drawn; by default the
+    one with the highest speedup where both variants have timelines."""
     records = store.all_records()
     analysis = analyse(study, records, program_models)
-    paths = render(study, analysis, records, out_dir, store.root, program_models)
+    pair = pick_pair(analysis.speedups, records, timeline_traces(store), timeline_config)
+    choices = [(s.sweep_id, c) for s in store.sweeps() for c in s.choices]
+    paths = render(study, analysis, records, out_dir, store.root, program_models, choices, pair)
     counts: dict[str, int] = {}
     for verdict in analysis.overall.values():
         counts[verdict] = counts.get(verdict, 0) + 1
@@ -173,5 +287,7 @@ def write_report(study: Study, store: Store, program_models: set[str], out_dir: 
           + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), file=console, flush=True)
     for badge in analysis.badges:
         print(f"study: badge {badge.name}: {badge.status}", file=console, flush=True)
-    print(f"study: report {paths['html']} and {paths['markdown']} ({paths['seconds']:.1f} s)", file=console, flush=True)
+    print(f"study: timelines: {pair[1]}", file=console, flush=True)
+    print(f"study: report {paths['html']}, {paths['markdown']} and {paths['json']} ({paths['seconds']:.1f} s)",
+          file=console, flush=True)
     return paths

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 from reprokit.errors import UserError
 from reprokit.jsonfile import read_json
+from reprokit.study.choice import BandwidthChoice
 from reprokit.study.claims import RunConfig, Target, plan_runs
 
 RECORD_FORMAT = "reprokit-study-run/1"
@@ -193,17 +194,25 @@ class Sweep:
     options: dict  # the options given to the ck command, as given
     origin: Origin
     restore_rate: str | None  # the rate a testbed's links had before the sweep, restored after it
+    choices: tuple[BandwidthChoice, ...] = ()  # per model: bandwidths chosen from a baseline probe (choice.py)
+    timeline_repetition: int | None = None  # its runs record timelines (TIMELINE=1)
+
+    def model_bandwidths(self, model: str) -> tuple[str, ...]:
+        """The bandwidths a model runs at: its probe's choice, or the sweep's."""
+        return next((c.bandwidths for c in self.choices if c.model == model), self.bandwidths)
 
     def runs(self) -> list[RunConfig]:
         """Every run of the sweep, interleaved (claims.plan_runs)."""
-        return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions)
+        return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions,
+                         per_model={c.model: c.bandwidths for c in self.choices})
 
     def to_dict(self) -> dict:
         return {"format": SWEEP_FORMAT, "sweep_id": self.sweep_id, "study": self.study, "created": self.created,
                 "target": self.target.to_dict(), "models": list(self.models), "variants": list(self.variants),
                 "bandwidths": list(self.bandwidths), "repetitions": self.repetitions, "profile": self.profile,
                 "env": dict(self.env), "quick": self.quick, "options": dict(self.options),
-                "origin": self.origin.to_dict(), "restore_rate": self.restore_rate}
+                "origin": self.origin.to_dict(), "restore_rate": self.restore_rate,
+                "choices": [c.to_dict() for c in self.choices], "timeline_repetition": self.timeline_repetition}
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "a sweep plan") -> "Sweep":
@@ -214,7 +223,9 @@ class Sweep:
                        bandwidths=tuple(d["bandwidths"]), repetitions=int(d["repetitions"]), profile=str(d["profile"]),
                        env={str(k): str(v) for k, v in d["env"].items()}, quick=bool(d["quick"]),
                        options=dict(d["options"]), origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
-                       restore_rate=d["restore_rate"])
+                       restore_rate=d["restore_rate"],
+                       choices=tuple(BandwidthChoice.from_dict(c) for c in d.get("choices", [])),
+                       timeline_repetition=d.get("timeline_repetition"))
 
         return _parse(cls, data, what, parse)
 
@@ -273,8 +284,19 @@ class Store:
         what = "imported run record" if imported_from else "run record"
         return Record.from_dict(read_json(path, what), f"{what} {path}", imported_from=imported_from)
 
+    def local_record_files(self) -> list[tuple[Path, Record]]:
+        """Every local record with its file; a record whose id is not its file's name is refused."""
+        out = []
+        for path in _json_files(self.records_dir):
+            record = self.read_record(path)
+            if record.record_id != path.stem:
+                raise UserError(f"{path} holds record {record.record_id!r}, not {path.stem!r}: the store was edited "
+                                f"by hand; restore the file or remove it")
+            out.append((path, record))
+        return out
+
     def local_records(self) -> list[Record]:
-        return [self.read_record(p) for p in _json_files(self.records_dir)]
+        return [record for _, record in self.local_record_files()]
 
     def imported_records(self) -> list[Record]:
         records = []

@@ -6,6 +6,13 @@ record in the store: ``ok`` with its unified result, or ``failed`` with its
 reason. A run interrupted by a stop request (SIGINT, SIGTERM, SIGHUP) is not a
 result and is not stored; ``--resume`` runs it again and skips every run
 already stored.
+
+On a testbed whose matrix gives target ratios instead of bandwidths (the quick
+matrix), a new sweep first runs one baseline probe per model on the unshaped
+links and chooses that model's bandwidths from it (choice.py); the choice and
+its inputs are stored in the sweep plan, the probes' run folders under
+``runs/<sweep>--probe--<model>/``. One repetition (the matrix's
+``timeline_repetition``) runs with TIMELINE=1, so the report can plot timelines.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from typing import Callable, Mapping, TextIO
 from reprokit.run import settings as run_settings
 from reprokit.study import runner as study_runner
 from reprokit.errors import UserError
+from reprokit.study.choice import BandwidthChoice, choose
 from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso, testbed_of
 from reprokit.study.options import Resume, SweepRequest, given, resume_of, sweep_request
 from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
@@ -28,6 +36,7 @@ from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, Reco
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
 
 MachineConfig = Callable[[str], object]  # a machine entry's name -> its cluster description (hosts.json data)
+ProbeRun = Callable[[str, Path], dict]  # (model, run folder) -> the baseline probe's unified result; UserError if none
 
 
 @dataclass
@@ -45,13 +54,53 @@ def new_sweep_id() -> str:
 
 
 def create_sweep(store: Store, study: Study, target: Target, request: SweepRequest, options: dict,
-                 restore_rate: str | None = None) -> Sweep:
-    sweep = Sweep(sweep_id=new_sweep_id(), study=study.name, created=now_iso(), target=target,
-                  models=tuple(request.models), variants=tuple(request.variants), bandwidths=tuple(request.bandwidths),
+                 restore_rate: str | None = None, sweep_id: str | None = None,
+                 choices: tuple[BandwidthChoice, ...] = ()) -> Sweep:
+    bandwidths = tuple(request.bandwidths) or tuple(dict.fromkeys(b for c in choices for b in c.bandwidths))
+    sweep = Sweep(sweep_id=sweep_id or new_sweep_id(), study=study.name, created=now_iso(), target=target,
+                  models=tuple(request.models), variants=tuple(request.variants), bandwidths=bandwidths,
                   repetitions=request.repetitions, profile=request.profile, env=dict(request.env), quick=request.quick,
-                  options=options, origin=store.origin(), restore_rate=restore_rate)
+                  options=options, origin=store.origin(), restore_rate=restore_rate, choices=choices,
+                  timeline_repetition=request.timeline_repetition)
     store.new_sweep(sweep)
     return sweep
+
+
+def probe_choices(study: Study, store: Store, target: Target, request: SweepRequest, sweep_id: str,
+                  run_probe: ProbeRun, console: TextIO = sys.stdout) -> tuple[BandwidthChoice, ...]:
+    """One baseline probe per model on the unshaped links, and the bandwidths chosen from each."""
+    choices = []
+    for model in request.models:
+        run_dir = store.new_attempt_dir(f"{sweep_id}--probe--{model}")
+        print(f"study: {model}: a baseline probe on the unshaped links, to choose the bandwidths "
+              f"(communication/computation {', '.join(f'{r:g}' for r in request.ratios)})", file=console, flush=True)
+        result = run_probe(model, run_dir)
+        choice = choose(model, result, str(run_dir.relative_to(store.root)), study.parameters,
+                        study.parameters_source, len(target.hosts), request.ratios, target.link_capacity)
+        print(f"study: {choice.summary()}", file=console, flush=True)
+        choices.append(choice)
+    return tuple(choices)
+
+
+def guarded_probe(study: Study, target: Target, request: SweepRequest,
+                  shape: Callable[[str | None], None] | None) -> ProbeRun:
+    """The real probe: a baseline run through ck run on the unshaped links, guarded like every sweep run."""
+    def run(model: str, run_dir: Path) -> dict:
+        env = {**request.env, **study.variants.get("baseline", {"VARIANT": "baseline"}), "PROFILE": request.profile}
+        command = study_runner.run_command(study.program, model, target.name, run_dir, env)
+        with _Stop() as stop:
+            if shape is not None:
+                shape(None)
+            outcome = _guarded(command, run_dir, run_timeout(request.profile, env), stop)
+        if outcome.stopped:
+            raise UserError(f"the baseline probe of {model} was {outcome.reason}; nothing was stored: "
+                            f"start the sweep again")
+        if not outcome.ok or outcome.result is None:
+            raise UserError(f"the baseline probe of {model} failed: {outcome.reason} (its run folder: {run_dir}); "
+                            f"fix that, or give the bandwidths yourself: --bandwidths=RATE,RATE,...")
+        return outcome.result
+
+    return run
 
 
 def resumed_sweep(store: Store, resume: Resume) -> Sweep:
@@ -63,9 +112,11 @@ def resumed_sweep(store: Store, resume: Resume) -> Sweep:
 
 
 def open_sweep(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
-               console: TextIO = sys.stdout) -> tuple[Sweep, Target]:
+               console: TextIO = sys.stdout, probe: ProbeRun | None = None) -> tuple[Sweep, Target]:
     """The sweep `ck reproduce` runs, and its target: the stored one --resume names (with its own settings,
-    on the machine as it is registered now), or a new one from the options, stored before any run."""
+    on the machine as it is registered now), or a new one from the options, stored before any run (after
+    the baseline probes that choose its bandwidths, where the matrix asks for that: ``probe``, or a real
+    guarded run)."""
     resume = resume_of(options)
     if resume is not None:
         sweep = resumed_sweep(store, resume)
@@ -76,7 +127,21 @@ def open_sweep(options: Mapping, study: Study, store: Store, program_models: set
     target = make_target(name, machine, options.get("link_capacity") or None)
     request = sweep_request(options, study, target, program_models, console)
     restore = testbed_of(machine).get("rate") if target.kind == "testbed" else None
-    return create_sweep(store, study, target, request, given(options), restore_rate=restore), target
+    sweep_id, choices = new_sweep_id(), ()
+    if request.ratios:
+        if probe is None:
+            check_can_shape(target)
+            shape = testbed_shaper(target)
+            try:
+                choices = probe_choices(study, store, target, request, sweep_id,
+                                        guarded_probe(study, target, request, shape), console)
+            finally:
+                if shape is not None:
+                    shape(restore)
+        else:
+            choices = probe_choices(study, store, target, request, sweep_id, probe, console)
+    return create_sweep(store, study, target, request, given(options), restore_rate=restore, sweep_id=sweep_id,
+                        choices=choices), target
 
 
 def check_can_shape(target: Target, euid: int | None = None) -> None:
@@ -105,6 +170,19 @@ class _Stop:
     def __exit__(self, *exc) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
+
+
+def _guarded(command: list[str], run_dir: Path, timeout_s: float, stop: _Stop) -> study_runner.RunOutcome:
+    """run_once under the sweep's stop handlers: a stop request tears the current run down."""
+    def on_start(run: study_runner.GuardedRun) -> None:
+        stop.current = run
+        if stop.reason:
+            run.stop(stop.reason)
+
+    try:
+        return study_runner.run_once(command, run_dir, timeout_s, on_start=on_start)
+    finally:
+        stop.current = None
 
 
 def run_timeout(profile: str, env: dict[str, str]) -> float:
@@ -176,18 +254,14 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
     record_id = config.record_id(sweep.sweep_id)
     run_dir = store.new_attempt_dir(record_id)
     env = {**sweep.env, **study.variants[config.variant], "PROFILE": sweep.profile}
+    if config.repetition == sweep.timeline_repetition:
+        env["TIMELINE"] = "1"
     command = study_runner.run_command(study.program, config.model, target.name, run_dir, env)
     if shape_error is not None:
         now = time.time()
         outcome = study_runner.RunOutcome(False, shape_error, None, now, now, None)
     else:
-        def on_start(run: study_runner.GuardedRun) -> None:
-            stop.current = run
-            if stop.reason:
-                run.stop(stop.reason)
-
-        outcome = study_runner.run_once(command, run_dir, run_timeout(sweep.profile, env), on_start=on_start)
-        stop.current = None
+        outcome = _guarded(command, run_dir, run_timeout(sweep.profile, env), stop)
         if outcome.stopped:
             return None
     provenance = {**environment, **study_runner.run_provenance(run_dir, command, outcome, env)}
@@ -227,7 +301,7 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
 
     A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
     """
-    from reprokit.study.options import report_dir
+    from reprokit.study.options import report_dir, timeline_config
     from reprokit.study.report import write_report
 
     sweep, target = open_sweep(options, study, store, program_models, machine_config, console)
@@ -239,7 +313,8 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
     if summary.stopped:
         raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
                         f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
-    paths = write_report(study, store, program_models, report_dir(options, store.root), console)
+    paths = write_report(study, store, program_models, report_dir(options, store.root), console,
+                         timeline_config=timeline_config(options))
     if summary.failed:
         raise UserError(f"{len(summary.failed)} run(s) failed (stored with their reasons, see {paths['html']}); "
                         f"first: {summary.failed[0]}")
