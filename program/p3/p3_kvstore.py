@@ -56,7 +56,7 @@ import time
 
 import mxnet as mx
 
-from p3_engine import Engine, array_alias, data_pointer  # shipped beside this file
+from p3_engine import Engine, array_alias, data_pointer, pushpull  # shipped beside this file
 from p3_scheduler import CommLoop, CreditScheduler, Task
 from p3_slicing import plan_slices
 from p3_timeline import CommMeter, format_comm_line
@@ -167,8 +167,10 @@ class P3Sync(CommReport):
         # The order backward produces the slices: the same on every worker (p3_scheduler: no deadlock).
         backward = sorted(range(len(self.slices)), key=lambda n: (-self.slices[n].param, self.slices[n].start))
         self._canonical = {number: place for place, number in enumerate(backward)}
+        self._keys = [s.key.encode() for s in self.slices]
         self.dtype_bytes = dtype_bytes
-        self.scheduler = CreditScheduler(credit)
+        # Release in batches of at least a quarter of the credit: fewer kvstore calls and engine callbacks.
+        self.scheduler = CreditScheduler(credit, batch=credit // 4)
         self.loop = None
         self.aliases = None  # per slice: (gradient alias, weight alias), made at the first step
         self._bound = {}  # handles of (weights, grads) -> checked to share the aliases' memory
@@ -261,15 +263,19 @@ class P3Sync(CommReport):
         self._start(self.scheduler.post(*tasks))
 
     def _start(self, tasks):
+        """One kvstore call for the tasks released together; a probe for each pull's completion."""
         if not tasks:
             return
         numbers = [task.payload[1] for task in tasks]
-        self.kv.pushpull([self.slices[n].key for n in numbers], [self.aliases[n][0] for n in numbers],
-                         out=[self.aliases[n][1] for n in numbers], priority=tasks[0].priority)
-        for task, number in zip(tasks, numbers):
-            gradient, weight = self.aliases[number]
-            if self.meter.keep_trace:  # the server's answer is back in the gradient's memory
-                self.engine.probe(functools.partial(self._pushed, task), const=[gradient], name="P3PushDone")
+        weights = [self.aliases[n][1] for n in numbers]
+        pushpull(self.kv, [self._keys[n] for n in numbers], [self.aliases[n][0] for n in numbers], weights,
+                 priority=tasks[0].priority)
+        if self.meter.keep_trace:  # the server's answer is back in the gradient's memory
+            for task, number in zip(tasks, numbers):
+                self.engine.probe(functools.partial(self._pushed, task), const=[self.aliases[number][0]],
+                                  name="P3PushDone")
+        # One probe per task: a task's completion must never wait for another's (p3_scheduler: no deadlock).
+        for task, weight in zip(tasks, weights):
             self.engine.probe(functools.partial(self._pulled, task), const=[weight], name="P3PullDone")
 
     def _on_done(self, task, t):

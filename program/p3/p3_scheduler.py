@@ -69,7 +69,8 @@ class CreditScheduler:
     """Ready tasks in a priority queue; released while the bytes in flight stay within ``credit``.
 
     ``credit`` 0 means no limit (every ready task is released at once, in
-    priority order). A task larger than the credit is released when nothing
+    priority order). With ``batch``, while tasks are in flight nothing is
+    released until at least ``batch`` bytes of credit are free. A task larger than the credit is released when nothing
     else is in flight, so it can never stall the queue. Priority is strict: a
     lower-priority task never jumps a higher-priority one that does not fit.
     The one exception keeps workers coupled through a synchronous parameter
@@ -80,10 +81,13 @@ class CreditScheduler:
     the caller starts their communication. Thread-safe.
     """
 
-    def __init__(self, credit=0, clock=time.time):
+    def __init__(self, credit=0, clock=time.time, batch=0):
         if isinstance(credit, bool) or not isinstance(credit, int) or credit < 0:
             raise ValueError(f"P3_CREDIT must be a whole number of bytes >= 0, got {credit!r}")
         self.credit = credit
+        # While tasks are in flight, wait until this many bytes of credit are free (released tasks then go
+        # out together: fewer calls and callbacks per byte). 0: release as soon as a task fits.
+        self.batch = min(batch, credit)
         self.clock = clock
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -176,6 +180,8 @@ class CreditScheduler:
     def _release_locked(self, now):
         released = []
         heap = self._heap
+        if self.batch and self._in_flight and self.credit - self._in_flight_bytes < self.batch:
+            heap = ()  # too little credit free to be worth a release (the oldest task below still goes)
         while heap:
             task = heap[0][2]
             if task.state != "queued":  # released out of priority order before

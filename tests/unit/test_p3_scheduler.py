@@ -88,6 +88,15 @@ def test_priority_is_strict_a_small_low_priority_task_does_not_jump_a_big_one():
     assert names(s.complete(big)) == ["small"]
 
 
+def test_with_a_batch_released_tasks_wait_until_enough_credit_is_free():
+    s = CreditScheduler(400, batch=200)
+    a, b, c, d, e, f = tasks(*[(x, 0, 100) for x in "abcdef"])
+    assert names(s.post(a, b, c, d, e, f)) == ["a", "b", "c", "d"]
+    assert s.complete(a) == []  # 100 free < 200
+    assert names(s.complete(b)) == ["e", "f"]  # 200 free: two go together
+    assert CreditScheduler(100, batch=500).batch == 100
+
+
 def test_completion_is_checked():
     s = CreditScheduler(10)
     a, b = tasks(("a", 0, 10), ("b", 0, 10))
