@@ -2,8 +2,9 @@
 
 GitHub and Zenodo are unreachable here: a local git repository and a zip served
 by a loopback HTTP server stand in for them (tests/artifact_standin.py), so the
-real recipe runs end to end: clone or download, checksum, unzip, make, pip
-install into the artifact's own prefix, import check, registration.
+real recipe runs end to end: clone -n and checkout or download, checksum, unzip,
+Sockeye shipped to the baseline, our patches applied, make, pip install into the
+artifact's own prefix, import check, registration.
 """
 import hashlib
 import json
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip
+from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip, standin_settings, write_patches
 from support.ckcli import CkCli, REPO_ROOT
 from support.loopback import FileServer
 from reprokit.engines.artifact import detect_cuda
@@ -25,6 +26,7 @@ from reprokit.engines.artifact import detect_cuda
 def standin(tmp_path_factory):
     root = tmp_path_factory.mktemp("standin")
     commits = make_git_repository(root / "p3.git")
+    patch_names = write_patches(root / "patches")
     top = make_zip(root / "p3.git", commits["master"], root / "p3-v1.3.zip")
     body = (root / "p3-v1.3.zip").read_bytes()
     with FileServer() as server:  # stands in for Zenodo
@@ -32,7 +34,11 @@ def standin(tmp_path_factory):
         server.add_truncated("truncated/p3-v1.3.zip", body[: len(body) // 2], claimed=len(body))
         url = server.url("")[:-1]
         yield {"repo": str(root / "p3.git"), "commits": commits, "url": url, "top": top,
-               "md5": hashlib.md5(body).hexdigest()}
+               "md5": hashlib.md5(body).hexdigest(), "patches": str(root / "patches"), "patch_names": patch_names}
+
+
+def settings(standin, package: str) -> list[str]:
+    return standin_settings(Path(standin["repo"]), Path(standin["patches"]), package)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +71,7 @@ def assert_failed_in_one_line(proc, step: str) -> str:
 
 @pytest.fixture(scope="module")
 def github_install(artifact_ck, standin):
-    proc = install(artifact_ck, "sysml19-p3-github", f"--env.PACKAGE_URL={standin['repo']}")
+    proc = install(artifact_ck, "sysml19-p3-github", *settings(standin, "sysml19-p3-github"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     [variables] = [v for v in artifact_envs(artifact_ck).values() if v["CK_ENV_TOOL_SYSML19_P3_BUILD"] == "p3"]
     return variables
@@ -91,24 +97,49 @@ def test_github_package_clones_builds_and_registers_the_p3_build(artifact_ck, st
     numpy = subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True,
                            timeout=60, stdin=subprocess.DEVNULL)
     assert numpy.stdout.strip() == "1.23.5"
+    # Our patches were applied to the built tree, and the manifest lists them.
+    manifest = json.loads(Path(variables["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).read_text())
+    assert manifest["patches"] == standin["patch_names"]
+    assert "--benchmark-batches" in (tree / "example/image-classification/common/data.py").read_text()
+    assert "SOCKEYE_MEASURE_SPEED_EVERY" in (tree / "example/sockeye/source/sockeye/constants.py").read_text()
+
+
+def test_packages_carry_our_patches_and_the_original_zenodo_address():
+    for package in ("sysml19-p3-github", "sysml19-p3-zenodo", "sysml19-p3-baseline-github"):
+        names = sorted(p.name for p in (REPO_ROOT / "package" / package / "patches").glob("*.patch"))
+        assert any("image-benchmark-batches" in n for n in names) and any("sockeye-measure-speed" in n for n in names)
+        assert ("0003-ps-lite-stop-sender-thread.patch" in names) == (package != "sysml19-p3-baseline-github")
+    meta = json.loads((REPO_ROOT / "package/sysml19-p3-zenodo/.cm/meta.json").read_text())
+    assert meta["customize"]["install_env"]["PACKAGE_URL"] == \
+        "https://zenodo.org/record/2549852/files/anandj91/p3-v1.3.zip"
+    baseline = json.loads((REPO_ROOT / "package/sysml19-p3-baseline-github/.cm/meta.json").read_text())
+    env = baseline["customize"]["install_env"]
+    assert (env["SOCKEYE_URL"], env["SOCKEYE_BRANCH"]) == ("https://github.com/anandj91/p3", "baseline")
 
 
 def test_baseline_package_builds_the_baseline_branch(artifact_ck, standin, github_install):
-    proc = install(artifact_ck, "sysml19-p3-baseline-github", f"--env.PACKAGE_URL={standin['repo']}",
+    proc = install(artifact_ck, "sysml19-p3-baseline-github", *settings(standin, "sysml19-p3-baseline-github"),
                    "--env.USE_CUDA=0", *LEAN)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     builds = {v["CK_ENV_TOOL_SYSML19_P3_BUILD"]: v for v in artifact_envs(artifact_ck).values()}
     assert set(builds) == {"p3", "baseline"}
     baseline = builds["baseline"]
-    assert baseline["CK_ENV_TOOL_SYSML19_P3_COMMIT"] == standin["commits"]["baseline"]
+    assert baseline["CK_ENV_TOOL_SYSML19_P3_COMMIT"] == standin["commits"]["anand-baseline"]
     info = build_info(baseline["CK_ENV_TOOL_SYSML19_P3_PYTHON"])
     assert info["build"] == "baseline" and info["flags"]["USE_CUDA"] == "0" and not info["cuda_compiled"]
     assert baseline["CK_ENV_TOOL_SYSML19_P3"] != builds["p3"]["CK_ENV_TOOL_SYSML19_P3"]
+    # anand-mxnet's baseline has no example/sockeye: shipped from the p3 repository's baseline branch, then patched.
+    manifest = json.loads(Path(baseline["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).read_text())
+    assert manifest["sockeye"]["commit"] == standin["commits"]["baseline"]
+    tree = Path(baseline["CK_ENV_TOOL_SYSML19_P3"])
+    assert "SOCKEYE_MEASURE_SPEED_EVERY" in (tree / "example/sockeye/source/sockeye/constants.py").read_text()
+    assert manifest["patches"] == standin["patch_names"]
 
 
 @pytest.fixture(scope="module")
 def zenodo_install(artifact_ck, standin):
     proc = install(artifact_ck, "sysml19-p3-zenodo", f"--env.PACKAGE_URL={standin['url']}/p3-v1.3.zip",
+                   f"--env.ARTIFACT_PATCH_DIR={standin['patches']}",
                    f"--env.PACKAGE_MD5={standin['md5']}", f"--env.PACKAGE_TOP_DIR={standin['top']}",
                    "--env.USE_CUDA=0", *LEAN)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -145,7 +176,8 @@ def test_bad_download_fails_and_keeps_the_earlier_install(artifact_ck, standin, 
     defaults = {"--env.PACKAGE_URL": f"{standin['url']}/p3-v1.3.zip", "--env.PACKAGE_MD5": standin["md5"]}
     given = {a.split("=", 1)[0] for a in env}
     args = env + [f"{k}={v}" for k, v in defaults.items() if k not in given]
-    error = assert_failed_in_one_line(install(artifact_ck, "sysml19-p3-zenodo", "--env.USE_CUDA=0", *LEAN, *args), step)
+    error = assert_failed_in_one_line(install(artifact_ck, "sysml19-p3-zenodo", "--env.USE_CUDA=0", *LEAN, *args,
+                                              f"--env.ARTIFACT_PATCH_DIR={standin['patches']}"), step)
     assert message in error
     assert artifact_envs(artifact_ck) == before_envs
     assert manifest_of(variables) == before_manifest
@@ -156,11 +188,16 @@ def test_bad_download_fails_and_keeps_the_earlier_install(artifact_ck, standin, 
     (["--env.PACKAGE_URL={root}/no-such-repo.git"], "fetch", "does not exist"),
     (["--env.PACKAGE_URL={repo}", "--env.PACKAGE_BRANCH=broken"], "build", "make exited with code"),
     (["--env.PACKAGE_URL={repo}", "--env.PACKAGE_COMMIT=0123456789abcdef"], "fetch", "git exited"),
+    # The real package's patches are for the real tree: on the stand-in the first one does not apply.
+    (["--env.PACKAGE_URL={repo}", "--env.ARTIFACT_PATCH_DIR={real_patches}"], "patch", "git exited with code 1"),
 ])
 def test_failed_clone_or_build_keeps_the_earlier_install(artifact_ck, standin, github_install, bad_source, step,
                                                          message):
     before_envs, before_manifest = artifact_envs(artifact_ck), manifest_of(github_install)
-    args = [a.format(repo=standin["repo"], root=Path(standin["repo"]).parent) for a in bad_source]
+    args = [a.format(repo=standin["repo"], root=Path(standin["repo"]).parent,
+                     real_patches=REPO_ROOT / "package/sysml19-p3-github/patches") for a in bad_source]
+    if not any(a.startswith("--env.ARTIFACT_PATCH_DIR=") for a in args):
+        args.append(f"--env.ARTIFACT_PATCH_DIR={standin['patches']}")
     error = assert_failed_in_one_line(install(artifact_ck, "sysml19-p3-github", "--env.USE_CUDA=0", *LEAN, *args), step)
     assert message in error
     assert artifact_envs(artifact_ck) == before_envs
@@ -169,7 +206,7 @@ def test_failed_clone_or_build_keeps_the_earlier_install(artifact_ck, standin, g
 
 
 def test_failed_first_install_registers_nothing(bare_ck, standin):
-    proc = install(bare_ck, "sysml19-p3-baseline-github", f"--env.PACKAGE_URL={standin['repo']}",
+    proc = install(bare_ck, "sysml19-p3-baseline-github", *settings(standin, "sysml19-p3-baseline-github"),
                    "--env.PACKAGE_BRANCH=no-such-branch", "--env.USE_CUDA=0", *LEAN)
     assert_failed_in_one_line(proc, "fetch")
     assert artifact_envs(bare_ck) == {}

@@ -1,18 +1,19 @@
 """VARIANT resolves to the right engine in both worlds: the embedded default, and the authors' artifact installed.
 
-The artifact world uses the stand-in for github anandj91/p3 (tests/artifact_standin.py):
+The artifact world uses the stand-in for github anandj91/p3 (tests/support/artifact_standin.py):
 its P3 and baseline builds are really built and registered through the CK
-packages, and their train_imagenet.py records the command line and DMLC_*
-environment each role got (they cannot train, so those runs fail, saying so).
+packages, and their scripts behave as the authors' where our runs depend on it
+(a fixed 500-batch synthetic iterator unless our patch's option bounds it,
+Sockeye's 100-update report period and its output folder), record the command
+line and DMLC_* environment each role got, and log Speedometer lines.
 """
 import json
 from pathlib import Path
 
 import pytest
 
-from support.artifact_standin import STANDIN_EXIT, make_git_repository
+from support.artifact_standin import LEAN, artifact_envs, make_git_repository, standin_settings, write_patches
 from support.ckcli import CkCli, REPO_ROOT
-from support.artifact_standin import LEAN, artifact_envs
 
 
 SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.WORKER_THREADS=1"]
@@ -53,10 +54,11 @@ def artifact_world(ck, tmp_path_factory):
     """Stock MXNet, the P3 build and the baseline build, each registered (CPU builds: the command is then known)."""
     root = tmp_path_factory.mktemp("artifact-world")
     commits = make_git_repository(root / "p3.git")
+    write_patches(root / "patches")
     cli = world(root / "ck", stock_engine_prefix(ck))
     for package in ("sysml19-p3-github", "sysml19-p3-baseline-github"):
-        proc = cli("install", f"package:{package}", f"--env.PACKAGE_URL={root / 'p3.git'}", "--env.USE_CUDA=0",
-                   *LEAN, "--quiet", timeout=900)
+        proc = cli("install", f"package:{package}", *standin_settings(root / "p3.git", root / "patches", package),
+                   "--env.USE_CUDA=0", *LEAN, "--quiet", timeout=900)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     builds = {v["CK_ENV_TOOL_SYSML19_P3_BUILD"]: v for v in artifact_envs(cli).values()}
     return cli, builds, commits
@@ -66,7 +68,7 @@ def standin_records(run_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(run_dir.glob("standin-*.json"))]
 
 
-@pytest.mark.parametrize("variant, branch", [("p3", "master"), ("baseline", "baseline")])
+@pytest.mark.parametrize("variant, branch", [("p3", "master"), ("baseline", "anand-baseline")])
 def test_artifact_world_runs_each_variant_on_its_own_build(artifact_world, tmp_path, variant, branch):
     cli, builds, commits = artifact_world
     proc, out = cli.run_p3(tmp_path, "--cmd_key=resnet", f"--env.VARIANT={variant}")
@@ -92,27 +94,38 @@ def test_artifact_world_runs_each_variant_on_its_own_build(artifact_world, tmp_p
     assert argv[argv.index("--network") + 1: argv.index("--network") + 4] == ["resnet", "--num-layers", "50"]
     assert argv[argv.index("--kv-store") + 1] == "dist_sync" and "--gpus" not in argv
 
-    # The stand-in cannot train: the run fails, and the result still names the engine and variant.
-    assert proc.returncode != 0 and out["misc"]["run_success"] == "no"
+    # The smoke profile's batch budget reached the script (its synthetic iterator would run 500 otherwise).
+    assert [r["batches"] for r in records if r["env"]["DMLC_ROLE"] == "worker"] == [31, 31]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((tmp_path / "p3-result.json").read_text())
-    assert result["run_success"] is False and f"exited with code {STANDIN_EXIT}" in result["failure_reason"]
-    assert (result["engine"], result["variant"]) == (engine, variant)
+    assert result["run_success"] is True and result["throughput_samples_per_sec"] > 0
+    assert result["batches_measured"] == 2 * 20  # reports at 10, 20, 30: the first is warm-up
+    assert (result["engine"], result["variant"], result["data"]) == (engine, variant, "synthetic")
     assert out["characteristics"]["engine"] == engine
-    failed_role = result["failure_reason"].split()[0]  # e.g. worker#1; its log says why
-    log = "scheduler.log" if failed_role == "scheduler" else failed_role.replace("#", "-") + ".log"
-    assert "stand-in for the P3 artifact" in (tmp_path / "logs" / log).read_text()
 
 
-def test_artifact_world_runs_the_bundled_sockeye(artifact_world, tmp_path):
+def test_artifact_world_runs_the_bundled_sockeye_on_each_build(artifact_world, tmp_path):
     cli, builds, _ = artifact_world
-    cli.run_p3(tmp_path, "--cmd_key=sockeye", "--env.VARIANT=p3", f"--env.OUTPUT_FILE={tmp_path / 'model'}")
-    tree = builds["p3"]["CK_ENV_TOOL_SYSML19_P3"]
-    [worker] = [r for r in standin_records(tmp_path) if r["env"]["DMLC_ROLE"] == "worker"][:1]
-    assert worker["kind"] == "sockeye.train" and worker["mxnet"]["build"] == "p3"
-    assert worker["env"]["PYTHONPATH"] == f"{tree}/example/sockeye/source"
-    argv = worker["argv"]
-    assert argv[argv.index("--source") + 1] == f"{tree}/example/sockeye/dataset/iwslt15_en-vi/train-preproc.en"
-    assert argv[argv.index("--output") + 1] == str(tmp_path / "model")
+    for variant in ("p3", "baseline"):
+        run_dir = tmp_path / variant
+        run_dir.mkdir()
+        proc, out = cli.run_p3(run_dir, "--cmd_key=sockeye", f"--env.VARIANT={variant}",
+                               f"--env.OUTPUT_FILE={run_dir / 'model'}")
+        # The baseline build's Sockeye is the one the installer shipped from the p3 repository.
+        tree = builds[variant]["CK_ENV_TOOL_SYSML19_P3"]
+        workers = sorted((r for r in standin_records(run_dir) if r["env"]["DMLC_ROLE"] == "worker"),
+                         key=lambda r: r["env"]["DMLC_WORKER_ID"])
+        assert [w["kind"] for w in workers] == ["sockeye.train"] * 2 and workers[0]["mxnet"]["build"] == variant
+        assert workers[0]["env"]["PYTHONPATH"] == f"{tree}/example/sockeye/source"
+        argv = workers[0]["argv"]
+        assert argv[argv.index("--source") + 1] == f"{tree}/example/sockeye/dataset/iwslt15_en-vi/train-preproc.en"
+        # Each worker its own output folder (Sockeye removes it first), and a report period the smoke run measures.
+        assert [w["output"] for w in workers] == [str(run_dir / "model"), str(run_dir / "model.worker-1")]
+        assert workers[0]["env"]["SOCKEYE_MEASURE_SPEED_EVERY"] == "5"
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        result = json.loads((run_dir / "p3-result.json").read_text())
+        assert result["run_success"] is True and result["batches_measured"] == 2 * 10
+        assert result["data"] == "iwslt15-bundled" and out["characteristics"]["data"] == "iwslt15-bundled"
 
 
 def test_engine_embedded_forces_stock_mxnet_in_the_artifact_world(artifact_world, tmp_path):
@@ -129,6 +142,10 @@ def test_only_the_p3_build_installed_refuses_the_baseline_in_one_line(ck, artifa
     # Register the P3 build that is already built (ck detect), and nothing else of the artifact.
     p3_install = Path(builds["p3"]["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).parent
     cli("detect", "soft:tool.p3", f"--search_dirs={p3_install}", "--search_depth=1", "--quiet", check=True)
+    # Detected like installed: the p3-build tag the package gives (what the README's selection by tag relies on).
+    assert len(artifact_envs(cli)) == 1
+    found = json.loads(cli("search", "env", "--tags=tool,p3,p3-build", "--out=json", check=True).stdout)["lst"]
+    assert len(found) == 1
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     proc, _ = cli.run_p3(run_dir, "--cmd_key=resnet", "--env.VARIANT=baseline")

@@ -2,17 +2,26 @@
 
 GitHub and Zenodo cannot be reached here, so the artifact packages are tested
 against this stand-in: a local git repository (branch ``master`` is the "P3
-build", ``baseline`` the "baseline build", ``broken`` does not compile) and a
-zip of it with GitHub's archive naming. Every step of the real recipe runs on
-it: clone or download and unzip, ``make`` (which really compiles
-``lib/libmxnet.so`` with the C compiler, and with nvcc when ``USE_CUDA=1``),
-``pip install python/``, import check.
+build", ``baseline`` the p3 repository's baseline branch, ``anand-baseline``
+anand-mxnet's baseline without example/sockeye, ``broken`` does not compile) and
+a zip of it with GitHub's archive naming. Every step of the real recipe runs on
+it: clone -n and checkout, or download and unzip, Sockeye shipped to the
+baseline, our patches (restated for the stand-in's files by ``write_patches``)
+applied with git apply, ``make`` (which really compiles ``lib/libmxnet.so`` with
+the C compiler, and with nvcc when ``USE_CUDA=1``), ``pip install python/``,
+import check.
 
-The stand-in cannot train. Its ``train_imagenet.py`` and ``sockeye.train``
-record their argv, DMLC_* environment and the build information compiled into
-the library to ``standin-<role>-<n>.json`` in their working folder, wait
-(bounded) until every role of the job has done so, then exit 3 saying they are
-a stand-in. They never print Speedometer lines.
+The stand-in does not compute, but behaves as the authors' scripts where our
+runs depend on it: ``train_imagenet.py --benchmark 1`` runs a fixed 500
+batches (``--num-examples`` changes nothing) unless our patch's
+``--benchmark-batches`` is there, rejects unknown arguments, and aborts on a
+RecordIO set smaller than a batch per worker; ``sockeye.train`` reports every
+100 updates unless our patch's SOCKEYE_MEASURE_SPEED_EVERY is set, removes and
+rewrites its ``--output`` folder (a worker whose folder another one took fails).
+Workers print MXNet Speedometer lines and record their argv, DMLC_*
+environment, build information and batch count to
+``standin-<role>-<n>.json`` in their working folder; the scheduler and servers
+live until every worker has finished, as MXNet's do.
 """
 from __future__ import annotations
 
@@ -118,41 +127,151 @@ import time
 
 import mxnet  # the installed build; fails if the package or its library is missing
 
+ROLE = os.environ.get("DMLC_ROLE", "none")
+WORKERS = int(os.environ.get("DMLC_NUM_WORKER", "1"))
 
-def record_and_refuse(kind):
-    role = os.environ.get("DMLC_ROLE", "none")
+
+def record(kind, **extra):
     index = os.environ.get("DMLC_WORKER_ID", str(os.getpid()))
-    record = {{"kind": kind, "argv": sys.argv, "executable": sys.executable, "cwd": os.getcwd(),
-              "env": {{k: v for k, v in os.environ.items() if k.startswith("DMLC_") or k == "PYTHONPATH"}},
-              "mxnet": mxnet.build_info(), "mxnet_file": mxnet.__file__}}
-    with open(f"standin-{{role}}-{{index}}.json", "w") as out:
-        json.dump(record, out)
-    # Every role records before any exits: the first exit tears the job down.
-    expected = 1 + int(os.environ.get("DMLC_NUM_SERVER", "0")) + int(os.environ.get("DMLC_NUM_WORKER", "0"))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len([f for f in os.listdir(".") if f.startswith("standin-")]) < expected:
-        time.sleep(0.1)
-    print(f"stand-in for the P3 artifact ({{kind}}): it cannot train; recorded its command line and exits",
-          file=sys.stderr)
-    sys.exit({STANDIN_EXIT})
+    data = {{"kind": kind, "argv": sys.argv, "executable": sys.executable, "cwd": os.getcwd(),
+            "env": {{k: v for k, v in os.environ.items() if k.startswith(("DMLC_", "SOCKEYE_")) or k == "PYTHONPATH"}},
+            "mxnet": mxnet.build_info(), "mxnet_file": mxnet.__file__, **extra}}
+    with open(f"standin-{{ROLE}}-{{index}}.json", "w") as out:
+        json.dump(data, out)
+
+
+def serve_until_workers_finish(kind):
+    \"\"\"Scheduler and servers: as MXNet's, they live until every worker has finished (bounded).\"\"\"
+    record(kind)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if len([f for f in os.listdir(".") if f.startswith("standin-done-worker-")]) >= WORKERS:
+            sys.exit(0)
+        time.sleep(0.05)
+    sys.exit("stand-in " + ROLE + ": the workers never finished")
+
+
+def train(kind, batches, batch_size, period, seconds_per_batch=0.005, **extra):
+    \"\"\"A worker: 'trains' ``batches`` batches, logging MXNet Speedometer lines every ``period``.\"\"\"
+    rank = os.environ.get("DMLC_WORKER_ID", "0")
+    tic = time.time()
+    for batch in range(1, batches + 1):
+        time.sleep(seconds_per_batch)
+        if batch % period == 0:
+            speed = period * batch_size / max(1e-6, time.time() - tic)
+            print(f"INFO:root:Epoch[0] Batch [{{batch}}]\\tSpeed: {{speed:.2f}} samples/sec\\taccuracy=0.000000",
+                  file=sys.stderr, flush=True)
+            tic = time.time()
+    record(kind, batches=batches, **extra)
+    open(f"standin-done-worker-{{rank}}", "w").close()
+"""
+
+DATA_PY = """\
+\"\"\"Stand-in for common/data.py: its synthetic iterator has a fixed length, as the authors' SyntheticDataIter.\"\"\"
+import struct
+
+SYNTHETIC_BATCHES = 500
+
+
+def add_data_args(parser):
+    parser.add_argument('--data-train', type=str)
+    parser.add_argument('--num-examples', type=int)
+    parser.add_argument('--benchmark', type=int, default=0)
+    return parser
+
+
+def synthetic_batches(args):
+    return SYNTHETIC_BATCHES
+
+
+def images_in(rec):
+    count = 0
+    with open(rec, 'rb') as handle:
+        while True:
+            header = handle.read(8)
+            if len(header) < 8:
+                return count
+            length = struct.unpack('<II', header)[1] & ((1 << 29) - 1)
+            count += 1
+            handle.seek((length + 3) // 4 * 4, 1)
 """
 
 TRAIN_IMAGENET = """\
-\"\"\"Stand-in for the artifact's example/image-classification/train_imagenet.py.\"\"\"
+\"\"\"Stand-in for the artifact's example/image-classification/train_imagenet.py: the real one's arguments and batches.\"\"\"
+import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from standin_record import record_and_refuse  # noqa: E402
+import data  # noqa: E402
+from standin_record import ROLE, WORKERS, serve_until_workers_finish, train  # noqa: E402
 
-record_and_refuse("train_imagenet")
+if ROLE != "worker":
+    serve_until_workers_finish("train_imagenet")
+parser = argparse.ArgumentParser()
+for name in ("--network", "--num-layers", "--image-shape", "--kv-store", "--gpus"):
+    parser.add_argument(name)
+for name in ("--batch-size", "--num-epochs", "--disp-batches"):
+    parser.add_argument(name, type=int)
+data.add_data_args(parser)
+args = parser.parse_args()  # unknown arguments abort, as in the real script
+if args.benchmark:
+    batches = data.synthetic_batches(args)
+else:
+    images = data.images_in(args.data_train) // WORKERS
+    if images < args.batch_size:
+        sys.exit("number of input images must be bigger than the batch size")
+    batches = images // args.batch_size
+train("train_imagenet", batches * args.num_epochs, args.batch_size, args.disp_batches)
+"""
+
+SOCKEYE_CONSTANTS = """\
+\"\"\"Stand-in for sockeye/constants.py: the bundled Sockeye measures speed every 100 updates.\"\"\"
+import os
+
+MEASURE_SPEED_EVERY = 100
 """
 
 SOCKEYE_TRAIN = """\
-\"\"\"Stand-in for the artifact's bundled sockeye 1.5 (python -m sockeye.train).\"\"\"
-from sockeye.standin_record import record_and_refuse
+\"\"\"Stand-in for the artifact's bundled sockeye 1.5 (python -m sockeye.train): its output folder and report period.\"\"\"
+import argparse
+import os
+import shutil
+import sys
+import time
 
-record_and_refuse("sockeye.train")
+from sockeye import constants as C
+from sockeye.standin_record import ROLE, serve_until_workers_finish, train
+
+if ROLE != "worker":
+    serve_until_workers_finish("sockeye.train")
+parser = argparse.ArgumentParser()
+parser.add_argument("--output", required=True)
+parser.add_argument("--overwrite-output", action="store_true")
+parser.add_argument("--source", required=True)
+parser.add_argument("--batch-size", type=int, default=64)
+parser.add_argument("--max-updates", type=int, default=1000)
+parser.add_argument("--device-ids", nargs="+", type=int, default=[-1])
+args, _ = parser.parse_known_args()
+for path in (args.source,):
+    if not os.path.isfile(path):
+        sys.exit(f"sockeye: no such file {path}")
+output = os.path.abspath(args.output)
+if os.path.exists(output) and args.overwrite_output:
+    shutil.rmtree(output)  # as Sockeye 1.5 does: "Removing existing output folder"
+os.makedirs(output)
+mine = os.environ.get("DMLC_WORKER_ID", "0")
+with open(os.path.join(output, "owner"), "w") as out:
+    out.write(mine)
+time.sleep(1.0)  # Sockeye builds its model before training: the other local worker starts meanwhile
+train("sockeye.train", args.max_updates, args.batch_size, C.MEASURE_SPEED_EVERY, output=output)
+try:
+    with open(os.path.join(output, "owner")) as handle:
+        owner = handle.read()
+except OSError:
+    owner = None
+if owner != mine:
+    sys.exit(f"sockeye: output folder {output} was removed or taken by another process (worker {owner})")
 """
 
 LAUNCH = """\
@@ -162,6 +281,19 @@ import sys
 sys.exit("stand-in for tools/launch.py: not used by reprokit")
 """
 
+# Our patches of the real trees, restated for the stand-in's files (same options, same environment variable).
+PATCHED = {
+    "image-benchmark-batches": ("example/image-classification/common/data.py", [
+        ("    parser.add_argument('--benchmark', type=int, default=0)\n",
+         "    parser.add_argument('--benchmark', type=int, default=0)\n"
+         "    parser.add_argument('--benchmark-batches', type=int, default=500)\n"),
+        ("    return SYNTHETIC_BATCHES\n", "    return args.benchmark_batches\n")]),
+    "sockeye-measure-speed-every": ("example/sockeye/source/sockeye/constants.py", [
+        ("MEASURE_SPEED_EVERY = 100\n",
+         "MEASURE_SPEED_EVERY = 100\nif os.environ.get('SOCKEYE_MEASURE_SPEED_EVERY'):\n"
+         "    MEASURE_SPEED_EVERY = int(os.environ['SOCKEYE_MEASURE_SPEED_EVERY'])\n")]),
+}
+
 
 def _write(root: Path, rel: str, text: str, mode: int = 0o644) -> None:
     path = root / rel
@@ -170,8 +302,8 @@ def _write(root: Path, rel: str, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def write_tree(root: Path, build: str, broken: bool = False) -> None:
-    """The artifact's layout, with ``build`` (p3 or baseline) compiled into the library."""
+def write_tree(root: Path, build: str, broken: bool = False, sockeye: bool = True) -> None:
+    """The artifact's layout, with ``build`` (p3 or baseline) compiled into the library; ``sockeye``: example/sockeye."""
     _write(root, "Makefile", MAKEFILE)
     _write(root, "make/config.mk", CONFIG_MK)
     extra = "#error this branch does not compile (stand-in for a failing build)" if broken else ""
@@ -180,14 +312,40 @@ def write_tree(root: Path, build: str, broken: bool = False) -> None:
     _write(root, "python/setup.py", SETUP_PY)
     _write(root, "python/mxnet/__init__.py", MXNET_INIT)
     _write(root, "example/image-classification/train_imagenet.py", TRAIN_IMAGENET, 0o755)
+    _write(root, "example/image-classification/common/data.py", DATA_PY)
     _write(root, "example/image-classification/common/standin_record.py", RECORDER)
-    _write(root, "example/sockeye/source/sockeye/__init__.py", "")
-    _write(root, "example/sockeye/source/sockeye/train.py", SOCKEYE_TRAIN)
-    _write(root, "example/sockeye/source/sockeye/standin_record.py", RECORDER)
-    for name in ("train-preproc.en", "train-preproc.vi", "tst2012.en", "tst2012.vi", "vocab.en", "vocab.vi"):
-        _write(root, f"example/sockeye/dataset/iwslt15_en-vi/{name}", "stand-in\n")
+    if sockeye:
+        _write(root, "example/sockeye/source/sockeye/__init__.py", "")
+        _write(root, "example/sockeye/source/sockeye/constants.py", SOCKEYE_CONSTANTS)
+        _write(root, "example/sockeye/source/sockeye/train.py", SOCKEYE_TRAIN)
+        _write(root, "example/sockeye/source/sockeye/standin_record.py", RECORDER)
+        for name in ("train-preproc.en", "train-preproc.vi", "tst2012.en", "tst2012.vi", "vocab.en", "vocab.vi"):
+            _write(root, f"example/sockeye/dataset/iwslt15_en-vi/{name}", "stand-in\n")
     _write(root, "tools/launch.py", LAUNCH, 0o755)
     _write(root, ".gitignore", "build/\nlib/\n")
+
+
+def write_patches(dest: Path) -> list[str]:
+    """Our two run patches for the stand-in's files, as ``git diff`` output in DEST (the installer applies them)."""
+    work = dest.parent / f"{dest.name}.work"
+    work.mkdir(parents=True)
+    write_tree(work, "p3")
+    _git(work, "init", "-q")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "unpatched")
+    dest.mkdir(parents=True, exist_ok=True)
+    names = []
+    for number, (name, (rel, edits)) in enumerate(PATCHED.items(), start=1):
+        text = (work / rel).read_text()
+        for old, new in edits:
+            assert old in text, (rel, old)
+            text = text.replace(old, new, 1)
+        (work / rel).write_text(text)
+        patch = dest / f"{number:04d}-{name}.patch"
+        patch.write_text(f"Stand-in of our {name} patch.\n\n" + _git(work, "diff") + "\n")
+        _git(work, "commit", "-q", "-am", name)
+        names.append(patch.name)
+    return names
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -198,14 +356,17 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def make_git_repository(root: Path) -> dict[str, str]:
-    """Branches master (P3 build), baseline and broken; returns each branch's commit."""
+    """Branches master (P3 build), baseline (the p3 repository's baseline branch: baseline build with example/sockeye),
+    anand-baseline (anand-mxnet's baseline: no example/sockeye) and broken; returns each branch's commit."""
     root.mkdir(parents=True)
     _git(root, "init", "-q", "-b", "master")
     commits = {}
-    for branch, build, broken in (("master", "p3", False), ("baseline", "baseline", False), ("broken", "p3", True)):
+    for branch, build, broken, sockeye in (("master", "p3", False, True), ("baseline", "baseline", False, True),
+                                           ("anand-baseline", "baseline", False, False), ("broken", "p3", True, True)):
         if branch != "master":
             _git(root, "checkout", "-q", "-b", branch, "master")
-        write_tree(root, build, broken)
+        _git(root, "rm", "-rq", "--ignore-unmatch", "example/sockeye")
+        write_tree(root, build, broken, sockeye)
         _git(root, "add", "-A")
         _git(root, "commit", "-q", "-m", f"stand-in artifact: {branch}")
         commits[branch] = _git(root, "rev-parse", "HEAD")
@@ -228,6 +389,15 @@ def make_zip(repo: Path, commit: str, dest: Path) -> str:
 
 
 LEAN = ["--env.ARTIFACT_PIP_PACKAGES="]  # the stand-in needs no numpy; one test installs the default set
+
+
+def standin_settings(repo: Path, patches: Path, package: str) -> list[str]:
+    """`ck install` settings for the stand-in: its repository, our patches restated for its files, and for the
+    baseline package the real layout (anand-mxnet's branch without Sockeye, which comes from the p3 repository)."""
+    args = [f"--env.PACKAGE_URL={repo}", f"--env.ARTIFACT_PATCH_DIR={patches}"]
+    if package == "sysml19-p3-baseline-github":
+        args += ["--env.PACKAGE_BRANCH=anand-baseline", f"--env.SOCKEYE_URL={repo}"]
+    return args
 
 
 def artifact_envs(ck: "CkCli") -> dict[str, dict]:

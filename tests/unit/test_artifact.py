@@ -8,8 +8,9 @@ import pytest
 
 from support.loopback import FileServer
 from reprokit.data.fetch import extract_zip
-from reprokit.engines.artifact import Cuda, InstallError, Steps, ZipSource, detect_cuda, fetch_zip, make_args, request_from_env
-from reprokit.engines.artifact_run import artifact_command
+from reprokit.engines.artifact import (Cuda, InstallError, Steps, ZipSource, apply_patches, build_env, detect_cuda,
+                                       fetch_zip, make_args, make_deps, request_from_env)
+from reprokit.engines.artifact_run import WorkerSlot, artifact_command, count_records, worker_slots
 from reprokit.engines.choice import EngineChoice, select_engine
 from reprokit.errors import UserError
 
@@ -52,8 +53,85 @@ def test_cuda_path_that_is_no_toolkit_is_refused_with_the_fix(tmp_path):
 def test_make_line_turns_cuda_off_explicitly_for_a_cpu_build():
     # The fork's make/config.mk defaults to USE_CUDA=1: a CPU build must say 0 on the command line.
     assert make_args(None, 2) == ["make", "-j2", "USE_OPENCV=1", "USE_BLAS=openblas", "USE_DIST_KVSTORE=1",
-                                  "USE_CUDA=0", "USE_CUDNN=0", "USE_CUDA_PATH=NONE"]
-    assert make_args(Cuda("/opt/cuda", cudnn=False), 8)[-3:] == ["USE_CUDA=1", "USE_CUDNN=0", "USE_CUDA_PATH=/opt/cuda"]
+                                  "USE_CUDA=0", "USE_CUDNN=0", "USE_CUDA_PATH=NONE", "USE_GPERFTOOLS=0",
+                                  "USE_JEMALLOC=0"]
+    assert make_args(Cuda("/opt/cuda", cudnn=False), 8)[5:8] == ["USE_CUDA=1", "USE_CUDNN=0", "USE_CUDA_PATH=/opt/cuda"]
+
+
+def test_make_line_links_ps_lite_against_the_deps_folder_as_shared_libraries(tmp_path):
+    # One argument each: make gets PS_LDFLAGS_A with its space, no shell splits it.
+    assert make_args(None, 2, tmp_path / "deps")[-2:] == [f"DEPS_PATH={tmp_path / 'deps'}",
+                                                          "PS_LDFLAGS_A=-lprotobuf-lite -lzmq"]
+
+
+def test_deps_folder_links_the_system_zmq_and_protobuf_only_for_a_tree_with_ps_lite(tmp_path):
+    steps = Steps(tmp_path / "log.txt", io.StringIO())
+    (tmp_path / "plain" / "src").mkdir(parents=True)
+    assert make_deps(tmp_path / "plain" / "src", steps) is None
+    (tmp_path / "fork" / "src" / "ps-lite").mkdir(parents=True)
+    if not Path("/usr/include/zmq.h").exists():
+        with pytest.raises(InstallError, match="step deps failed: .*apt-get install libzmq3-dev"):
+            make_deps(tmp_path / "fork" / "src", steps)
+        return
+    deps = make_deps(tmp_path / "fork" / "src", steps)
+    assert (deps / "include" / "zmq.h").resolve() == Path("/usr/include/zmq.h").resolve()
+    assert (deps / "bin" / "protoc").is_symlink()
+
+
+def test_ccache_goes_first_on_path_not_into_cxx(tmp_path, monkeypatch):
+    import reprokit.engines.artifact as artifact
+
+    wrappers = tmp_path / "ccache"
+    wrappers.mkdir()
+    monkeypatch.setattr(artifact, "CCACHE_WRAPPERS", wrappers)
+    env = build_env(tmp_path / "tools" / "pkg", True, {"PATH": "/usr/bin"})
+    assert env["PATH"] == f"{wrappers}:/usr/bin" and "CXX" not in env
+    assert env["CCACHE_BASEDIR"] == str(tmp_path / "tools")  # every package's tree: the second build hits the first
+    assert build_env(tmp_path / "tools" / "pkg", False, {"PATH": "/usr/bin"}) == {"PATH": "/usr/bin"}
+
+
+def _git_tree(root: Path) -> Path:
+    import subprocess
+
+    root.mkdir(parents=True)
+    (root / "a.txt").write_text("one\n")
+    for args in (["init", "-q"], ["add", "a.txt"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, timeout=60, capture_output=True)
+    return root
+
+
+def test_patches_apply_in_order_and_a_patch_that_does_not_apply_names_itself(tmp_path):
+    tree = _git_tree(tmp_path / "src")
+    good = tmp_path / "0001-good.patch"
+    good.write_text("ours\n\ndiff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n")
+    steps = Steps(tmp_path / "log.txt", io.StringIO())
+    assert apply_patches([good], tree, steps) == ["0001-good.patch"]
+    assert (tree / "a.txt").read_text() == "two\n"
+    with pytest.raises(InstallError, match="step patch failed: git exited with code 1 .*log: "):
+        apply_patches([good], tree, steps)  # applied already: the context no longer matches
+
+
+def test_patches_in_a_plain_tree_inside_another_repository_are_not_skipped(tmp_path):
+    outer = _git_tree(tmp_path / "outer")
+    tree = outer / "staging" / "src"  # an unpacked zip inside a work tree: git apply would skip silently
+    tree.mkdir(parents=True)
+    (tree / "a.txt").write_text("one\n")
+    patch = tmp_path / "0001.patch"
+    patch.write_text("diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n")
+    apply_patches([patch], tree, Steps(tmp_path / "log.txt", io.StringIO()))
+    assert (tree / "a.txt").read_text() == "two\n"
+
+
+def test_patch_folder_is_the_packages_own_unless_given(tmp_path):
+    base = {"INSTALL_DIR": str(tmp_path), "P3_BUILD": "p3", "PACKAGE_URL": "u", "USE_CUDA": "0"}
+    (tmp_path / "pkg" / "patches").mkdir(parents=True)
+    for name in ("0002-b.patch", "0001-a.patch", "README.md"):
+        (tmp_path / "pkg" / "patches" / name).write_text("")
+    request = request_from_env({**base, "ORIGINAL_PACKAGE_DIR": str(tmp_path / "pkg")})
+    assert [p.name for p in request.patches] == ["0001-a.patch", "0002-b.patch"]
+    assert request_from_env(base).patches == []
+    with pytest.raises(UserError, match="ARTIFACT_PATCH_DIR=.* is not a folder"):
+        request_from_env({**base, "ARTIFACT_PATCH_DIR": str(tmp_path / "nope")})
 
 
 @pytest.mark.parametrize("env, problem", [
@@ -184,47 +262,119 @@ def test_pinned_engine_wins_but_never_runs_the_other_variant():
 # ----------------------------------------------------------------------------- the artifact's command line
 
 
-def test_image_run_is_the_artifacts_train_imagenet_with_the_seeds_arguments():
-    run = artifact_command(P3, "resnet", 32, "3,32,32", 1, 31, 10, num_workers=2)
+def test_image_run_is_the_artifacts_train_imagenet_with_the_runs_batch_budget():
+    run = artifact_command(P3, "resnet", 32, "3,32,32", 1, 31, 10, workers=2)
     assert run.command[:2] == ["/a/prefix/bin/python", "/a/src/example/image-classification/train_imagenet.py"]
+    # --benchmark-batches (our patch) bounds the fixed 500-batch synthetic iterator; --num-examples counts all workers.
     assert run.command[2:] == ["--network", "resnet", "--num-layers", "50", "--batch-size", "32",
                                "--image-shape", "3,32,32", "--num-epochs", "1", "--kv-store", "dist_sync",
-                               "--disp-batches", "10", "--benchmark", "1", "--num-examples", str(31 * 32)]
-    assert run.extra_env == {}
+                               "--disp-batches", "10", "--benchmark", "1", "--benchmark-batches", "31",
+                               "--num-examples", str(31 * 32 * 2)]
+    assert run.extra_env == {} and run.worker_args == {}
 
 
-def test_cuda_build_trains_on_gpu_0_with_device_sync_on_the_registered_data():
+def test_cuda_build_gives_each_local_worker_its_own_gpu_on_the_registered_data(tmp_path):
+    rec = tmp_path / "imagenet1k_train.rec"
+    rec.write_bytes(b"")
+    (tmp_path / "imagenet1k_train.idx").write_text("".join(f"{i}\t{i * 8}\n" for i in range(4 * 32)))
     cuda_build = EngineChoice("g", "p3", "sysml19-p3@x", "/g/bin/python", (), tree="/g/src", cuda=True)
-    run = artifact_command(cuda_build, "vgg", 32, "3,224,224", 1, 0, 20, num_workers=4,
-                           data_train="/data/imagenet1k_train.rec")
+    slots = worker_slots(["h1", "h1", "h2", "h2"])
+    assert slots == [WorkerSlot(0, 0), WorkerSlot(1, 1), WorkerSlot(2, 0), WorkerSlot(3, 1)]
+    run = artifact_command(cuda_build, "vgg", 32, "3,224,224", 1, 0, 20, workers=slots, data_train=str(rec))
     args = run.command
     assert args[args.index("--network") + 1: args.index("--network") + 4] == ["vgg", "--num-layers", "19"]
     assert args[args.index("--kv-store") + 1] == "dist_device_sync"
-    assert args[args.index("--gpus") + 1] == "0"
-    assert args[args.index("--data-train") + 1] == "/data/imagenet1k_train.rec"
-    assert "--benchmark" not in args
+    assert args[args.index("--data-train") + 1] == str(rec)
+    assert "--benchmark" not in args and "--gpus" not in args
+    assert run.worker_args == {"worker#0": ["--gpus", "0"], "worker#1": ["--gpus", "1"],
+                               "worker#2": ["--gpus", "0"], "worker#3": ["--gpus", "1"]}
+
+
+def _recordio(path: Path, sizes: list[int]) -> Path:
+    import struct
+
+    with open(path, "wb") as out:
+        for size in sizes:
+            out.write(struct.pack("<II", 0xCED7230A, size) + b"x" * size + b"\0" * (-size % 4))
+    return path
+
+
+def test_recordio_records_are_counted_from_their_headers(tmp_path):
+    rec = _recordio(tmp_path / "a.rec", [5, 8, 1, 3])
+    assert count_records(rec, 100) == 4 and count_records(rec, 2) == 2
+    (tmp_path / "bad.rec").write_bytes(b"not a recordio file")
+    with pytest.raises(UserError, match="not a RecordIO file"):
+        count_records(tmp_path / "bad.rec", 10)
+
+
+def test_recordio_set_smaller_than_a_batch_per_worker_is_refused_in_one_line(tmp_path):
+    rec = _recordio(tmp_path / "tiny.rec", [10] * 63)
+    with pytest.raises(UserError) as refused:
+        artifact_command(P3, "resnet", 32, "3,224,224", 1, 0, 20, workers=2, data_train=str(rec))
+    message = str(refused.value)
+    assert "holds 63 images, fewer than one batch per worker (32 x 2 workers)" in message
+    assert "--env.DATA=synthetic" in message and "\n" not in message
+    _recordio(rec, [10] * 64)
+    assert "--data-train" in artifact_command(P3, "resnet", 32, "3,224,224", 1, 0, 20, workers=2,
+                                              data_train=str(rec)).command
 
 
 def test_full_epoch_on_synthetic_data_splits_imagenet_over_the_workers():
-    run = artifact_command(BASELINE, "inception-v3", 32, "3,299,299", 1, 0, 20, num_workers=4)
+    run = artifact_command(BASELINE, "inception-v3", 32, "3,299,299", 1, 0, 20, workers=4)
     assert run.command[2:4] == ["--network", "inception-v3"]
-    assert run.command[-2:] == ["--num-examples", str(1281167 // 4)]
+    batches = -(-1281167 // (4 * 32))
+    assert run.command[-4:] == ["--benchmark-batches", str(batches), "--num-examples", str(batches * 32 * 4)]
 
 
-def test_sockeye_run_is_the_bundled_sockeye_on_the_bundled_iwslt15():
-    run = artifact_command(P3, "sockeye", 64, "", 1, 31, 10, num_workers=2, sockeye_output="/out/model")
+def bundled_tree(root: Path, files=("train-preproc.en", "train-preproc.vi", "tst2012.en", "tst2012.vi",
+                                    "vocab.en", "vocab.vi")) -> EngineChoice:
+    data = root / "example/sockeye/dataset/iwslt15_en-vi"
+    data.mkdir(parents=True)
+    for name in files:
+        (data / name).write_text("x\n")
+    return EngineChoice("p3env", "p3", "sysml19-p3@c647954", "/a/prefix/bin/python", (), tree=str(root))
+
+
+def test_sockeye_run_is_the_bundled_sockeye_on_the_bundled_iwslt15_with_our_report_period(tmp_path):
+    engine = bundled_tree(tmp_path / "src")
+    run = artifact_command(engine, "sockeye", 64, "", 1, 31, 10, workers=2, sockeye_output="/out/model",
+                           corpus="/corpus", corpus_name="iwslt15-synthetic")
     args = run.command
     assert args[:3] == ["/a/prefix/bin/python", "-m", "sockeye.train"]
-    assert run.extra_env == {"PYTHONPATH": "/a/src/example/sockeye/source"}
-    assert args[args.index("--source") + 1] == "/a/src/example/sockeye/dataset/iwslt15_en-vi/train-preproc.en"
+    assert run.extra_env == {"PYTHONPATH": f"{tmp_path}/src/example/sockeye/source",
+                             "SOCKEYE_MEASURE_SPEED_EVERY": "10"}
+    assert args[args.index("--source") + 1] == f"{tmp_path}/src/example/sockeye/dataset/iwslt15_en-vi/train-preproc.en"
+    assert run.data == "iwslt15-bundled"  # not "synthetic", not the registered corpus it did not read
     for flag, value in [("--num-layers", "2:2"), ("--rnn-num-hidden", "512"), ("--num-embed", "512:512"),
                         ("--attention-type", "mlp"), ("--attention-num-hidden", "512"), ("--bucket-width", "10"),
-                        ("--batch-size", "64"), ("--output", "/out/model"), ("--kv-store", "dist_sync"),
-                        ("--max-updates", "31")]:
+                        ("--batch-size", "64"), ("--kv-store", "dist_sync"), ("--max-updates", "31")]:
         assert args[args.index(flag) + 1] == value, flag
-    assert "--use-cpu" in args
+    assert "--use-cpu" in args and "--output" not in args and "--device-ids" not in args
+    # Sockeye removes its output folder first: one per worker.
+    assert run.worker_args == {"worker#0": ["--output", "/out/model"], "worker#1": ["--output", "/out/model.worker-1"]}
+
+
+def test_sockeye_without_the_bundled_training_files_reads_the_registered_corpus_and_says_so(tmp_path):
+    engine = bundled_tree(tmp_path / "src", files=("tst2012.en", "tst2012.vi", "vocab.en", "vocab.vi"))
+    run = artifact_command(engine, "sockeye", 64, "", 1, 31, 10, workers=1, corpus="/corpus",
+                           corpus_name="iwslt15-synthetic")
+    assert run.command[run.command.index("--source") + 1] == "/corpus/train.en"
+    assert run.command[run.command.index("--validation-source") + 1] == "/corpus/tst2012.en"
+    assert run.data == "iwslt15-synthetic"
+    with pytest.raises(UserError, match="lacks train-preproc.en, train-preproc.vi .*ck install package:dataset-iwslt15"):
+        artifact_command(engine, "sockeye", 64, "", 1, 31, 10, workers=1)
+
+
+def test_sockeye_on_a_cuda_build_gives_each_local_worker_its_own_device(tmp_path):
+    engine = bundled_tree(tmp_path / "src")
+    cuda_build = EngineChoice("g", "p3", "x", "/g/bin/python", (), tree=engine.tree, cuda=True)
+    run = artifact_command(cuda_build, "sockeye", 64, "", 1, 31, 10, workers=worker_slots(["a", "a", "b"]))
+    assert "--use-cpu" not in run.command and "--device-ids" not in run.command
+    assert {k: v[v.index("--device-ids") + 1] for k, v in run.worker_args.items()} == \
+        {"worker#0": "0", "worker#1": "1", "worker#2": "0"}
+    assert run.worker_args["worker#0"][:2] == ["--output", "sockeye-model"]
 
 
 def test_unknown_model_for_the_artifact_is_refused():
     with pytest.raises(UserError, match="no run for cmd_key 'alexnet'.*--env.ENGINE=embedded"):
-        artifact_command(P3, "alexnet", 32, "3,224,224", 1, 0, 20, num_workers=2)
+        artifact_command(P3, "alexnet", 32, "3,224,224", 1, 0, 20, workers=2)

@@ -115,11 +115,14 @@ def artifact_version(i: dict) -> dict:
 @ck_command
 def artifact_setup(i: dict) -> dict:
     """Register the artifact's source tree, interpreter, build (p3|baseline), commit and CUDA flag."""
-    from reprokit.engines.artifact import env_variables, load_installed
+    from reprokit.engines.artifact import build_tag, env_variables, load_installed
 
     installed = load_installed(i["customize"]["full_path"])
     i["customize"]["path_install"] = str(installed.root.parent)  # INSTALL_DIR: a reinstall swaps artifact/ there
     i["env"].update(env_variables(installed))
+    tags = i.get("tags")  # CK saves this very list as the entry's tags: `ck detect` gets the package's build tag too
+    if isinstance(tags, list) and build_tag(installed.manifest.build) not in tags:
+        tags.append(build_tag(installed.manifest.build))
     return {"return": 0, "bat": ""}
 
 

@@ -1,11 +1,25 @@
 """The authors' artifact (their MXNet fork with P3, and its baseline build) as an engine.
 
 Three CK packages install it (``sysml19-p3-github``, ``sysml19-p3-zenodo``,
-``sysml19-p3-baseline-github``): fetch the tree (git clone, or download and
-unzip), build it with make (CUDA and cuDNN when detected, else a CPU build;
-OpenBLAS; OpenCV), install its python package into a prefix of its own,
-check that it imports, and swap the result in. Everything happens in a
-staging folder first, so a failed step leaves an earlier install untouched.
+``sysml19-p3-baseline-github``). The steps, each named in the log and in a failure:
+
+- fetch: ``git clone -n`` then ``git checkout`` (a clone whose checkout meets a
+  missing blob exits 128; the checkout alone writes every other file and the
+  missing ones are listed in the log and the manifest), or download and unzip;
+- sockeye: a tree without ``example/sockeye`` (the baseline, anand-mxnet) gets it
+  from SOCKEYE_URL/SOCKEYE_BRANCH (github anandj91/p3, branch baseline), as the
+  original workflow's baseline package did;
+- patch: the package's ``patches/*.patch`` (ours, small, listed in the manifest),
+  ``git apply`` with GIT_CEILING_DIRECTORIES so nothing is skipped silently;
+- deps: a DEPS_PATH folder linking the system zmq and protobuf (ps-lite's own
+  download links are dead), when the tree has ps-lite;
+- build: make (CUDA and cuDNN when detected, else a CPU build; OpenBLAS; OpenCV;
+  shared zmq/protobuf), through ccache when /usr/lib/ccache exists;
+- prefix, python-dependencies, python-package, check: a venv of its own with
+  the tree's python package and the library beside it, imported once.
+
+Everything happens in a staging folder first, so a failed step leaves an
+earlier install untouched.
 
     python -m reprokit.engines.artifact install     # what the packages' install.sh runs (settings from the environment)
 
@@ -42,6 +56,13 @@ FETCH_TIMEOUT_S = 3600
 BUILD_TIMEOUT_S = 6 * 3600
 PIP_TIMEOUT_S = 1800
 STEP_TIMEOUT_S = 600
+PATCHES_DIR = "patches"  # in the package: applied in name order
+SOCKEYE_DIR = Path("example") / "sockeye"
+CCACHE_WRAPPERS = Path("/usr/lib/ccache")  # Debian's compiler links to ccache
+# ps-lite's make/deps.mk downloads protobuf 2.5 and zeromq 4.1 from a dead link: link the system ones instead.
+SYSTEM_DEPS = {"include/zmq.h": "/usr/include/zmq.h", "include/google/protobuf": "/usr/include/google/protobuf",
+               "bin/protoc": "/usr/bin/protoc"}
+DEPS_HINT = "apt-get install libzmq3-dev libprotobuf-dev protobuf-compiler"
 
 
 class InstallError(Exception):
@@ -86,13 +107,23 @@ def _is_toolkit(root: Path) -> bool:
     return (root / "bin" / "nvcc").exists() and (root / "include" / "cuda_runtime.h").exists()
 
 
-def make_args(cuda: Cuda | None, jobs: int) -> list[str]:
-    """The seed's make line: OpenCV, OpenBLAS, the distributed kvstore, CUDA/cuDNN when there."""
+def make_args(cuda: Cuda | None, jobs: int, deps: Path | None = None) -> list[str]:
+    """The seed's make line (OpenCV, OpenBLAS, the distributed kvstore, CUDA/cuDNN when there) for today's toolchain.
+
+    ``deps``: the DEPS_PATH folder linking the system zmq/protobuf; ps-lite then links them as
+    shared libraries (PS_LDFLAGS_A), since Debian's static libzmq.a is not position-independent.
+    No gperftools or jemalloc (the fork's config turns them on when found; not needed to run).
+    """
     args = ["make", f"-j{max(1, jobs)}", "USE_OPENCV=1", "USE_BLAS=openblas", "USE_DIST_KVSTORE=1"]
     if cuda is None:
         # The fork's make/config.mk turns CUDA on by default: say no explicitly.
-        return args + ["USE_CUDA=0", "USE_CUDNN=0", "USE_CUDA_PATH=NONE"]
-    return args + ["USE_CUDA=1", f"USE_CUDNN={int(cuda.cudnn)}", f"USE_CUDA_PATH={cuda.path}"]
+        args += ["USE_CUDA=0", "USE_CUDNN=0", "USE_CUDA_PATH=NONE"]
+    else:
+        args += ["USE_CUDA=1", f"USE_CUDNN={int(cuda.cudnn)}", f"USE_CUDA_PATH={cuda.path}"]
+    args += ["USE_GPERFTOOLS=0", "USE_JEMALLOC=0"]
+    if deps is not None:
+        args += [f"DEPS_PATH={deps}", "PS_LDFLAGS_A=-lprotobuf-lite -lzmq"]
+    return args
 
 
 # ----------------------------------------------------------------------------- sources
@@ -122,6 +153,9 @@ class InstallRequest:
     cuda: Cuda | None
     jobs: int
     package: str = ""  # the CK package, for the manifest
+    patches: list[Path] = field(default_factory=list)  # applied in this order
+    sockeye: GitSource | None = None  # where example/sockeye comes from when the tree lacks it
+    ccache: bool = True  # build through /usr/lib/ccache when it exists
 
 
 def request_from_env(env: Mapping[str, str]) -> InstallRequest:
@@ -150,8 +184,24 @@ def request_from_env(env: Mapping[str, str]) -> InstallRequest:
     jobs = whole_number(jobs_raw, "the number of build jobs", "--j=N", low=1)
     python = str(env.get("ARTIFACT_PYTHON", "")).strip() or str(env.get("FRAMEWORK_PYTHON", "")).strip() or sys.executable
     packages = str(env.get("ARTIFACT_PIP_PACKAGES", DEFAULT_PIP_PACKAGES)).split()
+    sockeye_url = str(env.get("SOCKEYE_URL", "")).strip()
+    sockeye = GitSource(sockeye_url, str(env.get("SOCKEYE_BRANCH", "")).strip()) if sockeye_url else None
     return InstallRequest(Path(install_dir), build, source, python, packages, detect_cuda(env), jobs,
-                          str(env.get("PACKAGE_NAME", "")).strip())
+                          str(env.get("PACKAGE_NAME", "")).strip(), patches_of(env), sockeye,
+                          str(env.get("ARTIFACT_CCACHE", "")).strip() != "0")
+
+
+def patches_of(env: Mapping[str, str]) -> list[Path]:
+    """The patches to apply: ARTIFACT_PATCH_DIR's, else the package's own ``patches/`` (CK's ORIGINAL_PACKAGE_DIR)."""
+    given = str(env.get("ARTIFACT_PATCH_DIR", "")).strip()
+    package = str(env.get("ORIGINAL_PACKAGE_DIR", "")).strip()
+    folder = Path(given).expanduser() if given else (Path(package) / PATCHES_DIR if package else None)
+    if folder is None:
+        return []
+    if given and not folder.is_dir():
+        raise UserError(f"ARTIFACT_PATCH_DIR={given} is not a folder; give the folder holding the *.patch files, "
+                        f"or leave it empty for the package's own patches")
+    return sorted(folder.glob("*.patch")) if folder.is_dir() else []
 
 
 # ----------------------------------------------------------------------------- steps
@@ -171,8 +221,9 @@ class Steps:
             stream.flush()
 
     def run(self, step: str, argv: Sequence[str], cwd: Path, timeout_s: float,
-            env: Mapping[str, str] | None = None) -> str:
-        """Run one command of ``step``; its output (last 20 lines kept) or an InstallError naming the step."""
+            env: Mapping[str, str] | None = None, quiet: bool = False) -> str:
+        """Run one command of ``step``; its output (last 20 lines, every line when ``quiet``: not on the console)
+        or an InstallError naming the step."""
         self.say(f"artifact: [{step}] {' '.join(argv)}")
         clean = {k: v for k, v in (env or os.environ).items()
                  if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
@@ -188,6 +239,9 @@ class Steps:
             for raw in iter(proc.stdout.readline, b""):
                 line = raw.decode("utf-8", errors="replace").rstrip("\n")
                 self.log.write(line + "\n")
+                if quiet:
+                    tail.append(line)
+                    continue
                 self.console.write(line + "\n")
                 tail[:] = (tail + [line])[-20:]
             self.console.flush()
@@ -222,17 +276,36 @@ class Steps:
         self.log.close()
 
 
-def fetch_git(source: GitSource, dest: Path, steps: Steps) -> str:
-    """Clone (submodules too) and check out the wanted commit; returns the commit checked out."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/true", "GCM_INTERACTIVE": "never"}
-    argv = ["git", "clone", "--recurse-submodules"]
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/true", "GCM_INTERACTIVE": "never"}
+
+
+def fetch_git(source: GitSource, dest: Path, steps: Steps, step: str = "fetch") -> tuple[str, list[str]]:
+    """Clone without checkout, then check out the wanted branch or commit (and submodules).
+
+    Returns the commit checked out and the files the checkout could not write:
+    ``git clone`` of a repository with a missing blob exits 128 and leaves no
+    work tree, while ``git checkout`` writes every other file and exits 0 (the
+    copy of github anandj91/p3 used here lacks six example data files).
+    """
+    env = {**os.environ, **GIT_ENV}
+    argv = ["git", "clone", "--no-checkout"]
     if source.branch:
         argv += ["--branch", source.branch]
-    steps.run("fetch", argv + ["--", source.url, str(dest)], dest.parent, FETCH_TIMEOUT_S, env)
+    steps.run(step, argv + ["--", source.url, str(dest)], dest.parent, FETCH_TIMEOUT_S, env)
     if source.commit:
-        steps.run("fetch", ["git", "checkout", "--detach", source.commit], dest, STEP_TIMEOUT_S, env)
-        steps.run("fetch", ["git", "submodule", "update", "--init", "--recursive"], dest, FETCH_TIMEOUT_S, env)
-    return steps.run("fetch", ["git", "rev-parse", "HEAD"], dest, STEP_TIMEOUT_S, env).splitlines()[-1].strip()
+        steps.run(step, ["git", "checkout", "--detach", source.commit], dest, STEP_TIMEOUT_S, env)
+    else:
+        branch = source.branch or steps.run(step, ["git", "symbolic-ref", "--short", "HEAD"], dest,
+                                            STEP_TIMEOUT_S, env).splitlines()[-1].strip()
+        steps.run(step, ["git", "checkout", branch], dest, STEP_TIMEOUT_S, env)
+    steps.run(step, ["git", "submodule", "update", "--init", "--recursive"], dest, FETCH_TIMEOUT_S, env)
+    missing = steps.run(step, ["git", "ls-files", "--deleted"], dest, STEP_TIMEOUT_S, env, quiet=True).split("\n")
+    missing = [m for m in missing if m.strip()]
+    if missing:
+        steps.say(f"artifact: [{step}] {len(missing)} file(s) of the commit are missing from the source (absent "
+                  f"objects), the rest is checked out: {', '.join(missing)}")
+    commit = steps.run(step, ["git", "rev-parse", "HEAD"], dest, STEP_TIMEOUT_S, env).splitlines()[-1].strip()
+    return commit, missing
 
 
 def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str:
@@ -257,6 +330,66 @@ def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str
     return match.group(1) if match else ""
 
 
+def ship_sockeye(source: GitSource, tree: Path, staging: Path, steps: Steps) -> dict:
+    """Copy ``example/sockeye`` from ``source`` into a tree that lacks it; returns where it came from."""
+    clone = staging / "sockeye-source"
+    commit, missing = fetch_git(source, clone, steps, step="sockeye")
+    if not (clone / SOCKEYE_DIR / "source" / "sockeye" / "train.py").is_file():
+        raise InstallError(f"step sockeye failed: {source.url} ({source.branch or 'default branch'}) has no "
+                           f"{SOCKEYE_DIR}/source/sockeye/train.py; check --env.SOCKEYE_URL and --env.SOCKEYE_BRANCH; "
+                           f"log: {steps.log_path}")
+    shutil.copytree(clone / SOCKEYE_DIR, tree / SOCKEYE_DIR, symlinks=True)
+    shutil.rmtree(clone)
+    steps.say(f"artifact: [sockeye] copied {SOCKEYE_DIR} from {source.url} {source.branch} ({commit[:12]})")
+    return {"url": source.url, "branch": source.branch, "commit": commit,
+            "missing": [m for m in missing if m.startswith(f"{SOCKEYE_DIR}/")]}
+
+
+def apply_patches(patches: Sequence[Path], tree: Path, steps: Steps) -> list[str]:
+    """``git apply`` each patch at the top of the tree; a patch that does not apply (or is skipped) fails the step."""
+    # Inside another git work tree (a zip unpacked under a repository) git apply skips every file and exits 0.
+    env = {**os.environ, **GIT_ENV, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
+    applied = []
+    for patch in patches:
+        out = steps.run("patch", ["git", "apply", "--verbose", "--whitespace=nowarn", str(patch)], tree,
+                        STEP_TIMEOUT_S, env)
+        if "Skipped patch" in out:
+            raise InstallError(f"step patch failed: git apply skipped {patch.name} (a path it names is not in the "
+                               f"tree); log: {steps.log_path}")
+        applied.append(patch.name)
+    return applied
+
+
+def make_deps(tree: Path, steps: Steps) -> Path | None:
+    """The DEPS_PATH folder ps-lite builds against (links to the system zmq and protobuf); None without ps-lite."""
+    if not (tree / "ps-lite").is_dir():
+        steps.say("artifact: [deps] no ps-lite in the tree: no DEPS_PATH folder")
+        return None
+    missing = [target for target in SYSTEM_DEPS.values() if not os.path.exists(target)]
+    if missing:
+        raise InstallError(f"step deps failed: {', '.join(missing)} not found (ps-lite builds against the system "
+                           f"zmq and protobuf): {DEPS_HINT}")
+    deps = tree.parent / "deps"
+    for rel, target in SYSTEM_DEPS.items():
+        (deps / rel).parent.mkdir(parents=True, exist_ok=True)
+        (deps / rel).symlink_to(target)
+    steps.say(f"artifact: [deps] {deps}: " + ", ".join(f"{rel} -> {t}" for rel, t in SYSTEM_DEPS.items()))
+    return deps
+
+
+def build_env(install_dir: Path, ccache: bool, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """make's environment: ccache's compiler links first on PATH when wanted and present.
+
+    Not CXX="ccache g++": the fork's Makefile hands CXX=$(CXX) to ps-lite's unquoted, which splits it.
+    CCACHE_BASEDIR (default: the folder of every package's install) makes a second tree hit the first one's objects.
+    """
+    env = dict(base if base is not None else os.environ)
+    if ccache and CCACHE_WRAPPERS.is_dir():
+        env["PATH"] = f"{CCACHE_WRAPPERS}{os.pathsep}{env.get('PATH', '')}"
+        env.setdefault("CCACHE_BASEDIR", str(install_dir.parent))
+    return env
+
+
 @dataclass
 class Manifest:
     """What was installed, recorded in INSTALL_DIR/artifact/artifact.json and read back by soft:tool.p3."""
@@ -272,6 +405,10 @@ class Manifest:
     python: str = "prefix/bin/python"  # relative to the manifest's folder
     tree: str = "src"
     extra: dict = field(default_factory=dict)
+    patches: list = field(default_factory=list)  # our patches applied to the tree, in order
+    missing: list = field(default_factory=list)  # files of the commit absent from the source (not checked out)
+    sockeye: dict = field(default_factory=dict)  # where example/sockeye came from when the tree lacked it
+    build_s: float = 0.0  # wall seconds of make
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -291,22 +428,37 @@ def install(request: InstallRequest, console=sys.stdout) -> Path:
     steps = Steps(install_dir / INSTALL_LOG, console)
     try:
         tree = staging / "src"
+        missing: list[str] = []
         if isinstance(request.source, GitSource):
-            commit = fetch_git(request.source, tree, steps)
+            commit, missing = fetch_git(request.source, tree, steps)
         else:
             commit = fetch_zip(request.source, staging, tree, steps)
-        missing = [p for p in ("Makefile", "python/setup.py") if not (tree / p).exists()]
-        if missing:
+        absent = [p for p in ("Makefile", "python/setup.py") if not (tree / p).exists()]
+        if absent:
             raise InstallError(f"step fetch failed: {request.source.url} is not an MXNet source tree "
-                               f"(no {', '.join(missing)} at its top); check --env.PACKAGE_URL")
-        make = make_args(request.cuda, request.jobs)
+                               f"(no {', '.join(absent)} at its top); check --env.PACKAGE_URL")
+        sockeye: dict = {}
+        if not (tree / SOCKEYE_DIR).is_dir():
+            if request.sockeye is None:
+                steps.say(f"artifact: [sockeye] the tree has no {SOCKEYE_DIR} and no --env.SOCKEYE_URL is given: "
+                          f"this build cannot run Sockeye")
+            else:
+                sockeye = ship_sockeye(request.sockeye, tree, staging, steps)
+        if request.patches:
+            steps.say(f"artifact: [patch] {len(request.patches)} patch(es): {', '.join(p.name for p in request.patches)}")
+        patches = apply_patches(request.patches, tree, steps)
+        deps = make_deps(tree, steps)
+        make = make_args(request.cuda, request.jobs, deps)
         steps.say(f"artifact: [build] {'CUDA at ' + request.cuda.path if request.cuda else 'no CUDA found: CPU build'}"
                   + (f", cuDNN {'found' if request.cuda.cudnn else 'NOT found (USE_CUDNN=0)'}" if request.cuda else ""))
+        began = time.monotonic()
         try:
-            steps.run("build", make, tree, BUILD_TIMEOUT_S)
+            steps.run("build", make, tree, BUILD_TIMEOUT_S, build_env(install_dir, request.ccache))
         except InstallError as exc:
             raise InstallError(f"{exc} (the build needs gcc, make and the OpenBLAS and OpenCV development files, "
                                f"e.g. apt-get install build-essential libopenblas-dev libopencv-dev)") from None
+        build_s = round(time.monotonic() - began, 1)
+        steps.say(f"artifact: [build] make took {build_s:.0f} s")
         library = tree / "lib" / "libmxnet.so"
         if not library.exists():
             raise InstallError(f"step build failed: make succeeded but produced no {library.relative_to(staging)}; "
@@ -331,7 +483,8 @@ def install(request: InstallRequest, console=sys.stdout) -> Path:
         manifest = Manifest(build=request.build, package=request.package, source=source, commit=commit,
                             version=version, cuda=request.cuda.path if request.cuda else "",
                             cudnn=bool(request.cuda and request.cuda.cudnn), make=make,
-                            installed_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                            installed_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), patches=patches, missing=missing,
+                            sockeye=sockeye, build_s=build_s)
         write_json(staging / MANIFEST, manifest.to_dict())
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():
@@ -374,6 +527,11 @@ def load_installed(manifest_path: str | Path) -> InstalledArtifact:
     if manifest.build not in BUILDS:
         raise UserError(f"{path} names an unknown build {manifest.build!r}; reinstall the package")
     return InstalledArtifact(path.parent, manifest)
+
+
+def build_tag(build: str) -> str:
+    """The tag the packages give each build (p3-build, baseline-build); `ck detect soft:tool.p3` adds it too."""
+    return f"{build}-build"
 
 
 def env_variables(installed: InstalledArtifact) -> dict[str, str]:

@@ -1,9 +1,29 @@
-"""The artifact's own training command for a run (P3 is compiled into the fork: none of our scripts is shipped)."""
+"""The artifact's own training command for a run (P3 is compiled into the fork: none of our scripts is shipped).
+
+What the authors' scripts do, and what this command line does about it:
+
+- ``train_imagenet.py --benchmark 1`` trains on a synthetic iterator of a fixed
+  500 batches per epoch; ``--num-examples`` only feeds the learning-rate
+  schedule (and counts every worker's examples). Our patch
+  (``*-image-benchmark-batches.patch``) adds ``--benchmark-batches``: the
+  run's NUM_BATCHES goes there, so a smoke run is bounded like an embedded one.
+  On a RecordIO file the script reads its whole share per epoch (it has no batch
+  limit); a file with fewer images than one batch per worker is refused here,
+  since the script aborts on it.
+- The bundled Sockeye 1.5.1 reports every MEASURE_SPEED_EVERY = 100 updates;
+  our patch (``*-sockeye-measure-speed-every.patch``) reads
+  SOCKEYE_MEASURE_SPEED_EVERY, set to the run's DISP_BATCHES. It trains on the
+  bundled IWSLT15 (``example/sockeye/dataset/iwslt15_en-vi``), or, when the
+  source copy lacked those training files, on the registered IWSLT15 corpus;
+  the result's ``data`` says which. Every worker writes its own output folder.
+- A CUDA build: worker k of a host trains on that host's GPU k.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import struct
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, Sequence
 
 from reprokit.errors import UserError
 
@@ -19,6 +39,14 @@ IMAGE_NETWORKS: dict[str, list[str]] = {
 TRAIN_IMAGENET = Path("example") / "image-classification" / "train_imagenet.py"
 SOCKEYE_SOURCE = Path("example") / "sockeye" / "source"  # holds the bundled sockeye package (1.5)
 SOCKEYE_DATA = Path("example") / "sockeye" / "dataset" / "iwslt15_en-vi"  # bundled IWSLT15 en-vi
+BUNDLED_IWSLT = "iwslt15-bundled"  # the result's data field for the artifact's own copy
+# Bundled: preprocessed training pairs; a registered corpus (reprokit.data.iwslt): the plain ones.
+BUNDLED_FILES = {"train": ("train-preproc.en", "train-preproc.vi")}
+CORPUS_FILES = {"train": ("train.en", "train.vi")}
+COMMON_FILES = {"valid": ("tst2012.en", "tst2012.vi"), "vocab": ("vocab.en", "vocab.vi")}
+SOCKEYE_OUTPUT = "sockeye-model"  # worker 0's output folder when none is given; worker k adds .worker-k
+SPEED_PERIOD_ENV = "SOCKEYE_MEASURE_SPEED_EVERY"  # read by our patch of the bundled Sockeye
+RECORDIO_MAGIC = 0xCED7230A
 
 
 class ArtifactBuild(Protocol):
@@ -29,33 +57,113 @@ class ArtifactBuild(Protocol):
 
 
 @dataclass(frozen=True)
+class WorkerSlot:
+    """One worker of the run: its rank (DMLC_WORKER_ID) and its index among the workers of its host."""
+    rank: int
+    local: int
+
+
+@dataclass(frozen=True)
 class ArtifactRun:
-    command: list[str]
+    command: list[str]  # every role's
     extra_env: dict[str, str]
+    worker_args: dict[str, list[str]] = field(default_factory=dict)  # "worker#k" -> appended for that worker only
+    data: str = ""  # what the run reads, for the result; "" keeps the data chosen for the run
+
+
+def worker_slots(hosts_of_workers: Sequence[str]) -> list[WorkerSlot]:
+    """Workers in rank order, given each one's host: the k-th worker on a host gets local index k."""
+    seen: dict[str, int] = {}
+    slots = []
+    for rank, host in enumerate(hosts_of_workers):
+        slots.append(WorkerSlot(rank, seen.get(host, 0)))
+        seen[host] = seen.get(host, 0) + 1
+    return slots
+
+
+def count_records(path: str | Path, stop: int) -> int:
+    """Images in a RecordIO file (its .idx when there, else its record headers), counting no further than ``stop``."""
+    path = Path(path)
+    index = path.with_suffix(".idx")
+    if index.is_file():
+        with open(index, "rb") as handle:
+            return min(stop, sum(1 for line in handle if line.strip()))
+    count = 0
+    with open(path, "rb") as handle:
+        while count < stop:
+            header = handle.read(8)
+            if len(header) < 8:
+                break
+            magic, lrec = struct.unpack("<II", header)
+            if magic != RECORDIO_MAGIC:
+                raise UserError(f"{path} is not a RecordIO file (bad magic at byte {handle.tell() - 8}); "
+                                f"convert the set again with: ck install package:dataset-imagenet-2012-train-p3")
+            cflag, length = lrec >> 29, lrec & ((1 << 29) - 1)
+            if cflag in (0, 1):  # a whole record, or the first part of a split one
+                count += 1
+            handle.seek((length + 3) // 4 * 4, 1)
+    return count
+
+
+def check_recordio_size(data_train: str, batch_size: int, num_workers: int) -> None:
+    """The authors' ImageRecordIter aborts when a worker's part holds fewer images than a batch: refuse it here."""
+    needed = batch_size * max(1, num_workers)
+    try:
+        found = count_records(data_train, needed)
+    except OSError:
+        return  # not readable here (a path on the cluster's hosts): the script decides there
+    if found < needed:
+        raise UserError(f"the RecordIO set {data_train} holds {found} images, fewer than one batch per worker "
+                        f"({batch_size} x {num_workers} workers) which the authors' train_imagenet.py aborts on; "
+                        f"use a larger set, a smaller --env.BATCH_SIZE, or --env.DATA=synthetic")
+
+
+def sockeye_data(tree: Path, corpus: str, chosen: str) -> tuple[dict[str, Path], str]:
+    """The files Sockeye trains on and the result's data name: the bundled IWSLT15, else the registered corpus."""
+    bundled = tree / SOCKEYE_DATA
+    names = {**BUNDLED_FILES, **COMMON_FILES}
+    if all((bundled / f).is_file() for pair in names.values() for f in pair):
+        return {f"{kind}.{i}": bundled / f for kind, pair in names.items() for i, f in enumerate(pair)}, BUNDLED_IWSLT
+    if corpus:
+        folder = Path(corpus)
+        names = {**CORPUS_FILES, **COMMON_FILES}
+        return {f"{kind}.{i}": folder / f for kind, pair in names.items() for i, f in enumerate(pair)}, chosen
+    missing = [f for pair in names.values() for f in pair if not (bundled / f).is_file()]
+    raise UserError(f"the artifact's bundled IWSLT15 lacks {', '.join(missing)} in {bundled} (the source copy it "
+                    f"was built from did not have them) and no IWSLT15 corpus is registered; install one with: "
+                    f"ck install package:dataset-iwslt15-en-vi --quiet (or dataset-iwslt15-en-vi-synthetic)")
+
+
+def corpus_folder(train_args: Sequence[str]) -> str:
+    """The registered corpus folder in a run's data arguments (``--data-dir FOLDER``), or ""."""
+    args = list(train_args)
+    return args[args.index("--data-dir") + 1] if "--data-dir" in args[:-1] else ""
 
 
 def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_shape: str, num_epochs: int,
-                     num_batches: int, disp_batches: int, num_workers: int, data_train: str = "",
-                     sockeye_output: str = "") -> ArtifactRun:
-    """The artifact's own training command for one role, as the seed ran it (every role runs the same command).
+                     num_batches: int, disp_batches: int, workers: Sequence[WorkerSlot] | int, data_train: str = "",
+                     sockeye_output: str = "", corpus: str = "", corpus_name: str = "") -> ArtifactRun:
+    """The artifact's own training command for one run (every role runs it; workers get their own arguments).
 
-    Image models: example/image-classification/train_imagenet.py with the
-    seed's arguments; on a registered RecordIO file (``data_train``), else on
-    the script's own synthetic data (``--benchmark 1``) for the same number of
-    batches per worker as the embedded engine runs. Sockeye: the bundled
-    sockeye 1.5 (``python -m sockeye.train``) on the bundled IWSLT15 en-vi.
-    ``dist_device_sync`` and GPU 0 for a CUDA build, ``dist_sync`` on the CPU.
+    ``workers``: the run's workers (``worker_slots``), or their number when all are on one host.
+    Image models: example/image-classification/train_imagenet.py with the seed's
+    arguments, on ``data_train`` (RecordIO) or on the script's synthetic data for
+    ``num_batches`` per epoch (0: a full ImageNet-1k epoch split over the
+    workers). Sockeye: the bundled sockeye 1.5 (``python -m sockeye.train``).
+    ``dist_device_sync`` and one GPU per local worker for a CUDA build, ``dist_sync`` on the CPU.
     """
+    slots = worker_slots(["here"] * workers) if isinstance(workers, int) else list(workers)
+    num_workers = max(1, len(slots))
     tree = Path(engine.tree)
     kv_store = "dist_device_sync" if engine.cuda else "dist_sync"
     if model == "sockeye":
-        data = tree / SOCKEYE_DATA
+        files, data = sockeye_data(tree, corpus, corpus_name)
         args = [
             engine.python, "-m", "sockeye.train",
-            "--source", str(data / "train-preproc.en"), "--target", str(data / "train-preproc.vi"),
-            "--validation-source", str(data / "tst2012.en"), "--validation-target", str(data / "tst2012.vi"),
-            "--source-vocab", str(data / "vocab.en"), "--target-vocab", str(data / "vocab.vi"),
-            "--output", sockeye_output or "sockeye-model", "--overwrite-output",
+            "--source", str(files["train.0"]), "--target", str(files["train.1"]),
+            "--validation-source", str(files["valid.0"]), "--validation-target", str(files["valid.1"]),
+            "--source-vocab", str(files["vocab.0"]), "--target-vocab", str(files["vocab.1"]),
+            "--overwrite-output",
             "--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",
             "--rnn-num-hidden", "512", "--rnn-encoder-reverse-input", "--num-embed", "512:512",
             "--attention-type", "mlp", "--attention-num-hidden", "512", "--batch-size", str(batch_size),
@@ -63,10 +171,19 @@ def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_s
             "--checkpoint-frequency", "10000000000", "--max-num-checkpoint-not-improved", "-1",
             "--weight-init", "uniform", "--weight-init-scale", "0.1", "--learning-rate-reduce-factor", "1.0",
             "--monitor-bleu", "-1", "--kv-store", kv_store,
-            *(["--device-ids", "0"] if engine.cuda else ["--use-cpu"]),
+            *([] if engine.cuda else ["--use-cpu"]),
             *(["--max-updates", str(num_batches)] if num_batches else []),
         ]
-        return ArtifactRun(args, {"PYTHONPATH": str(tree / SOCKEYE_SOURCE)})
+        base = sockeye_output or SOCKEYE_OUTPUT
+        per_worker = {}
+        for slot in slots:
+            # Sockeye removes and rewrites its output folder: one per worker (as our embedded run does).
+            own = ["--output", base if slot.rank == 0 else f"{base}.worker-{slot.rank}"]
+            if engine.cuda:
+                own += ["--device-ids", str(slot.local)]  # with device locking, distinct GPUs per host
+            per_worker[f"worker#{slot.rank}"] = own
+        env = {"PYTHONPATH": str(tree / SOCKEYE_SOURCE), SPEED_PERIOD_ENV: str(disp_batches)}
+        return ArtifactRun(args, env, per_worker, data)
     network = IMAGE_NETWORKS.get(model)
     if network is None:
         raise UserError(f"the artifact has no run for cmd_key {model!r}; valid ones: "
@@ -74,11 +191,13 @@ def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_s
     args = [engine.python, str(tree / TRAIN_IMAGENET), *network, "--batch-size", str(batch_size),
             "--image-shape", image_shape, "--num-epochs", str(num_epochs), "--kv-store", kv_store,
             "--disp-batches", str(disp_batches)]
-    if engine.cuda:
-        args += ["--gpus", "0"]
     if data_train:
+        check_recordio_size(data_train, batch_size, num_workers)
         args += ["--data-train", data_train]
     else:
-        per_worker = num_batches * batch_size if num_batches else IMAGENET_TRAIN_IMAGES // max(1, num_workers)
-        args += ["--benchmark", "1", "--num-examples", str(per_worker)]
-    return ArtifactRun(args, {})
+        batches = num_batches or -(-IMAGENET_TRAIN_IMAGES // (num_workers * batch_size))
+        # --num-examples counts every worker's examples (fit.py divides by the workers for the lr schedule).
+        args += ["--benchmark", "1", "--benchmark-batches", str(batches),
+                 "--num-examples", str(batches * batch_size * num_workers)]
+    per_worker = {f"worker#{s.rank}": ["--gpus", str(s.local)] for s in slots} if engine.cuda else {}
+    return ArtifactRun(args, {}, per_worker)

@@ -271,7 +271,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
             shutil.copy2(local, run_dir / Path(local).name)
 
     def start(role: Role) -> RoleProcess:
-        return LocalRoleProcess(role, plan.command, local_environment(plan, role), run_dir, sink)
+        return LocalRoleProcess(role, plan.argv(role), local_environment(plan, role), run_dir, sink)
 
     outcome = supervise(plan, start, stop)
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.

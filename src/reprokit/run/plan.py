@@ -48,6 +48,7 @@ class RolePlan:
     addresses: dict[str, str] = field(default_factory=dict)  # host -> address the roles use; default: the name
     interfaces: dict[str, str] = field(default_factory=dict)  # host -> DMLC_INTERFACE
     host_threads: dict[str, int] = field(default_factory=dict)  # host -> OMP threads per worker there
+    role_args: dict[str, list[str]] = field(default_factory=dict)  # role name -> arguments for that role only
 
     def address(self, host: str) -> str:
         return self.addresses.get(host, host)
@@ -59,6 +60,11 @@ class RolePlan:
     @property
     def servers(self) -> list[Role]:
         return [r for r in self.roles if r.kind == "server"]
+
+    def argv(self, role: Role) -> list[str]:
+        """The command ``role`` runs: the run's command, plus that role's own arguments (the artifact's per-worker output
+        folder and GPU)."""
+        return [*self.command, *self.role_args.get(role.name, [])]
 
     def role_env(self, role: Role) -> dict[str, str]:
         """The DMLC_* environment that makes a process play ``role`` in this job."""

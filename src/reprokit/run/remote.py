@@ -155,7 +155,7 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
                 plan.host_threads[host] = max(1, cores // max(1, workers_here))
 
         def start(role: Role) -> RemoteRoleProcess:
-            argv = list(plan.command)
+            argv = plan.argv(role)
             argv[0] = cluster.host(role.host).python or argv[0]
             return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
 

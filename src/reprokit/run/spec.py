@@ -14,7 +14,7 @@ from typing import Any
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ssh import resolve as ssh_resolve
-from reprokit.engines.artifact_run import artifact_command
+from reprokit.engines.artifact_run import artifact_command, corpus_folder, worker_slots
 from reprokit.engines.choice import EngineChoice
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
@@ -140,9 +140,12 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
         )
     if engine.is_artifact:  # the artifact runs its own scripts (P3 is compiled in): none of ours is shipped
         run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
-                               settings.num_batches, settings.disp_batches, len(plan.workers), data_train=data.rec,
-                               sockeye_output=settings.output_file)
-        plan.command, plan.extra_env = run.command, dict(run.extra_env)
+                               settings.num_batches, settings.disp_batches, worker_slots([w.host for w in sorted(plan.workers, key=lambda w: w.index)]),
+                               data_train=data.rec, sockeye_output=settings.output_file,
+                               corpus=corpus_folder(data.train_args), corpus_name=data.name)
+        plan.command, plan.extra_env, plan.role_args = run.command, dict(run.extra_env), dict(run.worker_args)
+        if run.data and run.data != data.name:  # the artifact's Sockeye reads its bundled IWSLT15: say so
+            data = RunData(run.data)
     else:
         plan.command = [engine.python, settings.script, *settings.train_args(), *data.train_args]
         plan.files = [str(f) for f in engine_files()]
