@@ -132,10 +132,16 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     if ratio_points:
-        from matplotlib.ticker import FuncFormatter, NullFormatter
+        from matplotlib.ticker import NullFormatter, NullLocator
 
+        ratios = speedups["comm_to_compute"].dropna()
+        low, high = float(ratios.min()) / 1.3, float(ratios.max()) * 1.3
         ax_r.set_xscale("log")
-        ax_r.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax_r.set_xlim(low, high)
+        ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 4, 6, 8, 16, 32) if low <= t <= high]
+        ticks = ticks or [float(ratios.min())]
+        ax_r.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax_r.xaxis.set_minor_locator(NullLocator())
         ax_r.xaxis.set_minor_formatter(NullFormatter())
         ax_r.axvline(1.0, color="0.5", linewidth=0.6, linestyle=":")
         ax_r.legend(fontsize=7, loc="best")
