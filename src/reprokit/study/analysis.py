@@ -348,9 +348,16 @@ def buildable(claim: Claim, setup: Setup, program_models: set[str]) -> str | Non
     if setup.kind == "embedded":
         return (f"the claim is about a cluster{where}; the embedded default runs every role on this host over "
                 f"loopback, whose bandwidth cannot be set (use --target with a testbed or a cluster)")
+    cpu_testbed = None
+    if claim.bandwidth and setup.kind == "testbed" and claim.paper_ratio is None:
+        cpu_testbed = (f"the claim is at {claim.bandwidth} on the paper's GPU machines; on this CPU testbed the same "
+                       f"bandwidth gives another communication-to-computation ratio, and the study entry has no sourced "
+                       f"figure for the paper setting's ratio (e.g. the per-iteration compute time of its GPUs) to pick "
+                       f"the testbed bandwidth with the same ratio: add claims[].paper_comm_to_compute with its source")
     if claim.cluster_size and setup.num_hosts != claim.cluster_size:
         return (f"the claim is for {claim.cluster_size} machines; this target has {setup.num_hosts} "
-                f"(a testbed of {claim.cluster_size}: ck testbed cluster:NAME --hosts={claim.cluster_size})")
+                f"(a testbed of {claim.cluster_size}: ck testbed cluster:NAME --hosts={claim.cluster_size})"
+                + (f"; and {cpu_testbed}" if cpu_testbed else ""))
     if claim.bandwidth:
         if not setup.shaping:
             if not same_rate(setup.link_capacity, claim.bandwidth):
@@ -358,12 +365,7 @@ def buildable(claim: Claim, setup: Setup, program_models: set[str]) -> str | Non
                         f"({setup.link_capacity or 'not given'}) and are not shaped from here")
         elif setup.link_capacity and rate_bps(claim.bandwidth) > rate_bps(setup.link_capacity):
             return f"{claim.bandwidth} exceeds this target's links ({setup.link_capacity})"
-        if setup.kind == "testbed" and claim.paper_ratio is None:
-            return (f"the claim is at {claim.bandwidth} on the paper's GPU machines; on this CPU testbed the same "
-                    f"bandwidth gives another communication-to-computation ratio, and the study entry has no sourced "
-                    f"figure for the paper setting's ratio (e.g. the per-iteration compute time of its GPUs) to pick "
-                    f"the testbed bandwidth with the same ratio: add claims[].paper_comm_to_compute with its source")
-    return None
+    return cpu_testbed
 
 
 def _pick_by_ratio(claim: Claim, rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
