@@ -5,9 +5,9 @@
         [--overhead-repetitions 3] [--json FILE]
 
 On a fresh testbed (one server and one worker per host, every host's egress shaped with tc):
-1. per model, one baseline probe at --probe-rate measures compute and communication time per iteration
-   (the p3-comm line); the bandwidths are then chosen so that the baseline's communication-to-computation
-   ratio spans --ratios (the bytes per iteration are the probe's communication time times its rate);
+1. per model, one baseline probe on the unshaped links measures compute and communication time per
+   iteration (the p3-comm line); the bandwidths are then chosen so that the baseline's predicted
+   communication-to-computation ratio spans --ratios (the study's own rule: reprokit.study.choice);
 2. baseline and p3 for every model and bandwidth, --repetitions times, interleaved (the order alternates
    per repetition so that drift hits both): throughput means, p3/baseline with its 95% interval (the
    study's analysis), comm_wait_s_per_iter and overlap per variant, the measured ratio, and beside each
@@ -29,7 +29,12 @@ from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
 from reprokit.run.settings import P3_DEFAULT_CREDIT
-from reprokit.study.analysis import ratio_interval  # the study's speedup interval
+from reprokit.paths import REPO_ROOT
+from reprokit.study.analysis import ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.choice import choose  # the study's bandwidth choice from a measured probe
+from reprokit.study.claims import NATIVE  # a target the links cannot reach: run unshaped
+
+STUDY = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
 
 CK = str(Path(sys.executable).with_name("ck"))
 ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
@@ -41,24 +46,10 @@ def ck(*args: str) -> subprocess.CompletedProcess:
 
 
 def run(run_dir: Path, *args: str) -> dict:
+    """The run's unified result (p3-result.json)."""
     ck("run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
        "--treat_return_code_as_exit_code=yes", *args)
-    result = json.loads((run_dir / "p3-result.json").read_text())
-    return {k: result.get(k) for k in FIELDS}
-
-
-def rate_name(bits_per_s: float) -> str:
-    """A tc rate at 2 significant digits, in mbit."""
-    mbit = float(f"{bits_per_s / 1e6:.2g}")
-    return f"{int(mbit)}mbit" if mbit >= 1 else "1mbit"
-
-
-def rate_bits(name: str) -> float:
-    units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
-    for unit, factor in units.items():
-        if name.endswith(unit):
-            return float(name[: -len(unit)]) * factor
-    raise SystemExit(f"benchmark: cannot read the rate {name!r} (use e.g. 1gbit, 250mbit)")
+    return json.loads((run_dir / "p3-result.json").read_text())
 
 
 def mean(rows: list[dict], key: str) -> float | None:
@@ -73,9 +64,8 @@ def fmt(value: float | None, spec: str = ".3f") -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="vgg,resnet")
-    parser.add_argument("--ratios", default="0.5,1,2,4", help="target communication/computation ratios")
+    parser.add_argument("--ratios", default="0.5,1.4,4", help="target communication/computation ratios")
     parser.add_argument("--bandwidths", default="", help="explicit tc rates instead of --ratios")
-    parser.add_argument("--probe-rate", default="1gbit")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--batches", type=int, default=11)
@@ -102,22 +92,22 @@ def main() -> int:
             if args.bandwidths:
                 chosen[model] = args.bandwidths.split(",")
                 continue
-            ck("testbed", "cluster:cmp", f"--shape={args.probe_rate}")
+            ck("testbed", "cluster:cmp", "--shape=off")
             probe = run(work / f"probe-{model}", f"--cmd_key={model}", "--env.VARIANT=baseline", *common)
-            probes[model] = probe
-            bits_per_iter = probe["comm_s_per_iter"] * rate_bits(args.probe_rate)
-            chosen[model] = [rate_name(bits_per_iter / (float(r) * probe["compute_s_per_iter"]))
-                             for r in args.ratios.split(",")]
-            print(f"probe {model} at {args.probe_rate}: compute {probe['compute_s_per_iter']:.3f} s, comm "
-                  f"{probe['comm_s_per_iter']:.3f} s per iteration -> {bits_per_iter / 8e6:.1f} MB per iteration; "
-                  f"bandwidths for ratios {args.ratios}: {', '.join(chosen[model])}", flush=True)
+            choice = choose(model, probe, str(work / f"probe-{model}"), STUDY["parameters"],
+                            STUDY["parameters"].get("source", ""), args.hosts,
+                            [float(r) for r in args.ratios.split(",")], None)
+            probes[model] = choice.to_dict()
+            chosen[model] = list(choice.bandwidths)
+            print(f"probe {choice.summary()}", flush=True)
         for rep in range(args.repetitions):
             for model in models:
                 for bandwidth in chosen[model]:
-                    ck("testbed", "cluster:cmp", f"--shape={bandwidth}")
+                    ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
                     for variant in (("baseline", "p3") if rep % 2 == 0 else ("p3", "baseline")):
-                        row = run(work / f"{model}-{bandwidth}-{variant}-{rep}", f"--cmd_key={model}",
-                                  f"--env.VARIANT={variant}", *common)
+                        result = run(work / f"{model}-{bandwidth}-{variant}-{rep}", f"--cmd_key={model}",
+                                     f"--env.VARIANT={variant}", *common)
+                        row = {k: result.get(k) for k in FIELDS}
                         rows.setdefault((model, bandwidth, variant), []).append(row)
                         print(f"rep {rep + 1} {model} {bandwidth} {variant}: {fmt(row['throughput_samples_per_sec'], '.2f')} "
                               f"samples/s, comm wait {fmt(row['comm_wait_s_per_iter'])} s/iter, overlap "
@@ -125,12 +115,13 @@ def main() -> int:
         credits = [int(c) for c in args.credits.split(",") if c]
         if credits and models:
             model, bandwidth = models[0], chosen[models[0]][len(chosen[models[0]]) // 2]
-            ck("testbed", "cluster:cmp", f"--shape={bandwidth}")
+            ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
             for rep in range(args.repetitions):
                 order = credits if rep % 2 == 0 else credits[::-1]
                 for credit in order:
-                    row = run(work / f"credit-{credit}-{rep}", f"--cmd_key={model}", "--env.VARIANT=p3",
-                              f"--env.P3_CREDIT={credit}", *common)
+                    result = run(work / f"credit-{credit}-{rep}", f"--cmd_key={model}", "--env.VARIANT=p3",
+                                 f"--env.P3_CREDIT={credit}", *common)
+                    row = {k: result.get(k) for k in FIELDS}
                     rows.setdefault((model, bandwidth, f"p3-credit-{credit}"), []).append(row)
                     print(f"rep {rep + 1} {model} {bandwidth} P3_CREDIT={credit}: "
                           f"{fmt(row['throughput_samples_per_sec'], '.2f')} samples/s", flush=True)
