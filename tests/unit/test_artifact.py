@@ -378,3 +378,33 @@ def test_sockeye_on_a_cuda_build_gives_each_local_worker_its_own_device(tmp_path
 def test_unknown_model_for_the_artifact_is_refused():
     with pytest.raises(UserError, match="no run for cmd_key 'alexnet'.*--env.ENGINE=embedded"):
         artifact_command(P3, "alexnet", 32, "3,224,224", 1, 0, 20, workers=2)
+
+
+# ----------------------------------------------------------------------------- ending a run whose roles hang at exit
+
+
+def test_image_and_sockeye_runs_carry_the_line_their_training_ends_with(tmp_path):
+    assert artifact_command(P3, "resnet", 32, "3,32,32", 2, 31, 10, workers=2).finish_pattern == \
+        r"Epoch\[1\] Time cost="
+    engine = bundled_tree(tmp_path / "src")
+    assert artifact_command(engine, "sockeye", 16, "", 1, 16, 5, workers=2).finish_pattern == r"Training finished\."
+
+
+def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(run_dir, monkeypatch):
+    """As the authors' builds do here: a worker trains, logs its end of training, then waits forever at exit."""
+    import reprokit.run.launch as launch
+    from support.runs import fake_plan, no_process_left
+
+    monkeypatch.setattr(launch, "TRAINED_GRACE_S", 1.0)
+    plan = fake_plan("--hang", "worker#1", timeout_s=20)
+    plan.finish_pattern = r"worker#\d started"
+    outcome = launch.run_local(plan, run_dir, console=io.StringIO())
+    assert outcome.success, outcome.reason
+    assert outcome.wall_s < 15
+    [warning] = outcome.warnings
+    assert "worker#1" in warning and "after every worker printed the end of its training" in warning
+    assert no_process_left(plan.run_id)
+    # Without the pattern the same run waits for its timeout and fails.
+    plan = fake_plan("--hang", "worker#1", timeout_s=3)
+    outcome = launch.run_local(plan, run_dir, console=io.StringIO())
+    assert not outcome.success and "exceeded its timeout" in outcome.reason

@@ -17,6 +17,11 @@ What the authors' scripts do, and what this command line does about it:
   source copy lacked those training files, on the registered IWSLT15 corpus;
   the result's ``data`` says which. Every worker writes its own output folder.
 - A CUDA build: worker k of a host trains on that host's GPU k.
+- Their processes can hang at exit after training (seen here with both builds:
+  a worker waits forever in KVStoreDist's destructor): the run carries the line
+  each script logs at the end of training (``finish_pattern``); once every
+  worker has logged it, our launcher ends the run a grace period later, with a
+  warning naming the roles it tore down.
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ COMMON_FILES = {"valid": ("tst2012.en", "tst2012.vi"), "vocab": ("vocab.en", "vo
 SOCKEYE_OUTPUT = "sockeye-model"  # worker 0's output folder when none is given; worker k adds .worker-k
 SPEED_PERIOD_ENV = "SOCKEYE_MEASURE_SPEED_EVERY"  # read by our patch of the bundled Sockeye
 RECORDIO_MAGIC = 0xCED7230A
+SOCKEYE_FINISHED = r"Training finished\."  # sockeye/training.py's last log line of fit()
 
 
 class ArtifactBuild(Protocol):
@@ -69,6 +75,9 @@ class ArtifactRun:
     extra_env: dict[str, str]
     worker_args: dict[str, list[str]] = field(default_factory=dict)  # "worker#k" -> appended for that worker only
     data: str = ""  # what the run reads, for the result; "" keeps the data chosen for the run
+    # What a worker logs when its training is over: the launcher ends the run cleanly a grace period after every
+    # worker has, since the authors' builds can wait forever at exit (a worker stuck in KVStoreDist's destructor).
+    finish_pattern: str = ""
 
 
 def worker_slots(hosts_of_workers: Sequence[str]) -> list[WorkerSlot]:
@@ -183,7 +192,7 @@ def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_s
                 own += ["--device-ids", str(slot.local)]  # with device locking, distinct GPUs per host
             per_worker[f"worker#{slot.rank}"] = own
         env = {"PYTHONPATH": str(tree / SOCKEYE_SOURCE), SPEED_PERIOD_ENV: str(disp_batches)}
-        return ArtifactRun(args, env, per_worker, data)
+        return ArtifactRun(args, env, per_worker, data, SOCKEYE_FINISHED)
     network = IMAGE_NETWORKS.get(model)
     if network is None:
         raise UserError(f"the artifact has no run for cmd_key {model!r}; valid ones: "
@@ -200,4 +209,5 @@ def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_s
         args += ["--benchmark", "1", "--benchmark-batches", str(batches),
                  "--num-examples", str(batches * batch_size * num_workers)]
     per_worker = {f"worker#{s.rank}": ["--gpus", str(s.local)] for s in slots} if engine.cuda else {}
-    return ArtifactRun(args, {}, per_worker)
+    # Module.fit logs "Epoch[N] Time cost=..." at the end of each epoch: the last one ends the training.
+    return ArtifactRun(args, {}, per_worker, finish_pattern=rf"Epoch\[{max(1, num_epochs) - 1}\] Time cost=")

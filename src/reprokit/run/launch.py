@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ TERMINATE_GRACE_S = 3.0
 # Once every worker has finished, servers and the scheduler normally exit
 # within milliseconds; past this they are torn down.
 FINISH_GRACE_S = 30.0
+TRAINED_GRACE_S = 10.0  # after every worker logged the plan's finish_pattern: time left for a clean exit
 # Inherited variables that would point the engine's interpreter at the framework's packages.
 _ENV_DROPPED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
 
@@ -57,11 +59,17 @@ class RoleProcess(Protocol):
 class OutputSink:
     """Copies each role's output live to the console, prefixed ``[host role#i]``, and to its log file."""
 
-    def __init__(self, console: TextIO, log_dir: Path):
+    def __init__(self, console: TextIO, log_dir: Path, finish_pattern: str = ""):
         self.console = console
         self.log_dir = log_dir
         self.lock = threading.Lock()
         log_dir.mkdir(parents=True, exist_ok=True)
+        self.finish = re.compile(finish_pattern) if finish_pattern else None
+        self.done: set[str] = set()  # roles whose output matched finish_pattern
+
+    def finished(self) -> set[str]:
+        with self.lock:
+            return set(self.done)
 
     def pump(self, role: Role, stream, consume: Callable[[str], bool] | None = None) -> threading.Thread:
         """Copy ``stream`` line by line; lines that ``consume`` claims are the launcher's, not the role's."""
@@ -77,6 +85,8 @@ class OutputSink:
                     log.write(line)
                     log.flush()
                     with self.lock:
+                        if self.finish is not None and self.finish.search(line):
+                            self.done.add(role.name)
                         self.console.write(prefix + line if line.endswith("\n") else prefix + line + "\n")
                         self.console.flush()
             stream.close()
@@ -185,8 +195,14 @@ def supervise(
     start_role: Callable[[Role], RoleProcess],
     stop: StopRequest | None = None,
     clock: Callable[[], float] = time.monotonic,
+    finished: Callable[[], set[str]] | None = None,
 ) -> Outcome:
-    """Start all roles, watch them, and always tear down what is left."""
+    """Start all roles, watch them, and always tear down what is left.
+
+    ``finished``: the roles that printed the plan's finish_pattern (the authors' scripts' end of training). When
+    every worker has, the run counts as done: roles still running TRAINED_GRACE_S later are torn down with a warning
+    (the authors' builds can wait forever in their KVStoreDist destructor after training).
+    """
     stop = stop or StopRequest()
     begin = clock()
     began_at = time.time()
@@ -200,6 +216,7 @@ def supervise(
             procs.append(start_role(role))
         all_running_at = time.time()
         workers_done_at: float | None = None
+        trained_at: float | None = None
         while outcome is None:
             now = clock()
             codes = {p.role.name: p.poll() for p in procs}
@@ -225,6 +242,14 @@ def supervise(
                         outcome = Outcome(True, "", warnings=[
                             f"{', '.join(lingering)} still running {FINISH_GRACE_S:.0f} s after every worker "
                             f"finished; torn down"])
+                names = {p.role.name for p in workers}
+                if outcome is None and finished is not None and names and names <= finished():
+                    trained_at = trained_at or now
+                    if now - trained_at > TRAINED_GRACE_S:
+                        lingering = [p.role.name for p in procs if codes[p.role.name] is None]
+                        outcome = Outcome(True, "", warnings=[
+                            f"{', '.join(lingering)} still running {TRAINED_GRACE_S:.0f} s after every worker printed "
+                            f"the end of its training ({plan.finish_pattern}); torn down"])
                 if outcome is None:
                     time.sleep(POLL_INTERVAL_S)
         outcome.all_running_at = all_running_at
@@ -265,7 +290,7 @@ def teardown(procs: list[RoleProcess]) -> None:
 
 def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
               stop: StopRequest | None = None) -> Outcome:
-    sink = OutputSink(console, run_dir / "logs")
+    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern)
     for local in plan.files:
         if Path(local).resolve() != (run_dir / Path(local).name).resolve():
             shutil.copy2(local, run_dir / Path(local).name)
@@ -273,7 +298,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.argv(role), local_environment(plan, role), run_dir, sink)
 
-    outcome = supervise(plan, start, stop)
+    outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)
     if leftovers:

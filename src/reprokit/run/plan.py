@@ -49,6 +49,8 @@ class RolePlan:
     interfaces: dict[str, str] = field(default_factory=dict)  # host -> DMLC_INTERFACE
     host_threads: dict[str, int] = field(default_factory=dict)  # host -> OMP threads per worker there
     role_args: dict[str, list[str]] = field(default_factory=dict)  # role name -> arguments for that role only
+    # A line every worker prints when its training is over (the authors' scripts); "" when roles exit by themselves.
+    finish_pattern: str = ""
 
     def address(self, host: str) -> str:
         return self.addresses.get(host, host)

@@ -135,7 +135,7 @@ def remote_run_dir(run_id: str) -> str:
 def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
                stop: StopRequest | None = None, connections: dict[str, Connection] | None = None) -> Outcome:
     """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host."""
-    sink = OutputSink(console, run_dir / "logs")
+    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern)
     remote_dir = remote_run_dir(plan.run_id)
     began_at = time.time()
     try:
@@ -159,7 +159,7 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
             argv[0] = cluster.host(role.host).python or argv[0]
             return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
 
-        outcome = supervise(plan, start, stop)
+        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
         outcome.began_at = began_at
         # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
         wanted = TIMELINE_FILE in plan.command

@@ -144,6 +144,7 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
                                data_train=data.rec, sockeye_output=settings.output_file,
                                corpus=corpus_folder(data.train_args), corpus_name=data.name)
         plan.command, plan.extra_env, plan.role_args = run.command, dict(run.extra_env), dict(run.worker_args)
+        plan.finish_pattern = run.finish_pattern
         if run.data and run.data != data.name:  # the artifact's Sockeye reads its bundled IWSLT15: say so
             data = RunData(run.data)
     else:
