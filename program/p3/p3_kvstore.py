@@ -28,7 +28,8 @@ MXNet's engine without blocking the training loop (p3_engine.py):
 
 ``credit`` 0 releases every slice as soon as it is ready (no scheduling: the
 ablation of today's behaviour). The optimizer runs on the servers, as for the
-baseline.
+baseline. For experiments, env ``P3_STALE_MS`` sets the least time after which
+a slice in flight stops counting against the credit (p3_scheduler; ``0``: never).
 
 Measurement (both variants, timeline on or off): a few engine probes per
 parameter and iteration feed p3_timeline.CommMeter. At the end of training each
@@ -171,6 +172,9 @@ class P3Sync(CommReport):
         self.dtype_bytes = dtype_bytes
         # Release in batches of at least a quarter of the credit: fewer kvstore calls and engine callbacks.
         self.scheduler = CreditScheduler(credit, batch=credit // 4)
+        stale_ms = os.environ.get("P3_STALE_MS", "")  # experiments only: 0 keeps every task on the credit
+        if stale_ms:
+            self.scheduler.min_stale = float(stale_ms) / 1e3 if float(stale_ms) > 0 else None
         self.loop = None
         self.aliases = None  # per slice: (gradient alias, weight alias), made at the first step
         self._bound = {}  # handles of (weights, grads) -> checked to share the aliases' memory
@@ -220,7 +224,7 @@ class P3Sync(CommReport):
                 else:
                     self.aliases.append((array_alias(g, s.start, s.stop), array_alias(w, s.start, s.stop)))
             self._pointers = pointers
-            self.loop = CommLoop(on_error=self._fail, on_idle=self._idle)
+            self.loop = CommLoop(on_error=self._fail, on_idle=self._idle, on_tick=self._tick)
         elif pointers != self._pointers:
             raise RuntimeError("P3: a module's parameters or gradients do not share memory with those of the "
                                "first module (BucketingModule shares them; separate Modules cannot share P3)")
@@ -291,6 +295,9 @@ class P3Sync(CommReport):
             release()
         self._start(released)
 
+    def _tick(self):
+        self._start(self.scheduler.tick())
+
     def _idle(self):
         """A minute without any notice: say what is pending (a hang's first clue)."""
         if not self.scheduler.idle():
@@ -312,6 +319,11 @@ class P3Sync(CommReport):
             if not self.scheduler.wait_idle(timeout):
                 log.error("P3: communication still in flight after %s s", timeout)
             self.loop.close(timeout)
+            loop = self.loop
+            logging.info("P3: %d notices to the communication thread, waiting %.2f ms on average (at most %.1f ms); "
+                         "%d slices released beyond the credit, %d taken off it (waiting for other workers)", loop.notices,
+                         1e3 * loop.lag_total / max(1, loop.notices), 1e3 * loop.lag_max, self.scheduler.beyond_credit,
+                         self.scheduler.stale_tasks)
             if self.loop.error is not None:
                 raise RuntimeError("P3 communication failed") from self.loop.error
         return self.finish()

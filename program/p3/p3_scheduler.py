@@ -20,13 +20,19 @@ oldest unfinished task in the *canonical* order (``Task.order``, the same on
 every worker: the order backward produces the slices) is always released, even
 beyond the credit. The globally oldest unfinished task is then released by
 every worker once ready and completes, so the job always progresses; this costs
-at most one task beyond the credit.
+at most one task beyond the credit. And since the credit stands for bytes on the
+wire, a task in flight much longer than tasks usually take (three times the
+recent median time, at least ``min_stale`` seconds) is taken off the
+credit: its data has long reached the server, where it waits for the other
+workers. Without that, such tasks would hold the credit and leave the link idle
+(``tick`` lets a thread apply it between events).
 
 ``CommLoop`` is the dedicated thread that owns a scheduler: notices from any
 thread (engine callbacks) are queued to it, and it alone starts communication.
 """
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import logging
@@ -47,7 +53,8 @@ class Task:
     ``released`` and ``done`` (clock seconds).
     """
 
-    __slots__ = ("name", "priority", "nbytes", "payload", "order", "seq", "posted", "released", "done", "state")
+    __slots__ = ("name", "priority", "nbytes", "payload", "order", "seq", "posted", "released", "done", "state",
+                 "stale")
 
     def __init__(self, name, priority, nbytes, payload=None, order=None):
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
@@ -60,6 +67,7 @@ class Task:
         self.seq = -1
         self.posted = self.released = self.done = None
         self.state = "new"  # new -> queued -> in_flight -> done
+        self.stale = False  # in flight, but taken off the credit (waits for other workers)
 
     def __repr__(self):
         return f"Task({self.name!r}, priority={self.priority}, nbytes={self.nbytes}, {self.state})"
@@ -75,13 +83,14 @@ class CreditScheduler:
     lower-priority task never jumps a higher-priority one that does not fit.
     The one exception keeps workers coupled through a synchronous parameter
     server from deadlocking: the oldest unfinished task (by ``Task.order``) is
-    always released (see the module docstring).
+    always released; and tasks in flight for unusually long stop counting
+    against the credit (both: see the module docstring).
 
     ``post`` and ``complete`` return the tasks they released, in release order;
     the caller starts their communication. Thread-safe.
     """
 
-    def __init__(self, credit=0, clock=time.time, batch=0):
+    def __init__(self, credit=0, clock=time.time, batch=0, min_stale=0.010):
         if isinstance(credit, bool) or not isinstance(credit, int) or credit < 0:
             raise ValueError(f"P3_CREDIT must be a whole number of bytes >= 0, got {credit!r}")
         self.credit = credit
@@ -102,6 +111,11 @@ class CreditScheduler:
         self.released_order = []  # names, in release order (kept only when record_order is set)
         self.record_order = False
         self.keep_progress = True  # False only to show, in tests, the deadlock it prevents
+        self.min_stale = min_stale  # None: tasks never stop counting against the credit
+        self._flying = collections.deque()  # released tasks, in release order (done and stale ones are skipped)
+        self._latencies = collections.deque(maxlen=64)  # release-to-done seconds of recent tasks
+        self._counted = 0  # tasks in flight that count against the credit (not stale)
+        self.stale_tasks = 0  # tasks taken off the credit so far
 
     @property
     def in_flight(self):
@@ -143,11 +157,45 @@ class CreditScheduler:
             task.done = now
             task.state = "done"
             self._in_flight -= 1
-            self._in_flight_bytes -= task.nbytes
+            if task.stale:
+                task.stale = False
+            else:
+                self._counted -= 1
+                self._in_flight_bytes -= task.nbytes
+                self._latencies.append(now - task.released)
             released = self._release_locked(now)
             if not self._queued and not self._in_flight:
                 self._idle.notify_all()
             return released
+
+    def tick(self):
+        """Apply the clock between events (tasks in flight too long stop counting); return the tasks released."""
+        with self._lock:
+            if not self._queued:
+                return []
+            return self._release_locked(self.clock())
+
+    def stale_after(self):
+        """Seconds after which a task in flight stops counting against the credit (None: not yet known)."""
+        if self.min_stale is None or len(self._latencies) < 8:
+            return None
+        median = sorted(self._latencies)[len(self._latencies) // 2]
+        return max(self.min_stale, 3 * median)
+
+    def _take_stale_off(self, now):
+        limit = self.stale_after()
+        flying = self._flying
+        while flying and (flying[0].state != "in_flight" or flying[0].stale):
+            flying.popleft()
+        if limit is None:
+            return
+        while flying and now - flying[0].released > limit:
+            task = flying.popleft()
+            if task.state == "in_flight" and not task.stale:
+                task.stale = True
+                self._counted -= 1
+                self._in_flight_bytes -= task.nbytes
+                self.stale_tasks += 1
 
     def wait_idle(self, timeout=None):
         """Block until nothing is queued or in flight; False on timeout."""
@@ -158,12 +206,12 @@ class CreditScheduler:
         """A one-line summary for logs."""
         with self._lock:
             flying = sorted((e[2] for e in self._unfinished if e[2].state == "in_flight"), key=lambda t: t.seq)
-            return (f"{self._queued} queued, {self._in_flight} in flight ({self._in_flight_bytes} bytes: "
+            return (f"{self._queued} queued, {self._in_flight} in flight ({self._in_flight_bytes} bytes counted: "
                     f"{', '.join(t.name for t in flying[:8])}{' ...' if len(flying) > 8 else ''}), "
-                    f"{self.beyond_credit} released beyond the credit so far")
+                    f"{self.beyond_credit} released beyond the credit, {self.stale_tasks} taken off it so far")
 
     def _fits(self, task):
-        return (self.credit == 0 or self._in_flight == 0
+        return (self.credit == 0 or self._counted == 0
                 or self._in_flight_bytes + task.nbytes <= self.credit)
 
     def _release_one(self, task, now, released):
@@ -171,7 +219,9 @@ class CreditScheduler:
         task.state = "in_flight"
         self._queued -= 1
         self._in_flight += 1
+        self._counted += 1
         self._in_flight_bytes += task.nbytes
+        self._flying.append(task)
         self.max_in_flight_bytes = max(self.max_in_flight_bytes, self._in_flight_bytes)
         if self.record_order:
             self.released_order.append(task.name)
@@ -180,7 +230,9 @@ class CreditScheduler:
     def _release_locked(self, now):
         released = []
         heap = self._heap
-        if self.batch and self._in_flight and self.credit - self._in_flight_bytes < self.batch:
+        if self.credit:
+            self._take_stale_off(now)
+        if self.batch and self._counted and self.credit - self._in_flight_bytes < self.batch:
             heap = ()  # too little credit free to be worth a release (the oldest task below still goes)
         while heap:
             task = heap[0][2]
@@ -212,17 +264,22 @@ class CommLoop:
 
     _STOP = object()
 
-    def __init__(self, name="p3-comm", on_error=None, on_idle=None, idle_s=60.0):
+    def __init__(self, name="p3-comm", on_error=None, on_idle=None, idle_s=60.0, on_tick=None, tick_s=0.002):
         self._queue = queue.SimpleQueue()
+        self.on_tick = on_tick  # called on this thread every tick_s seconds without a notice (scheduler.tick)
+        self.tick_s = tick_s
         self.on_error = on_error
         self.on_idle = on_idle  # called on this thread after idle_s seconds without a notice (diagnostics)
         self.idle_s = idle_s
+        self.notices = 0  # notices run, and how long they waited in the queue (seconds): a busy thread shows here
+        self.lag_total = 0.0
+        self.lag_max = 0.0
         self.error = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, fn, *args):
-        self._queue.put((fn, args))
+        self._queue.put((fn, args, time.perf_counter()))
 
     def call(self, fn, *args, timeout=60.0):
         """Run ``fn`` on the loop's thread and return its result (for setup and tests)."""
@@ -247,7 +304,7 @@ class CommLoop:
     def close(self, timeout=60.0):
         """Run what is queued, then stop the thread. True if it stopped within ``timeout``."""
         if self._thread.is_alive():
-            self._queue.put((self._STOP, ()))
+            self._queue.put((self._STOP, (), 0.0))
             self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -256,18 +313,28 @@ class CommLoop:
         return self._thread.is_alive()
 
     def _run(self):
+        quiet_since = time.perf_counter()
         while True:
             try:
-                fn, args = self._queue.get(timeout=self.idle_s)
+                fn, args, submitted = self._queue.get(timeout=self.tick_s if self.on_tick else self.idle_s)
             except queue.Empty:
-                if self.on_idle is not None:
-                    try:
-                        self.on_idle()
-                    except BaseException:
-                        log.exception("P3 communication thread: on_idle failed")
+                for hook, due in ((self.on_tick, True), (self.on_idle, time.perf_counter() - quiet_since > self.idle_s)):
+                    if hook is not None and due:
+                        try:
+                            hook()
+                        except BaseException:
+                            log.exception("P3 communication thread: %r failed", hook)
+                if time.perf_counter() - quiet_since > self.idle_s:
+                    quiet_since = time.perf_counter()
                 continue
+            quiet_since = time.perf_counter()
             if fn is self._STOP:
                 return
+            lag = time.perf_counter() - submitted
+            self.notices += 1
+            self.lag_total += lag
+            if lag > self.lag_max:
+                self.lag_max = lag
             try:
                 fn(*args)
             except BaseException as exc:  # keep serving: the engine may wait on later notices

@@ -97,6 +97,37 @@ def test_with_a_batch_released_tasks_wait_until_enough_credit_is_free():
     assert CreditScheduler(100, batch=500).batch == 100
 
 
+class ManualClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_a_task_in_flight_far_longer_than_usual_stops_holding_the_credit():
+    """Its data waits at the server for the other workers: the link is free for the next task."""
+    clock = ManualClock()
+    s = CreditScheduler(100, clock=clock, min_stale=0.005)  # 3 x median 2 ms = 6 ms
+    assert s.stale_after() is None  # nothing measured yet: nothing is taken off
+    for i in range(8):  # eight tasks that took 2 ms each
+        t = Task(f"warm{i}", 0, 100)
+        s.post(t)
+        clock.t += 0.002
+        s.complete(t)
+    assert s.stale_after() == pytest.approx(0.006)
+    orphan, waiting = Task("orphan", 0, 100), Task("waiting", -1, 100)
+    assert names(s.post(orphan, waiting)) == ["orphan"]
+    clock.t += 0.005
+    assert s.tick() == []
+    clock.t += 0.002  # 7 ms > 6 ms: the orphan stops counting
+    assert names(s.tick()) == ["waiting"]
+    assert s.stale_tasks == 1 and s.in_flight == 2 and s.in_flight_bytes == 100
+    assert s.complete(orphan) == [] and s.in_flight_bytes == 100  # its bytes were freed once only
+    s.complete(waiting)
+    assert s.idle() and s.in_flight_bytes == 0
+
+
 def test_completion_is_checked():
     s = CreditScheduler(10)
     a, b = tasks(("a", 0, 10), ("b", 0, 10))
