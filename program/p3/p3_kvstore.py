@@ -296,7 +296,9 @@ class P3Sync(CommReport):
         self._start(released)
 
     def _tick(self):
+        """More ticks are wanted while slices wait in the queue."""
         self._start(self.scheduler.tick())
+        return self.scheduler.queued > 0
 
     def _idle(self):
         """A minute without any notice: say what is pending (a hang's first clue)."""
@@ -319,6 +321,7 @@ class P3Sync(CommReport):
             if not self.scheduler.wait_idle(timeout):
                 log.error("P3: communication still in flight after %s s", timeout)
             self.loop.close(timeout)
+            self.engine.closed = True  # any later callback releases its operation at once
             loop = self.loop
             logging.info("P3: %d notices to the communication thread, waiting %.2f ms on average (at most %.1f ms); "
                          "%d slices released beyond the credit, %d taken off it (waiting for other workers)", loop.notices,

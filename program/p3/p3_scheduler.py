@@ -266,7 +266,8 @@ class CommLoop:
 
     def __init__(self, name="p3-comm", on_error=None, on_idle=None, idle_s=60.0, on_tick=None, tick_s=0.002):
         self._queue = queue.SimpleQueue()
-        self.on_tick = on_tick  # called on this thread every tick_s seconds without a notice (scheduler.tick)
+        # Called on this thread every tick_s seconds without a notice (scheduler.tick) while it returns true.
+        self.on_tick = on_tick
         self.tick_s = tick_s
         self.on_error = on_error
         self.on_idle = on_idle  # called on this thread after idle_s seconds without a notice (diagnostics)
@@ -314,20 +315,27 @@ class CommLoop:
 
     def _run(self):
         quiet_since = time.perf_counter()
+        ticking = False  # on_tick returns whether it wants more ticks; a notice starts them again
         while True:
             try:
-                fn, args, submitted = self._queue.get(timeout=self.tick_s if self.on_tick else self.idle_s)
+                fn, args, submitted = self._queue.get(timeout=self.tick_s if ticking else self.idle_s)
             except queue.Empty:
-                for hook, due in ((self.on_tick, True), (self.on_idle, time.perf_counter() - quiet_since > self.idle_s)):
-                    if hook is not None and due:
-                        try:
-                            hook()
-                        except BaseException:
-                            log.exception("P3 communication thread: %r failed", hook)
+                if ticking:
+                    try:
+                        ticking = bool(self.on_tick())
+                    except BaseException:
+                        ticking = False
+                        log.exception("P3 communication thread: on_tick failed")
                 if time.perf_counter() - quiet_since > self.idle_s:
                     quiet_since = time.perf_counter()
+                    if self.on_idle is not None:
+                        try:
+                            self.on_idle()
+                        except BaseException:
+                            log.exception("P3 communication thread: on_idle failed")
                 continue
             quiet_since = time.perf_counter()
+            ticking = self.on_tick is not None
             if fn is self._STOP:
                 return
             lag = time.perf_counter() - submitted

@@ -2,6 +2,7 @@
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -272,6 +273,17 @@ def test_comm_loop_runs_notices_in_order_on_its_own_thread():
     assert loop.call(lambda: len(seen)) == 100
     assert [i for i, _ in seen] == list(range(100)) and {n for _, n in seen} == {"p3-comm"}
     assert loop.close(10) and not loop.alive
+
+
+def test_comm_loop_ticks_after_a_notice_while_the_tick_asks_for_more():
+    ticks = []
+    loop = CommLoop(on_tick=lambda: ticks.append(1) or len(ticks) < 3, tick_s=0.001)
+    time.sleep(0.05)
+    assert ticks == []  # no notice yet: no ticks
+    loop.submit(lambda: None)
+    time.sleep(0.1)
+    assert len(ticks) == 3  # the third returned False
+    assert loop.close(10)
 
 
 def test_comm_loop_keeps_serving_after_a_failure_and_reports_it():
