@@ -50,8 +50,9 @@ MANIFEST = "artifact.json"  # written by the installer; what soft:tool.p3 detect
 INSTALLED = "artifact"  # INSTALL_DIR/artifact: src/ (built tree), prefix/ (python), artifact.json
 STAGING = "artifact.partial"
 INSTALL_LOG = "install.log"
-# numpy 1.23.5: the newest numpy with the aliases (np.bool, ...) that MXNet's python code uses.
-DEFAULT_PIP_PACKAGES = "numpy==1.23.5 requests"
+# numpy 1.23.5: the newest numpy with the aliases (np.bool, ...) that MXNet's python code uses; pyyaml: the
+# bundled Sockeye's config.py imports yaml.
+DEFAULT_PIP_PACKAGES = "numpy==1.23.5 requests pyyaml"
 FETCH_TIMEOUT_S = 3600
 BUILD_TIMEOUT_S = 6 * 3600
 PIP_TIMEOUT_S = 1800
