@@ -14,10 +14,13 @@ def run_variant(ck, tmp_path, name, *args):
 
 
 def test_p3_learns_exactly_what_the_baseline_learns(ck, tmp_path):
-    """Same seed and data, 2 workers, 2 servers: the same parameters after 6 iterations."""
+    """Same seed and data, 2 workers, 2 servers: the same parameters after 6 iterations, with the scheduler
+    holding a small credit (400,000 bytes: a few slices in flight) and the timeline on."""
     base, base_params = run_variant(ck, tmp_path, "baseline", "--env.VARIANT=baseline")
-    p3, p3_params = run_variant(ck, tmp_path, "p3", "--env.VARIANT=p3", "--env.P3_SLICE_SIZE=50000")
+    p3, p3_params = run_variant(ck, tmp_path, "p3", "--env.VARIANT=p3", "--env.P3_SLICE_SIZE=50000",
+                                "--env.P3_CREDIT=400000", "--env.TIMELINE=1")
     assert (base["variant"], p3["variant"], p3["p3_slice_size"], p3["p3_priority"]) == ("baseline", "p3", 50_000, True)
+    assert p3["p3_credit"] == 400_000 and len(p3["timelines"]) == 2 and p3["comm_wait_s_per_iter"] is not None
     assert "p3_slice_size" not in base
     assert base["params_in_sync"] and p3["params_in_sync"]
     assert sorted(base_params.files) == sorted(p3_params.files) and len(base_params.files) > 100
