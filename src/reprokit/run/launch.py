@@ -217,6 +217,13 @@ def supervise(
         all_running_at = time.time()
         workers_done_at: float | None = None
         trained_at: float | None = None
+
+        def torn_down_after(grace_s: float, event: str) -> Outcome:
+            """Success: the roles still running ``grace_s`` after ``event`` are torn down, with a warning."""
+            lingering = [p.role.name for p in procs if codes[p.role.name] is None]
+            return Outcome(True, "", warnings=[f"{', '.join(lingering)} still running {grace_s:.0f} s after "
+                                               f"{event}; torn down"])
+
         while outcome is None:
             now = clock()
             codes = {p.role.name: p.poll() for p in procs}
@@ -238,18 +245,13 @@ def supervise(
                 if workers and all(codes[p.role.name] == 0 for p in workers):
                     workers_done_at = workers_done_at or now
                     if now - workers_done_at > FINISH_GRACE_S:
-                        lingering = [p.role.name for p in procs if codes[p.role.name] is None]
-                        outcome = Outcome(True, "", warnings=[
-                            f"{', '.join(lingering)} still running {FINISH_GRACE_S:.0f} s after every worker "
-                            f"finished; torn down"])
+                        outcome = torn_down_after(FINISH_GRACE_S, "every worker finished")
                 names = {p.role.name for p in workers}
                 if outcome is None and finished is not None and names and names <= finished():
                     trained_at = trained_at or now
                     if now - trained_at > TRAINED_GRACE_S:
-                        lingering = [p.role.name for p in procs if codes[p.role.name] is None]
-                        outcome = Outcome(True, "", warnings=[
-                            f"{', '.join(lingering)} still running {TRAINED_GRACE_S:.0f} s after every worker printed "
-                            f"the end of its training ({plan.finish_pattern}); torn down"])
+                        outcome = torn_down_after(TRAINED_GRACE_S, f"every worker printed the end of its training "
+                                                                   f"({plan.finish_pattern})")
                 if outcome is None:
                     time.sleep(POLL_INTERVAL_S)
         outcome.all_running_at = all_running_at
