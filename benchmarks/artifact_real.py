@@ -1,7 +1,8 @@
 """The authors' artifact for real: install both builds from local source trees through CK, then run their scripts.
 
     .venv/bin/python benchmarks/artifact_real.py --source DIR [--work DIR] [--models resnet,vgg,inception-v3,sockeye]
-        [--variants p3,baseline] [--repetitions 1] [--reinstall] [--hosts 0] [--json FILE] [-- --env.NAME=VALUE ...]
+        [--variants p3,baseline] [--engines artifact[,embedded]] [--repetitions 1] [--reinstall]
+        [--hosts 0 [--bandwidths native,670mbit]] [--json FILE] [-- --env.NAME=VALUE ...]
 
 --source DIR holds local git repositories of the authors' sources (GitHub is not reachable from here):
 ``DIR/p3.git`` (github anandj91/p3, branches master and baseline) and ``DIR/anand-mxnet.git``
@@ -15,9 +16,13 @@
    source copy, the synthetic IWSLT15-layout corpus is installed (the artifact's Sockeye then reads it);
 4. ``ck run program:p3 --cmd_key=M --env.ENGINE=artifact --env.VARIANT=V`` for every model and variant
    (the embedded default: here, the smoke profile), --repetitions times, interleaved; with --hosts N
-   on a fresh testbed (``ck testbed cluster:art --hosts=N``, needs root) instead.
-Prints the figures (install times, make times, throughput per run, p3/baseline with its 95% interval when
-there are 2+ repetitions); --json writes them. Uses its own CK_REPOS/CK_TOOLS (--work, default a new
+   on a fresh testbed (``ck testbed cluster:art --hosts=N``, needs root) instead, once per --bandwidths
+   entry (``native``: unshaped; else every host's egress shaped with tc, as the P3 benchmark does).
+   ``--engines artifact,embedded`` adds our baseline and our P3 on stock MXNet (``--env.ENGINE=embedded``,
+   bootstrapped into the same CK_TOOLS) to every repetition, so the four engines are interleaved (the
+   order reverses every repetition so that drift hits all of them).
+Prints the figures (install times, make times, throughput per run, per engine and bandwidth each variant's
+mean and p3/baseline with its 95% interval when there are 2+ repetitions); --json writes them. Uses its own CK_REPOS/CK_TOOLS (--work, default a new
 temporary folder); asserts nothing.
 """
 from __future__ import annotations
@@ -32,6 +37,8 @@ from pathlib import Path
 
 from reprokit.bootstrap import REPO_ALIAS, ck as ck_cli
 from reprokit.paths import SRC_DIR
+from reprokit.study.analysis import mean_interval, ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.claims import NATIVE
 
 REPO_ROOT = SRC_DIR.parent
 CK = str(Path(sys.executable).with_name("ck"))
@@ -101,7 +108,9 @@ def main() -> int:
     parser.add_argument("--variants", default="p3,baseline")
     parser.add_argument("--repetitions", type=int, default=1)
     parser.add_argument("--reinstall", action="store_true")
+    parser.add_argument("--engines", default="artifact", help="artifact, embedded (our P3 on stock MXNet), or both")
     parser.add_argument("--hosts", type=int, default=0, help="run on a fresh N-host testbed (root) instead of here")
+    parser.add_argument("--bandwidths", default=NATIVE, help="with --hosts: tc rates, native = unshaped")
     parser.add_argument("--json", default="", help="also write every figure here")
     parser.add_argument("extra", nargs="*", help="more ck run arguments, after --")
     args = parser.parse_args()
@@ -140,6 +149,13 @@ def main() -> int:
                 print("the bundled IWSLT15 training files are missing from the source: installing the synthetic "
                       "IWSLT15-layout corpus for the artifact's Sockeye", flush=True)
                 ck(env, "install", "package:dataset-iwslt15-en-vi-synthetic", "--quiet")
+    engines = [e for e in args.engines.split(",") if e]
+    if not set(engines) <= {"artifact", "embedded"}:
+        raise SystemExit(f"benchmark: --engines takes artifact and/or embedded, not {args.engines}")
+    if "embedded" in engines:  # stock MXNet in the same CK_TOOLS (idempotent)
+        subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, timeout=INSTALL_TIMEOUT_S)
+    bandwidths = [b for b in args.bandwidths.split(",") if b] if args.hosts else [NATIVE]
     target: list[str] = []
     if args.hosts:
         ck(env, "testbed", "cluster:art", f"--hosts={args.hosts}")
@@ -147,36 +163,53 @@ def main() -> int:
         ck(env, "add", "machine:art", "--type=cluster", f"--config_file={hosts_json}", "--quiet")
         target = ["--target=art"]
     variants = [v for v in args.variants.split(",") if v]
+    pairs = [(e, v) for e in engines for v in variants]
     try:
         for rep in range(args.repetitions):
             for model in models:
-                for variant in (variants if rep % 2 == 0 else variants[::-1]):
-                    row = run(env, work / "runs" / f"{model}-{variant}-{rep}-{int(time.time())}", f"--cmd_key={model}",
-                              "--env.ENGINE=artifact", f"--env.VARIANT={variant}", *target, *args.extra)
-                    row.update(model=model, variant=variant, repetition=rep)
-                    figures["runs"].append(row)
-                    speed = row.get("throughput_samples_per_sec")
-                    print(f"rep {rep + 1} {model} {variant}: "
-                          + (f"{speed:.2f} samples/s ({row.get('batches_measured')} batches measured, "
-                             f"{row.get('wall_time_s')} s wall, data {row.get('data')})" if speed
-                             else f"FAILED: {row.get('failure_reason')}"), flush=True)
+                for bandwidth in bandwidths:
+                    if args.hosts:
+                        ck(env, "testbed", "cluster:art", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
+                    for engine, variant in (pairs if rep % 2 == 0 else pairs[::-1]):
+                        row = run(env, work / "runs" / f"{model}-{bandwidth}-{engine}-{variant}-{rep}-{int(time.time())}",
+                                  f"--cmd_key={model}", f"--env.ENGINE={engine}", f"--env.VARIANT={variant}",
+                                  *target, *args.extra)
+                        row.update(model=model, bandwidth=bandwidth, engine_kind=engine, variant=variant,
+                                   repetition=rep)
+                        figures["runs"].append(row)
+                        speed = row.get("throughput_samples_per_sec")
+                        print(f"rep {rep + 1} {model} {bandwidth} {engine} {variant}: "
+                              + (f"{speed:.2f} samples/s ({row.get('batches_measured')} batches measured, "
+                                 f"{row.get('wall_time_s')} s wall, data {row.get('data')})" if speed
+                                 else f"FAILED: {row.get('failure_reason')}"), flush=True)
     finally:
         if args.hosts:
             subprocess.run([CK, "testbed", "cluster:art", "--down"], env=env, stdin=subprocess.DEVNULL,
                            capture_output=True, timeout=120)
-    print("\nmodel  variant  samples/s (runs)  p3/baseline")
-    from reprokit.study.analysis import ratio_interval
-
+    print(f"\n{args.hosts or 'embedded default:'} {'hosts' if args.hosts else ''} {' '.join(args.extra)}, "
+          f"{args.repetitions} interleaved repetitions")
+    print("model         bandwidth  engine    variant   samples/s (geo. mean) [95%] (n)   p3/baseline [95% interval]")
+    figures["ratios"] = []
     for model in models:
-        speeds = {v: [r["throughput_samples_per_sec"] for r in figures["runs"] if r["model"] == model
-                      and r["variant"] == v and r.get("throughput_samples_per_sec")] for v in variants}
-        for v in variants:
-            mean = sum(speeds[v]) / len(speeds[v]) if speeds[v] else None
-            print(f"{model:13s} {v:9s} {('%.2f' % mean) if mean else 'n/a':>8s} ({len(speeds[v])})")
-        if len(speeds.get("p3", [])) >= 2 and len(speeds.get("baseline", [])) >= 2:
-            ratio, low, high = ratio_interval(speeds["p3"], speeds["baseline"])
-            print(f"{model:13s} p3/baseline {ratio:.3f} [{low:.3f}, {high:.3f}]")
-            figures.setdefault("ratios", {})[model] = [ratio, low, high]
+        for bandwidth in bandwidths:
+            for engine in engines:
+                speeds = {v: [r["throughput_samples_per_sec"] for r in figures["runs"]
+                              if (r["model"], r["bandwidth"], r["engine_kind"], r["variant"]) == (model, bandwidth, engine, v)
+                              and r.get("throughput_samples_per_sec")] for v in variants}
+                ratio = None
+                if len(speeds.get("p3", [])) >= 2 and len(speeds.get("baseline", [])) >= 2:
+                    ratio = ratio_interval(speeds["p3"], speeds["baseline"])
+                    figures["ratios"].append({"model": model, "bandwidth": bandwidth, "engine": engine,
+                                              "ratio": ratio[0], "low": ratio[1], "high": ratio[2],
+                                              "n": {v: len(speeds[v]) for v in variants}})
+                for i, v in enumerate(variants):
+                    if len(speeds[v]) >= 2:
+                        interval = mean_interval(speeds[v], 0.95)
+                        shown = f"{interval.geometric_mean:8.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+                    else:
+                        shown = f"{speeds[v][0]:8.2f}" if speeds[v] else "     n/a"
+                    tail = f"   {ratio[0]:.3f} [{ratio[1]:.3f}, {ratio[2]:.3f}]" if ratio and i == 0 else ""
+                    print(f"{model:13s} {bandwidth:9s}  {engine:9s} {v:9s} {shown:24s} ({len(speeds[v])}){tail}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     return 0
