@@ -1,5 +1,5 @@
 """Fixtures and tiers: tests/unit (no ck), tests/ck and tests/engine (the real ck CLI and its MXNet engine,
-marked `ck` here), `root` tests.
+marked `ck` here), tests/faults (the fault and hostile-input suite, also `ck`), `root` tests.
 
 Root tests need root (network namespaces, sshd, tc): they skip for a developer without it and fail under CI,
 which runs as root, so they never skip silently there.
@@ -16,7 +16,7 @@ TESTS = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if {TESTS / "ck", TESTS / "engine"} & set(Path(str(item.fspath)).parents):
+        if {TESTS / "ck", TESTS / "engine", TESTS / "faults"} & set(Path(str(item.fspath)).parents):
             item.add_marker(pytest.mark.ck)
 
 

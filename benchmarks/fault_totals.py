@@ -1,0 +1,55 @@
+"""Totals of the fault and hostile-input suite (tests/faults), for the README.
+
+    .venv/bin/python benchmarks/fault_totals.py [--json FILE] [pytest arguments ...]
+
+Runs every case of tests/faults (as root, as CI does: signals to every process of ours, a cut link on a
+testbed host, hostile bundles, injection strings in every setting, concurrent runs and imports) and prints,
+per fault class and in total: cases, cases that ended as they must (a clear one-line message or a clean
+tear-down), and the bad outcomes the failed checks found (tracebacks, hangs, orphans, injections, data lost,
+unclear messages, other failures). Each case is one pytest test; a case's checks are tests/support/faults.py.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BAD = ("traceback", "hang", "orphan", "injection", "data-lost", "unclear", "other")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default="", help="also write the totals here")
+    args, pytest_args = parser.parse_known_args()
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as handle:
+        lines = Path(handle.name)
+    env = {**os.environ, "REPROKIT_FAULT_TOTALS": str(lines)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/faults",
+                           *pytest_args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL)
+    cases = [json.loads(line) for line in lines.read_text().splitlines() if line.strip()]
+    lines.unlink()
+    totals: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for case in cases:
+        for key in (case["class"], "all"):
+            totals[key]["cases"] += case["when"] == "call" or not case["passed"]
+            totals[key]["clear"] += bool(case["passed"]) and case["when"] == "call"
+            totals[key]["skipped"] += bool(case["skipped"])
+            if case["outcome"]:
+                totals[key][case["outcome"]] += 1
+    header = ["class", "cases", "clear", "skipped", *BAD]
+    print("\n" + "  ".join(f"{h:>10s}" for h in header))
+    for name in sorted(totals, key=lambda k: (k == "all", k)):
+        print("  ".join([f"{name:>10s}", *(f"{totals[name][h]:>10d}" for h in header[1:])]))
+    if args.json:
+        Path(args.json).write_text(json.dumps({k: dict(v) for k, v in totals.items()}, indent=2) + "\n")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
