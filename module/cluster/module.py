@@ -34,3 +34,13 @@ def testbed(i):
     ck testbed cluster:NAME --down
     """
     return cluster.testbed(i)
+
+
+##############################################################################
+# A cluster description in YAML (or JSON) written as the JSON that `ck add machine --config_file` reads.
+
+def convert(i):
+    """
+    ck convert cluster --config_file=cluster.yaml [--out=hosts.json]
+    """
+    return cluster.convert(i)

@@ -1,6 +1,7 @@
 """The actions of our CK module `cluster`: preflight checks of a machine's hosts, and the namespace testbed.
 
     ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
+    ck convert cluster --config_file=cluster.yaml [--out=hosts.json]
     ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
-from reprokit.cluster.hosts import parse
+from reprokit.cluster.hosts import check_description, parse, read_description
+from reprokit.jsonfile import write_json
 from reprokit.errors import UserError
 from reprokit.values import whole_number
 
@@ -29,7 +31,9 @@ def check(i: dict) -> dict:
     name = i.get("data_uoa", "")
     if not name:
         raise UserError("name the machine: ck check cluster:NAME")
-    cluster = parse(machine_cluster_data(name), source=f"machine:{name}")
+    cluster = parse(machine_cluster_data(name), source=f"machine:{name}")  # an allocation is expanded now
+    if cluster.allocation:
+        print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     if i.get("accept_new_host_keys") in ("yes", True):
         cluster = replace(cluster, accept_new_host_keys=True)
     try:
@@ -48,6 +52,30 @@ def check(i: dict) -> dict:
         raise UserError(f"{len(failed)} of {len(checks)} host(s) failed: " + "; ".join(c.problems[0] for c in failed))
     print(f"cluster: all {len(checks)} host(s) ready", flush=True)
     return {"return": 0, "hosts": [asdict(c) for c in checks]}
+
+
+@ck_command
+def convert(i: dict) -> dict:
+    """A cluster description in YAML (or JSON) written as the JSON that `ck add machine --config_file` reads.
+
+    Checked as `ck run` would read it, except that an allocation (nodefile, hostlist) is kept as written: it is
+    expanded by each run, so it may name an allocation that does not exist yet.
+    """
+    source = str(i.get("config_file", "")).strip()
+    if not source:
+        raise UserError("name the description: ck convert cluster --config_file=cluster.yaml [--out=hosts.json]")
+    out = Path(str(i.get("out", "")).strip() or Path(source).with_suffix(".json")).expanduser()
+    if out.resolve() == Path(source).expanduser().resolve():
+        raise UserError(f"--out={out} would overwrite the description itself; name another file")
+    data = read_description(source)
+    check_description(data, source)
+    try:
+        write_json(out, data)
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror}; name a writable file with --out=FILE") from None
+    print(f"cluster: wrote {out}; register it with:\n"
+          f"  ck add machine:NAME --type=cluster --config_file={out} --quiet", flush=True)
+    return {"return": 0, "config_file": str(out)}
 
 
 def _testbed_dir(name: str, given: str) -> Path:

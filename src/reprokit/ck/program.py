@@ -12,6 +12,7 @@ from pathlib import Path
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.cluster.hosts import parse as parse_cluster
+from reprokit.cluster.testbed import testbed_of
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.mxnet import sockeye_in_engine
@@ -27,9 +28,9 @@ def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
     generated data (synthetic batches, or the synthetic corpus each Sockeye worker writes) when none is chosen."""
     if image_model:
         found = choose_recordio(env_entries(RECORDIO_TAGS), mode, pinned)
-        return RunData(found.name, found.train_args(), found.rec, found.env_uid) if found else RunData()
+        return RunData(found.name, found.train_args(), found.rec, found.env_uid, found.images) if found else RunData()
     corpus = choose_corpus(env_entries(CORPUS_TAGS), mode, pinned)
-    return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid) if corpus else RunData()
+    return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid, corpus.train_pairs) if corpus else RunData()
 
 
 def run_engine(settings: RunSettings, env: dict) -> RunEngine:
@@ -46,14 +47,22 @@ def _cluster_data(i: dict):
 def make_spec(i: dict) -> RunSpec:
     env = i.get("env", {})
     cluster_data = _cluster_data(i)
-    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env,
-                       default_profile="smoke" if cluster_data is None else "paper")
-    engine = run_engine(settings, env)
-    data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
     cluster = None
     if cluster_data is not None:
+        # An allocation (nodefile, hostlist) is expanded now, from this run's environment.
         cluster = parse_cluster(cluster_data, source="the machine's hosts.json (see: ck load machine:NAME)")
-    return build_spec(settings, engine, data, cluster, cluster_data)
+    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(cluster_data))
+    engine = run_engine(settings, env)
+    data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+    if cluster is not None and cluster.allocation:
+        print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
+    # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
+    return build_spec(settings, engine, data, cluster, cluster.to_data() if cluster is not None else None)
+
+
+def default_profile(cluster_data) -> str:
+    """smoke here and on a testbed made by `ck testbed cluster` (CPU namespaces on this machine); paper on a cluster."""
+    return "smoke" if cluster_data is None or testbed_of(cluster_data) is not None else "paper"
 
 
 def preprocess(i: dict) -> dict:

@@ -14,18 +14,40 @@ Two forms are accepted:
        "ssh_config": "~/.ssh/config", "known_hosts": "~/.ssh/known_hosts",
        "accept_new_host_keys": false}
 
-Anything else is refused with one line saying what is wrong and where.
+* a batch scheduler's allocation instead of the list, with the same options and any host key
+  (but ``host``) applying to every host of the allocation::
+
+      {"nodefile": "$OAR_NODEFILE", "user": "me", "interface": "ib0"}     # OAR or PBS ($PBS_NODEFILE)
+      {"hostlist": "$SLURM_JOB_NODELIST"}                                 # or a literal "node[01-04,07]"
+
+  A node file has one host per line, repeated once per reserved core (slot): each host
+  appears once, its slot count recorded as ``slots``. A hostlist is a Slurm expression,
+  expanded by python-hostlist. ``$NAME``/``${NAME}`` references are taken from the
+  environment of the process that parses (the preprocess of ``ck run``, ``ck check
+  cluster``), never through a shell, so one machine entry follows each new allocation.
+
+Anything else is refused with one line saying what is wrong and where. JSON or YAML
+files are read by ``load`` (``ck add machine`` itself reads only JSON: ``ck convert
+cluster`` writes a YAML description as the JSON it registers).
 """
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Mapping
 
 from reprokit.errors import UserError
 
-HOST_KEYS = {"host", "port", "user", "identity_file", "interface", "workers", "servers", "python", "proxy_command"}
-TOP_KEYS = {"hosts", "ssh_config", "known_hosts", "accept_new_host_keys"}
+HOST_KEYS = {"host", "port", "user", "identity_file", "interface", "workers", "servers", "python", "proxy_command",
+             "slots"}
+ALLOCATION_KEYS = ("nodefile", "hostlist")  # a batch scheduler's allocation in place of the 'hosts' list
+OPTION_KEYS = {"ssh_config", "known_hosts", "accept_new_host_keys"}
+TOP_KEYS = {"hosts", *OPTION_KEYS}
+SHARED_HOST_KEYS = HOST_KEYS - {"host", "slots"}  # top-level keys an allocation gives to each of its hosts
+# $NAME or ${NAME}: an environment reference in a nodefile or hostlist value.
+_ENV_REFERENCE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+MAX_ALLOCATION_HOSTS = 100_000  # more is a mistake (a range typo), not a cluster
 # Host names, IPv4 addresses and ssh_config aliases; nothing a shell would interpret.
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _INTERFACE = re.compile(r"^[A-Za-z0-9._-]{1,15}$")
@@ -43,6 +65,7 @@ class HostSpec:
     servers: int | None = None
     python: str | None = None  # the engine's interpreter on that host
     proxy_command: str | None = None
+    slots: int | None = None  # cores the allocation reserved there (node file lines); None: all of the host's
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -54,6 +77,7 @@ class ClusterConfig:
     ssh_config: str | None = None
     known_hosts: str | None = None
     accept_new_host_keys: bool = False
+    allocation: str = ""  # where an allocation's hosts came from ("nodefile PATH", "hostlist EXPR"); "" for a list
 
     @property
     def names(self) -> list[str]:
@@ -61,6 +85,14 @@ class ClusterConfig:
 
     def host(self, name: str) -> HostSpec:
         return next(h for h in self.hosts if h.host == name)
+
+    def to_data(self) -> dict:
+        """The description with every host spelled out (an allocation expanded): ``parse`` reads it back as is."""
+        data: dict = {"hosts": [h.to_dict() for h in self.hosts]}
+        data.update({k: v for k, v in (("ssh_config", self.ssh_config), ("known_hosts", self.known_hosts))
+                     if v is not None})
+        data["accept_new_host_keys"] = self.accept_new_host_keys
+        return data
 
 
 def _port(value: Any, where: str) -> int:
@@ -119,16 +151,110 @@ def _from_object(entry: dict, where: str) -> HostSpec:
         servers=_count(entry["servers"], where, "servers") if "servers" in entry else None,
         python=_text(entry["python"], where, "python") if "python" in entry else None,
         proxy_command=_text(entry["proxy_command"], where, "proxy_command") if "proxy_command" in entry else None,
+        slots=_slots(entry["slots"], where) if "slots" in entry else None,
     )
 
 
-def parse(data: Any, source: str = "hosts.json") -> ClusterConfig:
-    """Validate a decoded hosts.json; ``source`` names it in messages."""
+def _slots(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{where}: slots must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def expand_references(value: str, key: str, source: str, environ: Mapping[str, str]) -> str:
+    """``$NAME``/``${NAME}`` replaced from ``environ`` (no shell); an unset or empty one is refused."""
+    what = "path" if key == "nodefile" else "expression"
+
+    def lookup(match: re.Match) -> str:
+        name = match.group("braced") or match.group("plain")
+        found = environ.get(name, "")
+        if not found.strip():
+            raise UserError(f"{source}: {key} refers to ${name}, which is not set here; run inside the "
+                            f"allocation (e.g. oarsub -I, salloc, qsub -I) or give the {what} in place of ${name}")
+        return found
+    return _ENV_REFERENCE.sub(lookup, value)
+
+
+def read_nodefile(path: str, source: str) -> list[tuple[str, int]]:
+    """An OAR or PBS node file: one host per line, repeated once per reserved core. Each host once, with its
+    count of lines (slots), in the order of first appearance (the first host gets the scheduler)."""
+    where = f"{source}: nodefile {path}"
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        raise UserError(f"{where} does not exist; is the allocation still running? (OAR: $OAR_NODEFILE, "
+                        f"PBS: $PBS_NODEFILE)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{where} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    slots: dict[str, int] = {}
+    for number, line in enumerate(lines, 1):
+        name = line.strip()
+        if not name:
+            continue
+        if not _HOST_NAME.match(name):
+            raise UserError(f"{where}: line {number} {name[:80]!r} is not a host name or address")
+        slots[name] = slots.get(name, 0) + 1
+    if not slots:
+        raise UserError(f"{where} lists no host; an OAR or PBS node file has one host name per line")
+    return list(slots.items())
+
+
+def expand_hostlist(expression: str, source: str) -> list[str]:
+    """A Slurm hostlist expression (``node[01-04,07]``) as host names, by python-hostlist."""
+    import hostlist
+
+    try:
+        names = hostlist.expand_hostlist(expression)
+    except hostlist.BadHostlist as exc:
+        raise UserError(f"{source}: hostlist {expression!r} is not a Slurm hostlist expression ({exc}); "
+                        f"write it like node[01-04,07]") from None
+    if not names:
+        raise UserError(f"{source}: hostlist {expression!r} names no host; write it like node[01-04,07]")
+    for name in names:
+        if not _HOST_NAME.match(name):
+            raise UserError(f"{source}: hostlist {expression!r} gives {name!r}, which is not a host name or address")
+    return names
+
+
+def _allocation_key(data: dict, source: str) -> str:
+    """Which allocation a description names ('nodefile' or 'hostlist'), its keys checked."""
+    _reject_unknown(set(data), TOP_KEYS | set(ALLOCATION_KEYS) | SHARED_HOST_KEYS, source)
+    given = [k for k in ("hosts", *ALLOCATION_KEYS) if k in data]
+    if len(given) > 1:
+        raise UserError(f"{source}: give one of 'hosts', 'nodefile' and 'hostlist', not both {given[0]!r} "
+                        f"and {given[1]!r}")
+    _text(data[given[0]], source, given[0])
+    return given[0]
+
+
+def _allocation(data: dict, source: str, environ: Mapping[str, str]) -> tuple[list[dict], str]:
+    """The 'hosts' list an allocation stands for (one object per host, with the shared host keys), and its origin."""
+    key = _allocation_key(data, source)
+    value = expand_references(data[key].strip(), key, source, environ)
+    shared = {k: data[k] for k in SHARED_HOST_KEYS if k in data}
+    if key == "nodefile":
+        hosts = [{"host": name, "slots": count, **shared} for name, count in read_nodefile(value, source)]
+    else:
+        hosts = [{"host": name, **shared} for name in expand_hostlist(value, source)]
+    if len(hosts) > MAX_ALLOCATION_HOSTS:
+        raise UserError(f"{source}: {key} gives {len(hosts)} hosts, more than {MAX_ALLOCATION_HOSTS}; check it")
+    return hosts, f"{key} {value}"
+
+
+def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | None = None) -> ClusterConfig:
+    """Validate a decoded hosts.json, expanding an allocation (see the module's docstring) with ``environ``
+    (default: this process's environment); ``source`` names it in messages."""
     options: dict = {}
     if isinstance(data, dict):
+        if any(k in data for k in ALLOCATION_KEYS):
+            where = f"{source}: {next(k for k in ALLOCATION_KEYS if k in data)}"
+            hosts, allocation = _allocation(data, source, os.environ if environ is None else environ)
+            config = parse({"hosts": hosts, **{k: data[k] for k in OPTION_KEYS if k in data}}, where, environ)
+            return replace(config, allocation=allocation)
         _reject_unknown(set(data), TOP_KEYS, source)
         if "hosts" not in data:
-            raise UserError(f"{source}: missing the 'hosts' list")
+            raise UserError(f"{source}: missing the 'hosts' list (or a 'nodefile' or 'hostlist' allocation)")
         options = {k: data[k] for k in ("ssh_config", "known_hosts") if k in data}
         for key, value in options.items():
             _text(value, source, key)
@@ -160,14 +286,49 @@ def parse(data: Any, source: str = "hosts.json") -> ClusterConfig:
     return ClusterConfig(hosts=hosts, **options)
 
 
-def load(path: str) -> ClusterConfig:
+def check_description(data: Any, source: str) -> None:
+    """Validate a description as ``parse`` does, but leave an allocation unexpanded (it may not exist yet):
+    its value must be a string, and its shared host keys are checked on a stand-in host."""
+    key = next((k for k in ALLOCATION_KEYS if isinstance(data, dict) and k in data), None)
+    if key is None:
+        parse(data, source)
+        return
+    key = _allocation_key(data, source)
+    stand_in = {"host": "allocated-host", **{k: data[k] for k in SHARED_HOST_KEYS if k in data}}
+    parse({"hosts": [stand_in], **{k: data[k] for k in OPTION_KEYS if k in data}}, f"{source}: {key}")
+
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def read_description(path: str) -> Any:
+    """A cluster description file as data, unvalidated: YAML when named .yaml/.yml (PyYAML's safe loader), else JSON."""
     import json
 
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            text = fh.read()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not text (UTF-8)") from None
+    if not text.strip():
+        raise UserError(f"{path} is empty; describe the cluster's hosts in it (see README, Clusters over SSH)")
+    if path.lower().endswith(YAML_SUFFIXES):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise UserError(f"{path} is not valid YAML{at}: {problem}") from None
+    try:
+        return json.loads(text)
     except ValueError as exc:
         raise UserError(f"{path} is not valid JSON: {exc}") from None
-    return parse(data, source=path)
+
+
+def load(path: str, environ: Mapping[str, str] | None = None) -> ClusterConfig:
+    return parse(read_description(path), source=path, environ=environ)

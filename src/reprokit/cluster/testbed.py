@@ -209,6 +209,28 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None) 
     return state / "hosts.json"
 
 
+def testbed_of(cluster_config: object) -> dict | None:
+    """The testbed state (testbed.json) behind a machine's hosts.json, or None for a real cluster.
+
+    ``ck testbed cluster:NAME`` writes hosts.json, ssh_config and testbed.json
+    into one state folder; hosts.json names that ssh_config, so a machine made
+    from it leads back to testbed.json. The hosts must be the testbed's own
+    addresses, so a hand-made hosts.json that merely reuses the ssh_config is
+    not taken for a testbed.
+    """
+    if not isinstance(cluster_config, dict) or not cluster_config.get("ssh_config"):
+        return None
+    state_file = Path(str(cluster_config["ssh_config"])).expanduser().parent / "testbed.json"
+    try:
+        state = json.loads(state_file.read_text())
+        hosts = [h["host"] if isinstance(h, dict) else h for h in cluster_config.get("hosts", [])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if hosts != [host_address(i) for i in range(1, int(state.get("hosts", 0)) + 1)]:
+        return None
+    return state
+
+
 def destroy(name: str, state_dir: Path) -> list[str]:
     """Stop everything running in the testbed's namespaces and delete them. Safe to repeat."""
     check_name(name)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
+from reprokit.run.forecast import EpochForecast
 from reprokit.run.launch import Outcome, StopRequest, run_local
 from reprokit.run.result import build
 from reprokit.run.spec import SPEC_FILE, RunSpec
@@ -37,20 +38,24 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = StopRequest()
     stop.install()
+    forecast = EpochForecast.for_run(spec, sys.stdout)
+    watch = forecast.watch if forecast is not None else None
     try:
         if spec.cluster is not None:
             from reprokit.cluster.hosts import parse
             from reprokit.run.remote import run_remote
 
-            outcome: Outcome = run_remote(spec.plan, parse(spec.cluster), run_dir, sys.stdout, stop=stop)
+            outcome: Outcome = run_remote(spec.plan, parse(spec.cluster), run_dir, sys.stdout, stop=stop, watch=watch)
         else:
-            outcome = run_local(spec.plan, run_dir, stop=stop)
+            outcome = run_local(spec.plan, run_dir, stop=stop, watch=watch)
     except Exception as exc:  # a bug of ours: say so in one line, keep the details for a report
         import traceback
 
         (run_dir / "launcher-error.txt").write_text(traceback.format_exc())
         outcome = Outcome(False, f"internal launcher error ({type(exc).__name__}: {exc}); "
                                  f"details in {run_dir / 'launcher-error.txt'}")
+    if forecast is not None and forecast.message:
+        outcome.warnings.insert(0, forecast.message)
     write_json(run_dir / "launch.json", outcome.to_dict())
     result = build(spec, outcome, run_dir)
     result.save(run_dir)

@@ -59,9 +59,11 @@ class RoleProcess(Protocol):
 class OutputSink:
     """Copies each role's output live to the console, prefixed ``[host role#i]``, and to its log file."""
 
-    def __init__(self, console: TextIO, log_dir: Path, finish_pattern: str = ""):
+    def __init__(self, console: TextIO, log_dir: Path, finish_pattern: str = "",
+                 watch: Callable[[Role, str], None] | None = None):
         self.console = console
         self.log_dir = log_dir
+        self.watch = watch  # sees every role's line after it is shown; may write to the console itself
         self.lock = threading.Lock()
         log_dir.mkdir(parents=True, exist_ok=True)
         self.finish = re.compile(finish_pattern) if finish_pattern else None
@@ -89,6 +91,8 @@ class OutputSink:
                             self.done.add(role.name)
                         self.console.write(prefix + line if line.endswith("\n") else prefix + line + "\n")
                         self.console.flush()
+                        if self.watch is not None:
+                            self.watch(role, line)
             stream.close()
 
         thread = threading.Thread(target=copy, name=f"output {role.name}", daemon=True)
@@ -291,8 +295,8 @@ def teardown(procs: list[RoleProcess]) -> None:
 
 
 def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
-              stop: StopRequest | None = None) -> Outcome:
-    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern)
+              stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
+    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
     for local in plan.files:
         if Path(local).resolve() != (run_dir / Path(local).name).resolve():
             shutil.copy2(local, run_dir / Path(local).name)

@@ -14,7 +14,7 @@ import re
 import shlex
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 import paramiko
 
@@ -133,9 +133,11 @@ def remote_run_dir(run_id: str) -> str:
 
 
 def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
-               stop: StopRequest | None = None, connections: dict[str, Connection] | None = None) -> Outcome:
-    """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host."""
-    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern)
+               stop: StopRequest | None = None, connections: dict[str, Connection] | None = None,
+               watch: Callable[[Role, str], None] | None = None) -> Outcome:
+    """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host.
+    ``watch`` sees every role's output line (see OutputSink)."""
+    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
     remote_dir = remote_run_dir(plan.run_id)
     began_at = time.time()
     try:
@@ -196,7 +198,7 @@ def _fetch_outputs(conn: Connection, remote_dir: str, run_dir: Path) -> list[str
 def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig,
                   remote_dir: str) -> tuple[int | None, int | None]:
     """Ship the plan's files over SFTP (no shell round trip); on the scheduler's host, find or check
-    its port; when threads are automatic, count the host's cores. Returns (port, cores)."""
+    its port; when threads are automatic, the host's cores (its allocated slots, else nproc). Returns (port, cores)."""
     try:
         with conn.client.open_sftp() as sftp:
             path = ""
@@ -220,5 +222,6 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
         port = free_port(conn, cluster.host(host).python or plan.command[0], "0.0.0.0", plan.scheduler_port)
     cores = None
     if plan.worker_threads == 0 and any(r.host == host for r in plan.workers):
-        cores = int(conn.run("nproc", timeout=30).stdout.strip() or 1)
+        # An allocation's slots are the cores the job may use there (OAR/PBS reserve per core).
+        cores = cluster.host(host).slots or int(conn.run("nproc", timeout=30).stdout.strip() or 1)
     return port, cores

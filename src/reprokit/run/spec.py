@@ -59,6 +59,7 @@ class RunData:
     train_args: list[str] = field(default_factory=list)
     rec: str = ""  # the RecordIO train file, for the artifact's own scripts
     env_uid: str = ""
+    samples: int = 0  # training images or sentence pairs of registered data; 0: generated data
 
 
 @dataclass
@@ -67,7 +68,7 @@ class RunSpec:
     engine: RunEngine | None = None
     data: RunData = field(default_factory=RunData)
     plan: RolePlan | None = None
-    cluster: Any = None  # the machine's hosts.json data; None on this machine
+    cluster: Any = None  # the machine's hosts.json data, an allocation expanded; None on this machine
     error: str = ""  # the preprocess refused the input: the run command prints it once and fails
 
     @classmethod

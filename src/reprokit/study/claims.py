@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
+from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
 
 RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")
@@ -242,30 +243,6 @@ class Target:
             return f"testbed {self.testbed}: each host's egress is limited with tc (tbf) per configuration"
         return (f"cluster {self.name}: runs at native bandwidth ({self.link_capacity or 'capacity not given'}); "
                 f"shaping a real cluster's links needs root on its hosts and is not done here")
-
-
-def testbed_of(cluster_config: object) -> dict | None:
-    """The testbed state (testbed.json) behind a machine's hosts.json, or None for a real cluster.
-
-    ``ck testbed cluster:NAME`` writes hosts.json, ssh_config and testbed.json
-    into one state folder; hosts.json names that ssh_config, so a machine made
-    from it leads back to testbed.json. The hosts must be the testbed's own
-    addresses, so a hand-made hosts.json that merely reuses the ssh_config is
-    not taken for a testbed.
-    """
-    from reprokit.cluster.testbed import host_address
-
-    if not isinstance(cluster_config, dict) or not cluster_config.get("ssh_config"):
-        return None
-    state_file = Path(str(cluster_config["ssh_config"])).expanduser().parent / "testbed.json"
-    try:
-        state = json.loads(state_file.read_text())
-        hosts = [h["host"] if isinstance(h, dict) else h for h in cluster_config.get("hosts", [])]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if hosts != [host_address(i) for i in range(1, int(state.get("hosts", 0)) + 1)]:
-        return None
-    return state
 
 
 def make_target(name: str, cluster_config: object, link_capacity: str | None) -> Target:

@@ -29,7 +29,8 @@ from reprokit.run import settings as run_settings
 from reprokit.study import runner as study_runner
 from reprokit.errors import UserError
 from reprokit.study.choice import BandwidthChoice, choose
-from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso, testbed_of
+from reprokit.cluster.testbed import testbed_of
+from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso
 from reprokit.study.options import Resume, SweepRequest, given, resume_of, sweep_request
 from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
 
