@@ -105,3 +105,16 @@ def test_credit_and_timeline_reach_the_training_script():
     assert args[args.index("--timeline") + 1] == "timeline-worker-{rank}.json"
     with pytest.raises(UserError, match="P3_CREDIT must be a whole number"):
         settings(P3_CREDIT="4MB")
+
+
+def test_default_profile_is_smoke_here_and_on_a_testbed_paper_on_a_cluster(tmp_path):
+    from reprokit.run.settings import default_profile
+
+    (tmp_path / "testbed.json").write_text('{"name": "tb", "hosts": 2, "rate": null}\n')
+    testbed = {"hosts": [{"host": "10.77.0.1", "interface": "eth0"}, {"host": "10.77.0.2", "interface": "eth0"}],
+               "ssh_config": str(tmp_path / "ssh_config"), "known_hosts": str(tmp_path / "known_hosts")}
+    assert default_profile(None) == "smoke"
+    assert default_profile(testbed) == "smoke"
+    assert default_profile(["chifflet-2", "chifflet-4"]) == "paper"
+    assert default_profile({**testbed, "hosts": ["node1", "node2"]}) == "paper"  # reuses the ssh_config only
+    assert default_profile({"nodefile": "$OAR_NODEFILE"}) == "paper"

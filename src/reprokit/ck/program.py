@@ -12,14 +12,13 @@ from pathlib import Path
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.cluster.hosts import parse as parse_cluster
-from reprokit.cluster.testbed import testbed_of
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run.result import RESULT_FILE, Result
-from reprokit.run.settings import MODELS, RunSettings, resolve
+from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
 
 
@@ -58,11 +57,6 @@ def make_spec(i: dict) -> RunSpec:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
     return build_spec(settings, engine, data, cluster, cluster.to_data() if cluster is not None else None)
-
-
-def default_profile(cluster_data) -> str:
-    """smoke here and on a testbed made by `ck testbed cluster` (CPU namespaces on this machine); paper on a cluster."""
-    return "smoke" if cluster_data is None or testbed_of(cluster_data) is not None else "paper"
 
 
 def preprocess(i: dict) -> dict:

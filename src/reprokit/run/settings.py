@@ -8,8 +8,9 @@ restores the paper's settings (224x224 or 299x299 images, one full epoch).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
+from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
 from reprokit.values import whole_number
 
@@ -157,6 +158,12 @@ def _image_shape(raw: str, model: Model) -> str:
                         f"{model.min_image_side}x{model.min_image_side}; fix it with --env.IMAGE_SHAPE="
                         f"{model.paper_image_shape} or leave it empty")
     return f"{channels},{height},{width}"
+
+
+def default_profile(cluster_data: Any) -> str:
+    """The profile when PROFILE is empty: ``smoke`` on this machine and on a testbed made by ``ck testbed cluster``
+    (namespaces sharing this machine's CPU), ``paper`` on a cluster (``cluster_data``: the machine's hosts.json)."""
+    return "smoke" if cluster_data is None or testbed_of(cluster_data) is not None else "paper"
 
 
 def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSettings:
