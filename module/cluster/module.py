@@ -41,6 +41,6 @@ def testbed(i):
 
 def convert(i):
     """
-    ck convert cluster --config_file=cluster.yaml [--out=hosts.json]
+    ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
     """
     return cluster.convert(i)

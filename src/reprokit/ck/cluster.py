@@ -1,7 +1,7 @@
 """The actions of our CK module `cluster`: preflight checks of a machine's hosts, and the namespace testbed.
 
     ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
-    ck convert cluster --config_file=cluster.yaml [--out=hosts.json]
+    ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
     ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
@@ -63,16 +63,16 @@ def convert(i: dict) -> dict:
     """
     source = str(i.get("config_file", "")).strip()
     if not source:
-        raise UserError("name the description: ck convert cluster --config_file=cluster.yaml [--out=hosts.json]")
-    out = Path(str(i.get("out", "")).strip() or Path(source).with_suffix(".json")).expanduser()
+        raise UserError("name the description: ck convert cluster --config_file=cluster.yaml [--to=hosts.json]")
+    out = Path(str(i.get("to", "")).strip() or Path(source).with_suffix(".json")).expanduser()
     if out.resolve() == Path(source).expanduser().resolve():
-        raise UserError(f"--out={out} would overwrite the description itself; name another file")
+        raise UserError(f"--to={out} would overwrite the description itself; name another file")
     data = read_description(source)
     check_description(data, source)
     try:
         write_json(out, data)
     except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror}; name a writable file with --out=FILE") from None
+        raise UserError(f"cannot write {out}: {exc.strerror}; name a writable file with --to=FILE") from None
     print(f"cluster: wrote {out}; register it with:\n"
           f"  ck add machine:NAME --type=cluster --config_file={out} --quiet", flush=True)
     return {"return": 0, "config_file": str(out)}
