@@ -202,3 +202,30 @@ def test_testbed_never_touches_the_root_namespace_and_shapes_its_links(ck):
                                                                       text=True).stdout.split())
     again = ck("testbed", "cluster:iso", "--down", check=True)  # idempotent
     assert "nothing to remove" in again.stdout
+
+
+def test_machine_with_a_node_file_follows_each_new_allocation(ck, tmp_path):
+    """One machine entry naming an OAR node file; the file changes between two checks, as between two jobs."""
+    state = make_testbed(ck, "alc", 2)
+    nodefile = tmp_path / "OAR_NODEFILE"
+    described = tmp_path / "hosts.json"
+    described.write_text(json.dumps({"nodefile": str(nodefile), "interface": "eth0", "user": "root",
+                                     "ssh_config": str(state / "ssh_config"), "known_hosts": str(state / "known_hosts")}))
+    ck("add", "machine:alc-job", "--type=cluster", f"--config_file={described}", "--quiet", check=True)
+    try:
+        nodefile.write_text("10.77.0.2\n" * 4)  # job 1: four cores of host 2
+        proc = ck("check", "cluster:alc-job", timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"cluster: hosts from nodefile {nodefile}: 10.77.0.2\n" in proc.stdout
+        assert [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("10.77.0.")] == ["10.77.0.2"]
+        assert "cluster: all 1 host(s) ready" in proc.stdout
+
+        nodefile.write_text("10.77.0.1\n10.77.0.1\n10.77.0.2\n10.77.0.2\n")  # job 2: both hosts
+        proc = ck("check", "cluster:alc-job", timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("10.77.0.")] == [
+            "10.77.0.1", "10.77.0.2"]
+        assert "cluster: all 2 host(s) ready" in proc.stdout
+    finally:
+        ck("rm", "machine:alc-job", "--force")
+        ck("testbed", "cluster:alc", "--down", timeout=60)
