@@ -20,6 +20,7 @@ def init(i):
 def reproduce(i):
     """
     ck reproduce study:NAME [--target=MACHINE] [--models=a,b] [--bandwidths=1gbit,4gbit] [--variants=baseline,p3]
+                            [--engines=embedded,artifact]
                             [--repetitions=N] [--quick] [--profile=smoke|paper] [--link_capacity=RATE]
                             [--env.K=V ...] [--resume[=SWEEP]] [--store=DIR]
     """

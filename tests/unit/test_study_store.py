@@ -57,7 +57,7 @@ STORED_RECORD = {  # as `ck reproduce` writes a record (provenance shortened)
     "sweep_id": "20250101-120000-abcdef", "origin": {"id": "0123456789abcdef", "host": "vm", "study": "sysml19-p3"},
     "config": {"model": "resnet", "variant": "p3", "bandwidth": "300mbit", "repetition": 1, "profile": "smoke",
                "target": {"name": "stb2", "label": "stb2", "kind": "testbed", "hosts": ["10.77.0.1", "10.77.0.2"],
-                          "shaping": True, "link_capacity": None, "testbed": "stb2"}},
+                          "shaping": True, "link_capacity": None, "testbed": "stb2"}, "engine": "embedded"},
     "status": "ok", "failure_reason": None,
     "result": {"run_success": True, "throughput_samples_per_sec": 12.5, "params_in_sync": True},
     "provenance": {"bandwidth": "300mbit", "bandwidth_shaped": True, "ck_exit_code": 0, "hosts": ["10.77.0.1"]},
@@ -78,7 +78,24 @@ def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(t
     assert again.record_path(record.record_id).read_bytes() == path.read_bytes()
 
 
+def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_the_authors_build(tmp_path):
+    old = json.loads(json.dumps(STORED_RECORD))
+    del old["config"]["engine"]  # as records were stored before sweeps had engines
+    write_once(tmp_path / "records" / f"{old['record_id']}.json", old)
+    artifact = json.loads(json.dumps(old))
+    artifact["record_id"] += "-artifact"
+    artifact["provenance"]["engine"] = "sysml19-p3-baseline@c647954abcde"  # ENGINE was empty: the artifact ran
+    write_once(tmp_path / "records" / f"{artifact['record_id']}.json", artifact)
+    read = {r.record_id: r for r in Store(tmp_path, "sysml19-p3").local_records()}
+    first, second = read[old["record_id"]], read[artifact["record_id"]]
+    assert (first.config.engine, second.config.engine) == ("embedded", "artifact")
+    assert first.config.run.record_id("20250101-120000-abcdef") == old["record_id"]  # resumable under its old name
+    analysis = analyse(study(), [first], ALL_MODELS)
+    assert list(analysis.summary["engine"]) == ["embedded"]
+
+
 @pytest.mark.parametrize("change, message", [
+    (lambda r: r["config"].update(engine="gpu"), "is malformed (Record: engine 'gpu')"),
     (lambda r: r.pop("config"), "has no 'config'"),
     (lambda r: r["config"]["target"].pop("kind"), "has no 'kind'"),
     (lambda r: r.update(status="maybe"), "is malformed (Record: status 'maybe')"),

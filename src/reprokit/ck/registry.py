@@ -48,6 +48,11 @@ def find_engine(variant: str, engine: str = "", pinned: str = "") -> EngineChoic
     return select_engine([c for _, c in entries if c is not None], variant, engine, pinned)
 
 
+def artifact_builds() -> set[str]:
+    """The authors' builds registered and usable (p3, baseline)."""
+    return {c.build for c in (_artifact_engine(e) for e in env_entries(ARTIFACT_TAGS)) if c is not None}
+
+
 def machine_cluster_data(name: str) -> Any:
     """The hosts.json data a cluster machine entry was registered with."""
     r = access({"action": "load", "module_uoa": "machine", "data_uoa": name})

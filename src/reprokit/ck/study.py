@@ -8,7 +8,7 @@ plain values: options (what the user asked for), sweep, report and bundle.
 from __future__ import annotations
 
 from reprokit.ck.errors import access, ck_command
-from reprokit.ck.registry import machine_cluster_data
+from reprokit.ck.registry import artifact_builds, machine_cluster_data
 from reprokit.errors import UserError
 from reprokit.study import claims, options
 from reprokit.study.store import Store
@@ -53,7 +53,8 @@ def reproduce(i: dict) -> dict:
     from reprokit.study import sweep
 
     study, store = _study_and_store(i)
-    summary, paths = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data)
+    summary, paths = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data,
+                                     artifact_builds=artifact_builds())
     return {"return": 0, "sweep_id": summary.sweep_id, "report": str(paths["html"])}
 
 

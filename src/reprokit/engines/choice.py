@@ -7,7 +7,10 @@ from typing import Sequence
 from reprokit.errors import UserError
 
 ARTIFACT_BUILDS = ("p3", "baseline")  # p3: the authors' fork; baseline: their unmodified MXNet build
-ENGINE_CHOICES = ("", "embedded", "artifact")  # "": the artifact when one is registered, else embedded
+EMBEDDED, ARTIFACT = "embedded", "artifact"  # the engine kinds: stock MXNet with our scripts, the authors' builds
+ENGINE_KINDS = (EMBEDDED, ARTIFACT)
+ENGINE_CHOICES = ("", *ENGINE_KINDS)  # "": the artifact when one is registered, else embedded
+ARTIFACT_NAME_PREFIX = "sysml19-p3"  # every artifact engine name starts so (artifact_engine_name)
 STOCK_TAGS = "lib,mxnet"
 ARTIFACT_TAGS = "tool,p3"
 STOCK_INSTALL = "ck install package:lib-mxnet --quiet"
@@ -33,8 +36,18 @@ class EngineChoice:
 
 
 def artifact_engine_name(build: str, commit: str) -> str:
-    base = "sysml19-p3" if build == "p3" else "sysml19-p3-baseline"
+    base = ARTIFACT_NAME_PREFIX if build == "p3" else f"{ARTIFACT_NAME_PREFIX}-baseline"
     return f"{base}@{commit[:12] or 'unknown'}"
+
+
+def artifact_install_hint(build: str) -> str:
+    """The command that registers the artifact's ``build`` (p3 or baseline)."""
+    return P3_PACKAGES_HINT if build == "p3" else BASELINE_PACKAGE_HINT
+
+
+def engine_kind(engine_name: str) -> str:
+    """The kind of engine a result's ``engine`` name was recorded by: artifact or embedded."""
+    return ARTIFACT if str(engine_name or "").startswith(ARTIFACT_NAME_PREFIX) else EMBEDDED
 
 
 def select_engine(candidates: Sequence[EngineChoice], variant: str, engine: str = "", pinned: str = "") -> EngineChoice:
@@ -67,7 +80,7 @@ def select_engine(candidates: Sequence[EngineChoice], variant: str, engine: str 
         return max(stock, key=lambda c: c.rank)
     wanted = [c for c in artifacts if c.build == variant]
     if not wanted:
-        hint = P3_PACKAGES_HINT if variant == "p3" else BASELINE_PACKAGE_HINT
+        hint = artifact_install_hint(variant)
         have = ", ".join(sorted({c.build for c in artifacts})) or "no build"
         raise UserError(f"VARIANT={variant} needs the artifact's {variant} build, but only {have} of the artifact is "
                         f"installed; install it with: {hint} --quiet, or run the embedded engine with --env.ENGINE=embedded")

@@ -12,6 +12,14 @@ comm_wait_s_per_iter, overlap); a speedup carries its reference's ratio.
 A setup is one evaluator's target: (origin of the store, target), so runs
 imported from other evaluators stay side by side with local ones.
 
+Every configuration is also per engine kind (``embedded``: stock MXNet with our
+baseline and P3; ``artifact``: the authors' baseline and P3 builds): speedups
+pair variants of one engine only, verdicts are per claim, setup and engine
+measured there. The authors' builds report no communication figures; a speedup
+of theirs takes the ratio our baseline measured in the same configuration
+(``ratio_engine`` says whose). The "Results Reproduced" badge judges each claim
+on the authors' build where it was measured, else on ours, and says which.
+
 Verdicts per claim and setup, in this order:
 
 * ``not testable here``: the claim's configuration cannot be built on the
@@ -38,11 +46,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
 import pandas as pd
 
+from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
 from reprokit.study.claims import MIN_RUNS, NATIVE, Claim, Study, Tolerance, rate_bps, same_rate
 from reprokit.study.store import Record
 
@@ -178,7 +187,7 @@ def ratio_interval(numerator: Sequence[float], denominator: Sequence[float],
 # --- records as a table --------------------------------------------------------------------------
 
 COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind", "num_hosts", "shaping",
-           "link_capacity", "profile", "model", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
+           "link_capacity", "profile", "model", "engine", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
            "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id",
            "comm_s", "compute_s", "comm_wait_s", "overlap"]
 COMM_FIGURES = {"comm_s": "comm_s_per_iter", "compute_s": "compute_s_per_iter",
@@ -205,7 +214,7 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
             "imported": bool(r.imported_from), "target": target.label, "target_kind": target.kind,
             "num_hosts": len(target.hosts), "shaping": target.shaping,
             "link_capacity": target.link_capacity, "profile": config.profile,
-            "model": config.model, "variant": config.variant, "bandwidth": config.bandwidth,
+            "model": config.model, "engine": config.engine, "variant": config.variant, "bandwidth": config.bandwidth,
             "bandwidth_bps": rate_bps(config.bandwidth) if config.bandwidth != NATIVE else math.nan,
             "repetition": config.repetition, "ok": r.ok,
             "throughput": throughput if throughput > 0 else math.nan,  # the log scale needs it positive
@@ -218,7 +227,11 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
                       **{column: float for column in COMM_FIGURES}})
 
 
-CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "variant"]
+CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "engine", "variant"]
+ENGINE_NAMES = {ARTIFACT: "the authors' build", EMBEDDED: "ours on stock MXNet"}
+# The report's four throughputs per configuration: (engine, variant, label), and its two p3/baseline ratios.
+SIDE_BY_SIDE = ((ARTIFACT, "baseline", "authors' baseline"), (ARTIFACT, "p3", "authors' P3"),
+                (EMBEDDED, "baseline", "our baseline"), (EMBEDDED, "p3", "our P3"))
 
 
 def too_few(n: int) -> str:
@@ -260,26 +273,65 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: float) -> pd.DataFrame:
-    """Speedup of each (variant, versus) pair per setup, profile, model and bandwidth, where both ran, with
-    the reference's measured communication-to-computation ratio there (the x axis of the ratio plot)."""
+    """Speedup of each (variant, versus) pair per setup, profile, model, bandwidth and engine, where both ran
+    on that engine, with the reference's measured communication-to-computation ratio there (the x axis of the
+    ratio plot); where the engine measured none (the authors' builds), our baseline's in the same
+    configuration, and ``ratio_engine`` says whose it is."""
     out = []
     keys = ["setup", "profile", "model", "bandwidth"]
     ok = df[df["ok"] & df["throughput"].notna()]
-    for key, group in ok.groupby(keys, sort=False, dropna=False):
-        for variant, versus in pairs:
-            num = group.loc[group["variant"] == variant, "throughput"].astype(float).tolist()
-            reference = group[group["variant"] == versus]
-            den = reference["throughput"].astype(float).tolist()
-            if not num or not den:
-                continue
-            ratio, low, high = ratio_interval(num, den, confidence)
-            out.append({**dict(zip(keys, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0], "variant": variant,
-                        "versus": versus, "n_variant": len(num), "n_versus": len(den), "speedup": ratio,
-                        "ci_low": low, "ci_high": high, "comm_to_compute": comm_to_compute(reference),
-                        "note": too_few(min(len(num), len(den)))})
-    cols = keys + ["bandwidth_bps", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low", "ci_high",
-                   "comm_to_compute", "note"]
+    for key, config in ok.groupby(keys, sort=False, dropna=False):
+        for engine in [e for e in ENGINE_KINDS if e in set(config["engine"])]:
+            group = config[config["engine"] == engine]
+            for variant, versus in pairs:
+                num = group.loc[group["variant"] == variant, "throughput"].astype(float).tolist()
+                reference = group[group["variant"] == versus]
+                den = reference["throughput"].astype(float).tolist()
+                if not num or not den:
+                    continue
+                ratio, low, high = ratio_interval(num, den, confidence)
+                measured, ratio_engine = comm_to_compute(reference), engine
+                if math.isnan(measured) and engine != EMBEDDED:
+                    ours = config[(config["engine"] == EMBEDDED) & (config["variant"] == versus)]
+                    measured, ratio_engine = comm_to_compute(ours), EMBEDDED
+                out.append({**dict(zip(keys, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0], "engine": engine,
+                            "variant": variant, "versus": versus, "n_variant": len(num), "n_versus": len(den),
+                            "speedup": ratio, "ci_low": low, "ci_high": high, "comm_to_compute": measured,
+                            "ratio_engine": ratio_engine if not math.isnan(measured) else None,
+                            "note": too_few(min(len(num), len(den)))})
+    cols = keys + ["bandwidth_bps", "engine", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low",
+                   "ci_high", "comm_to_compute", "ratio_engine", "note"]
     return _order(pd.DataFrame(out, columns=cols))
+
+
+def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per setup, profile, model and bandwidth: the four throughputs (SIDE_BY_SIDE) with n, failed runs and
+    interval, and each engine's p3/baseline speedup with its interval. An engine or variant without runs
+    there has n = failed = 0 and NaN figures: the report says "not measured"."""
+    keys = ["setup", "profile", "model", "bandwidth"]
+    pairs = speedup_rows[(speedup_rows["variant"] == "p3") & (speedup_rows["versus"] == "baseline")]
+    ratios = {tuple(r[k] for k in keys + ["engine"]): r for _, r in pairs.iterrows()}
+    rows = []
+    for key, config in summary.groupby(keys, sort=False, dropna=False):
+        row = {**dict(zip(keys, key)), "bandwidth_bps": config["bandwidth_bps"].iloc[0]}
+        for engine, variant, _ in SIDE_BY_SIDE:
+            found = config[(config["engine"] == engine) & (config["variant"] == variant)]
+            one = found.iloc[0] if not found.empty else None
+            prefix = f"{engine}_{variant}"
+            row.update({f"{prefix}_n": int(one["n"]) if one is not None else 0,
+                        f"{prefix}_failed": int(one["failed"]) if one is not None else 0,
+                        **{f"{prefix}_{c}": float(one[c]) if one is not None else math.nan
+                           for c in ("geometric_mean", "ci_low", "ci_high")}})
+        for engine in ENGINE_KINDS:
+            one = ratios.get((*key, engine))
+            row.update({f"{engine}_speedup_n": int(min(one["n_variant"], one["n_versus"])) if one is not None else 0,
+                        **{f"{engine}_speedup{suffix}": float(one[c]) if one is not None else math.nan
+                           for suffix, c in (("", "speedup"), ("_low", "ci_low"), ("_high", "ci_high"))}})
+        rows.append(row)
+    cols = keys + ["bandwidth_bps"] + [f"{e}_{v}_{c}" for e, v, _ in SIDE_BY_SIDE
+                                       for c in ("n", "failed", "geometric_mean", "ci_low", "ci_high")] \
+        + [f"{e}_speedup{c}" for e in ENGINE_KINDS for c in ("_n", "", "_low", "_high")]
+    return _order(pd.DataFrame(rows, columns=cols))
 
 
 def claim_pairs(study: Study) -> list[tuple[str, str]]:
@@ -324,6 +376,7 @@ class Verdict:
     n: int | None = None
     comm_to_compute: float | None = None  # the reference's measured ratio where the claim was judged
     basis: str | None = None  # where the verdict was judged, e.g. "CPU testbed, smoke profile, best of 3 bandwidths"
+    engine: str = EMBEDDED  # the engine whose runs it judged (embedded or artifact)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -412,28 +465,32 @@ def _admissible(claim: Claim, setup: Setup, rows: pd.DataFrame, tol: Tolerance) 
     return in_profile, (f"{cpu}, {tol.profile} profile" if cpu else None), ""
 
 
-def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str]) -> Verdict:
+def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str],
+          engine: str = EMBEDDED) -> Verdict:
+    """The claim's verdict on one setup from the runs of one engine."""
     def verdict(kind: str, reason: str, row=None, basis: str | None = None) -> Verdict:
         if basis:
             reason = f"{basis}: {reason}"
         if row is None:
-            return Verdict(claim.id, setup.label, kind, reason, basis=basis)
+            return Verdict(claim.id, setup.label, kind, reason, basis=basis, engine=engine)
         return Verdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"], speedup=float(row["speedup"]),
                        ci_low=_float(row["ci_low"]), ci_high=_float(row["ci_high"]),
                        n=int(min(row["n_variant"], row["n_versus"])), comm_to_compute=_float(row["comm_to_compute"]),
-                       basis=basis)
+                       basis=basis, engine=engine)
 
     why_not = buildable(claim, setup, program_models)
     if why_not:
         return verdict(NOT_TESTABLE, why_not)
     rows = speedup_rows[(speedup_rows["setup"] == setup.label) & (speedup_rows["model"] == claim.model)
+                        & (speedup_rows["engine"] == engine)
                         & (speedup_rows["variant"] == claim.variant) & (speedup_rows["versus"] == claim.versus)]
     where = f" at {claim.bandwidth}" if claim.bandwidth else ""
+    on = f" on {ENGINE_NAMES[engine]}"
+    rerun = f"ck reproduce study:NAME --target=... --engines={engine} --models={claim.model}"
     if claim.bandwidth and setup.kind == "testbed":  # buildable: the paper's ratio is known
         if rows.empty:
             return verdict(INCONCLUSIVE, f"not measured: no successful runs of both {claim.variant} and "
-                                         f"{claim.versus} for {claim.model} (ck reproduce study:NAME --target=... "
-                                         f"--models={claim.model})")
+                                         f"{claim.versus} for {claim.model}{on} ({rerun})")
         rows, why = _pick_by_ratio(claim, rows)
         if why:
             return verdict(INCONCLUSIVE, why)
@@ -441,8 +498,8 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
         rows = rows[[same_rate(b, claim.bandwidth) for b in rows["bandwidth"]]]
     if rows.empty:
         return verdict(INCONCLUSIVE, f"not measured: no successful runs of both {claim.variant} and {claim.versus} "
-                                     f"for {claim.model}{where} (ck reproduce study:NAME --target=... "
-                                     f"--models={claim.model}{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})")
+                                     f"for {claim.model}{where}{on} ({rerun}"
+                                     f"{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})")
     admissible, basis, why = _admissible(claim, setup, rows, tol)
     if admissible.empty:
         return verdict(INCONCLUSIVE, why, rows.loc[rows["speedup"].idxmax()], basis)
@@ -453,7 +510,8 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
     row = pool.loc[pool["speedup"].idxmax()]
     at = f" at {row['bandwidth']}" if claim.bandwidth is None or row["bandwidth"] != claim.bandwidth else ""
     ratio = _float(row["comm_to_compute"])
-    at += f" (communication/computation {ratio:.2f})" if ratio is not None else ""
+    theirs = " as our baseline measured it there" if row["ratio_engine"] not in (None, engine) else ""
+    at += f" (communication/computation {ratio:.2f}{theirs})" if ratio is not None else ""
     n = int(min(row["n_variant"], row["n_versus"]))
     measured = f"measured {_fmt(row['speedup'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]{at}"
     if n < need:
@@ -472,18 +530,37 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
     return verdict(NOT_REPLICATED, f"{measured} lies {side} {band}", row, basis)
 
 
+def engines_of(df: pd.DataFrame) -> list[str]:
+    """The engine kinds with runs (failed ones too), in ENGINE_KINDS order."""
+    present = set(df["engine"])
+    return [e for e in ENGINE_KINDS if e in present]
+
+
 def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[Verdict]:
+    """A verdict per claim, setup and engine that has runs on that setup."""
     rows = speedups(df, claim_pairs(study), study.tolerance.confidence)
     found = setups(df)
     if not found:
         return [Verdict(c.id, "no runs", INCONCLUSIVE, "not measured: no runs stored yet (ck reproduce study:NAME)")
                 for c in study.claims]
-    return [judge(c, s, rows, study.tolerance, program_models) for c in study.claims for s in found]
+    return [judge(c, s, rows, study.tolerance, program_models, engine) for c in study.claims for s in found
+            for engine in engines_of(df[df["setup"] == s.label])]
 
 
-def overall(verdicts: Sequence[Verdict], claim_id: str) -> str:
-    """One verdict per claim over every setup: a failed replication anywhere outweighs a success elsewhere."""
-    kinds = {v.verdict for v in verdicts if v.claim == claim_id}
+def decided_on(study: Study, df: pd.DataFrame) -> dict[str, str]:
+    """Per claim, the engine whose verdicts count for the badge: the authors' build where it ran the claim's
+    model with both of its variants successfully (anywhere), else ours."""
+    ok = df[df["ok"] & (df["engine"] == ARTIFACT)]
+    return {c.id: ARTIFACT if {c.variant, c.versus} <= set(ok.loc[ok["model"] == c.model, "variant"]) else EMBEDDED
+            for c in study.claims}
+
+
+def overall(verdicts: Sequence[Verdict], claim_id: str, engine: str | None = None) -> str:
+    """One verdict per claim over every setup (of one engine, when given): a failed replication anywhere
+    outweighs a success elsewhere."""
+    kinds = {v.verdict for v in verdicts if v.claim == claim_id and engine in (None, v.engine)}
+    if not kinds and engine is not None:
+        return INCONCLUSIVE  # that engine has no runs: not measured
     for kind in (NOT_REPLICATED, REPLICATED, INCONCLUSIVE):
         if kind in kinds:
             return kind
@@ -506,7 +583,7 @@ class Badge:
 
 
 def badges(study: Study, df: pd.DataFrame, verdicts: Sequence[Verdict], program_models: set[str]) -> list[Badge]:
-    return [available_badge(study), functional_badge(df), reproduced_badge(study, verdicts)]
+    return [available_badge(study), functional_badge(df), reproduced_badge(study, verdicts, decided_on(study, df))]
 
 
 def available_badge(study: Study) -> Badge:
@@ -520,36 +597,61 @@ def available_badge(study: Study) -> Badge:
 
 
 def functional_badge(df: pd.DataFrame) -> Badge:
+    """Every engine, model and variant that ran has a success, and no success ended out of sync."""
     if df.empty:
         return Badge("Artifacts Evaluated - Functional", UNDECIDED, ("no runs stored yet",))
     reasons, broken = [], False
-    for (model, variant), group in df.groupby(["model", "variant"], sort=True):
+    for (engine, model, variant), group in df.groupby(["engine", "model", "variant"], sort=True):
+        what = f"{model} {variant} ({ENGINE_NAMES.get(engine, engine)})"
         ok = group[group["ok"]]
         if ok.empty:
             broken = True
-            reasons.append(f"{model} {variant}: all {len(group)} run(s) failed ({group['failure_reason'].iloc[-1]})")
+            reasons.append(f"{what}: all {len(group)} run(s) failed ({group['failure_reason'].iloc[-1]})")
             continue
         out_of_sync = int((ok["params_in_sync"] == False).sum())  # noqa: E712 (None means not checked)
+        checked = int(ok["params_in_sync"].isin([True, False]).sum())
         if out_of_sync:
             broken = True
-            reasons.append(f"{model} {variant}: {out_of_sync} run(s) ended with workers' parameters NOT in sync")
+            reasons.append(f"{what}: {out_of_sync} run(s) ended with workers' parameters NOT in sync")
         else:
-            reasons.append(f"{model} {variant}: {len(ok)} of {len(group)} run(s) succeeded, workers' parameters in sync")
+            sync = "workers' parameters in sync" if checked == len(ok) else \
+                f"workers' parameters in sync in the {checked} run(s) that check them"
+            reasons.append(f"{what}: {len(ok)} of {len(group)} run(s) succeeded, {sync}")
     return Badge("Artifacts Evaluated - Functional", NOT_RECOMMENDED if broken else RECOMMENDED, tuple(reasons))
 
 
-def reproduced_badge(study: Study, verdicts: Sequence[Verdict]) -> Badge:
-    per_claim = {c.id: overall(verdicts, c.id) for c in study.claims}
-    caveat = ("P3 here is a re-implementation of its two mechanisms on stock MXNet (CPU), not the authors' build; "
-              "ACM asks for the main results obtained by others, in part with the authors' artifacts")
+def reproduced_badge(study: Study, verdicts: Sequence[Verdict], decided: dict[str, str]) -> Badge:
+    """ACM's Results Reproduced asks for the main results obtained by others, in part with the authors'
+    artifacts: each claim counts with the authors' build's verdict where that build was measured for it
+    (``decided``, from decided_on), else with ours on stock MXNet, and the reasons say which."""
+    per_claim = {c.id: overall(verdicts, c.id, decided[c.id]) for c in study.claims}
+    theirs = [c for c, e in decided.items() if e == ARTIFACT]
+    ours = [c for c, e in decided.items() if e != ARTIFACT]
+    basis = []
+    if theirs:
+        basis.append(f"judged on the authors' build (their baseline and P3 builds, measured here): {', '.join(theirs)}")
+    if ours:
+        why = ("the authors' build was not measured" if not theirs
+               else "the authors' build was not measured for these (or cannot run their variant)")
+        basis.append(f"judged on our P3 on stock MXNet (CPU), a re-implementation of its two mechanisms, since {why}: "
+                     f"{', '.join(ours)}")
+        theirs_elsewhere = {c: overall(verdicts, c, ARTIFACT) for c in ours if any(
+            v.claim == c and v.engine == ARTIFACT for v in verdicts)}
+        if theirs_elsewhere:
+            basis.append("the authors' build where it ran: " + ", ".join(f"{c} {v}" for c, v in theirs_elsewhere.items()))
+    if theirs:
+        others = {c: overall(verdicts, c, EMBEDDED) for c in theirs if any(
+            v.claim == c and v.engine == EMBEDDED for v in verdicts)}
+        if others:
+            basis.append("ours on stock MXNet, for comparison: " + ", ".join(f"{c} {v}" for c, v in others.items()))
     failed = [c for c, v in per_claim.items() if v == NOT_REPLICATED]
     if failed:
-        return Badge("Results Reproduced", NOT_RECOMMENDED, (f"not replicated: {', '.join(failed)}", caveat))
+        return Badge("Results Reproduced", NOT_RECOMMENDED, (f"not replicated: {', '.join(failed)}", *basis))
     open_claims = [f"{c} ({v})" for c, v in per_claim.items() if v != REPLICATED]
     if open_claims:
         return Badge("Results Reproduced", UNDECIDED, (
-            f"{len(open_claims)} of {len(per_claim)} claim(s) not yet replicated: {', '.join(open_claims)}", caveat))
-    return Badge("Results Reproduced", RECOMMENDED, (f"all {len(per_claim)} claims replicated", caveat))
+            f"{len(open_claims)} of {len(per_claim)} claim(s) not yet replicated: {', '.join(open_claims)}", *basis))
+    return Badge("Results Reproduced", RECOMMENDED, (f"all {len(per_claim)} claims replicated", *basis))
 
 
 @dataclass(frozen=True)
@@ -558,17 +660,25 @@ class Analysis:
     summary: pd.DataFrame
     speedups: pd.DataFrame
     verdicts: list[Verdict]
-    overall: dict[str, str]
+    overall: dict[str, str]  # per claim, on the engine the badge judges it on (decided)
     badges: list[Badge]
     setups: list[Setup]
+    side_by_side: pd.DataFrame = field(default_factory=pd.DataFrame)  # the four engines per configuration
+    overall_by_engine: dict[str, dict[str, str]] = field(default_factory=dict)  # engine -> claim -> verdict
+    decided: dict[str, str] = field(default_factory=dict)  # claim -> the engine the badge judges it on
 
 
 def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -> Analysis:
     df = frame(records, study.metric)
     verdicts = judge_all(study, df, program_models)
+    summary = summarize(df, study.tolerance.confidence)
+    speedup_rows = speedups(df, claim_pairs(study), study.tolerance.confidence)
+    decided = decided_on(study, df)
     return Analysis(
-        runs=df, summary=summarize(df, study.tolerance.confidence),
-        speedups=speedups(df, claim_pairs(study), study.tolerance.confidence), verdicts=verdicts,
-        overall={c.id: overall(verdicts, c.id) for c in study.claims},
+        runs=df, summary=summary, speedups=speedup_rows, verdicts=verdicts,
+        overall={c.id: overall(verdicts, c.id, decided[c.id]) for c in study.claims},
         badges=badges(study, df, verdicts, program_models), setups=setups(df),
+        side_by_side=side_by_side(summary, speedup_rows),
+        overall_by_engine={e: {c.id: overall(verdicts, c.id, e) for c in study.claims} for e in engines_of(df)},
+        decided=decided,
     )

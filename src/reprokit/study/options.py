@@ -11,13 +11,18 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import Collection, Mapping, TextIO
 
+from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.errors import UserError
-from reprokit.study.claims import MIN_RUNS, NATIVE, Study, Target, rate_bps, select, sweep_bandwidths
+from reprokit.study.claims import (MIN_RUNS, NATIVE, Study, Target, engine_variants, rate_bps, select,
+                                   sweep_bandwidths)
 
-SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "repetitions", "quick", "profile", "link_capacity")
-RESERVED_ENV = ("VARIANT", "PROFILE")  # the study sets them per run
+SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
+                 "link_capacity")
+RESERVED_ENV = {"VARIANT": "--variants", "PROFILE": "--profile", "ENGINE": "--engines"}  # the study sets them per run
+ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1 with our baseline and our P3)",
+                 ARTIFACT: "artifact (the authors' baseline and P3 builds)"}
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
 
 
@@ -33,6 +38,7 @@ class SweepRequest:
     quick: bool
     ratios: tuple[float, ...] = ()  # non-empty: bandwidths still to choose from a probe (choice.py); bandwidths is empty
     timeline_repetition: int | None = None
+    engines: tuple[str, ...] = (EMBEDDED,)
 
 
 @dataclass(frozen=True)
@@ -74,10 +80,51 @@ def resume_of(options: Mapping) -> Resume | None:
 
 
 def check_env(env: Mapping[str, str]) -> None:
-    for key in RESERVED_ENV:
+    for key, option in RESERVED_ENV.items():
         if key in env:
-            raise UserError(f"--env.{key} is set by the study per run; choose them with "
-                            f"{'--variants' if key == 'VARIANT' else '--profile'} instead")
+            raise UserError(f"--env.{key} is set by the study per run; choose them with {option} instead")
+
+
+def sweep_engines(options: Mapping, variants: list[str], artifact_builds: Collection[str],
+                  console: TextIO = sys.stdout) -> tuple[str, ...]:
+    """--engines=embedded,artifact, checked against the authors' builds registered; said up front.
+
+    Default: embedded, plus artifact when both of the authors' builds (baseline and P3) are registered.
+    The authors' builds run only their own variants (p3, baseline); other variants run embedded only.
+    """
+    requested = select(options.get("engines"), ENGINE_KINDS, "engine(s)")
+    artifact_variants = engine_variants(ARTIFACT, variants)
+    note = ""
+    if requested is None:
+        missing = [b for b in ARTIFACT_BUILDS if b not in artifact_builds]
+        engines = [EMBEDDED] + ([ARTIFACT] if not missing and artifact_variants else [])
+        if len(engines) > 1:
+            why = "both of the authors' builds are registered; --engines=embedded for ours only"
+        elif missing:
+            why = (f"the authors' {' and '.join(missing)} build(s) not registered; add them with: "
+                   + "; ".join(f"{artifact_install_hint(b)} --quiet" for b in missing))
+        else:
+            why = "the chosen variants are none of the authors' builds"
+        note = f" (default: {why}; choose with --engines=embedded,artifact)"
+    else:
+        engines = list(dict.fromkeys(requested))
+    embedded_only = [v for v in variants if v not in artifact_variants]
+    if ARTIFACT in engines:
+        if not artifact_variants:
+            raise UserError(f"the authors' builds run only {' and '.join(ARTIFACT_BUILDS)}, not {', '.join(variants)}: "
+                            f"add them with --variants=baseline,p3, or drop artifact from --engines")
+        missing = [v for v in artifact_variants if v not in artifact_builds]
+        if missing:
+            raise UserError(f"--engines=artifact needs the authors' {missing[0]} build, which is not registered: "
+                            f"install it with: {artifact_install_hint(missing[0])} --quiet, or choose --engines=embedded")
+        if embedded_only and EMBEDDED not in engines:
+            raise UserError(f"{', '.join(embedded_only)} cannot run on the authors' builds (they have only "
+                            f"{' and '.join(ARTIFACT_BUILDS)}): add embedded to --engines, or drop it from --variants")
+    print(f"study: engines: {', '.join(ENGINE_LABELS[e] for e in engines)}{note}", file=console, flush=True)
+    if ARTIFACT in engines and embedded_only:
+        print(f"study: {', '.join(embedded_only)} run(s) on the embedded engine only: the authors' builds have "
+              f"no such variant", file=console, flush=True)
+    return tuple(engines)
 
 
 def any_rate(raw: object) -> list[str]:
@@ -89,11 +136,12 @@ def any_rate(raw: object) -> list[str]:
 
 
 def sweep_request(options: Mapping, study: Study, target: Target, program_models: set[str],
-                  console: TextIO = sys.stdout) -> SweepRequest:
+                  console: TextIO = sys.stdout, artifact_builds: Collection[str] = ()) -> SweepRequest:
     """A new sweep's models, variants, bandwidths, repetitions, profile and settings, each checked.
 
     Models the program has no cmd_key for are skipped with a note (their claims are reported as not
     testable); the profile defaults to the matrix's, or smoke on the embedded default (full sweeps only).
+    ``artifact_builds``: the authors' builds registered (p3, baseline), for --engines (sweep_engines).
     """
     from reprokit.run import settings as run_settings
 
@@ -108,6 +156,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         raise UserError(f"none of the chosen models can run: program:{study.program} has "
                         f"{', '.join(sorted(program_models))}; choose with --models=")
     variants = select(options.get("variants"), study.variants, "variant(s)") or list(matrix.variants)
+    engines = sweep_engines(options, variants, artifact_builds, console)
     requested_bw = select(options.get("bandwidths"), any_rate(options.get("bandwidths")), "bandwidth(s)")
     ratios = matrix.ratios if target.shaping and requested_bw is None else ()
     bandwidths = [] if ratios else list(sweep_bandwidths(target, requested_bw, matrix))
@@ -129,7 +178,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         else min(matrix.timeline_repetition, int(raw_reps))
     return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
                         profile=profile, env={**dict(matrix.env), **user_env}, quick=quick, ratios=ratios,
-                        timeline_repetition=timeline)
+                        timeline_repetition=timeline, engines=engines)
 
 
 def timeline_config(options: Mapping) -> tuple[str, str] | None:

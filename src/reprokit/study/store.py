@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
 from reprokit.jsonfile import read_json
 from reprokit.study.choice import BandwidthChoice
@@ -118,20 +119,27 @@ class RecordConfig:
     repetition: int  # 1-based
     profile: str
     target: Target
+    engine: str = EMBEDDED  # embedded (stock MXNet, our scripts) or artifact (the authors' builds)
 
     @property
     def run(self) -> RunConfig:
-        return RunConfig(self.model, self.variant, self.bandwidth, self.repetition)
+        return RunConfig(self.model, self.variant, self.bandwidth, self.repetition, self.engine)
 
     def to_dict(self) -> dict:
         return {"model": self.model, "variant": self.variant, "bandwidth": self.bandwidth,
-                "repetition": self.repetition, "profile": self.profile, "target": self.target.to_dict()}
+                "repetition": self.repetition, "profile": self.profile, "target": self.target.to_dict(),
+                "engine": self.engine}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "RecordConfig":
+    def from_dict(cls, data: Mapping, engine_name: object = None) -> "RecordConfig":
+        """``engine_name``: the engine the run's provenance names, the kind of a record stored before configs
+        had one (a sweep then took the authors' build whenever one was registered); absent: embedded."""
+        engine = str(data["engine"]) if "engine" in data else engine_kind(str(engine_name or ""))
+        if engine not in ENGINE_KINDS:
+            raise ValueError(f"engine {engine!r}")
         return cls(model=str(data["model"]), variant=str(data["variant"]), bandwidth=str(data["bandwidth"]),
                    repetition=int(data["repetition"]), profile=str(data["profile"]),
-                   target=Target.from_dict(data["target"]))
+                   target=Target.from_dict(data["target"]), engine=engine)
 
 
 @dataclass(frozen=True)
@@ -170,7 +178,8 @@ class Record:
                 raise ValueError("result is not an object")
             return cls(record_id=str(d["record_id"]), study=str(d["study"]), sweep_id=str(d["sweep_id"]),
                        origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
-                       config=RecordConfig.from_dict(d["config"]), status=d["status"],
+                       config=RecordConfig.from_dict(d["config"], dict(d["provenance"]).get("engine")),
+                       status=d["status"],
                        failure_reason=d["failure_reason"], result=d["result"], provenance=dict(d["provenance"]),
                        run_folder=d["run_folder"], imported_from=imported_from)
 
@@ -196,6 +205,7 @@ class Sweep:
     restore_rate: str | None  # the rate a testbed's links had before the sweep, restored after it
     choices: tuple[BandwidthChoice, ...] = ()  # per model: bandwidths chosen from a baseline probe (choice.py)
     timeline_repetition: int | None = None  # its runs record timelines (TIMELINE=1)
+    engines: tuple[str, ...] = (EMBEDDED,)  # engine kinds every configuration runs on (sweeps before: embedded)
 
     def model_bandwidths(self, model: str) -> tuple[str, ...]:
         """The bandwidths a model runs at: its probe's choice, or the sweep's."""
@@ -204,7 +214,7 @@ class Sweep:
     def runs(self) -> list[RunConfig]:
         """Every run of the sweep, interleaved (claims.plan_runs)."""
         return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions,
-                         per_model={c.model: c.bandwidths for c in self.choices})
+                         per_model={c.model: c.bandwidths for c in self.choices}, engines=self.engines)
 
     def to_dict(self) -> dict:
         return {"format": SWEEP_FORMAT, "sweep_id": self.sweep_id, "study": self.study, "created": self.created,
@@ -212,7 +222,8 @@ class Sweep:
                 "bandwidths": list(self.bandwidths), "repetitions": self.repetitions, "profile": self.profile,
                 "env": dict(self.env), "quick": self.quick, "options": dict(self.options),
                 "origin": self.origin.to_dict(), "restore_rate": self.restore_rate,
-                "choices": [c.to_dict() for c in self.choices], "timeline_repetition": self.timeline_repetition}
+                "choices": [c.to_dict() for c in self.choices], "timeline_repetition": self.timeline_repetition,
+                "engines": list(self.engines)}
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "a sweep plan") -> "Sweep":
@@ -225,9 +236,16 @@ class Sweep:
                        options=dict(d["options"]), origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
                        restore_rate=d["restore_rate"],
                        choices=tuple(BandwidthChoice.from_dict(c) for c in d.get("choices", [])),
-                       timeline_repetition=d.get("timeline_repetition"))
+                       timeline_repetition=d.get("timeline_repetition"),
+                       engines=_engines(d.get("engines", [EMBEDDED])))
 
         return _parse(cls, data, what, parse)
+
+
+def _engines(raw: object) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or any(e not in ENGINE_KINDS for e in raw):
+        raise ValueError(f"engines {raw!r}")
+    return tuple(raw)
 
 
 # --- the store -----------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ links and chooses that model's bandwidths from it (choice.py); the choice and
 its inputs are stored in the sweep plan, the probes' run folders under
 ``runs/<sweep>--probe--<model>/``. One repetition (the matrix's
 ``timeline_repetition``) runs with TIMELINE=1, so the report can plot timelines.
+
+Every configuration runs on each of the sweep's engines (``--engines``): each
+run passes ``--env.ENGINE=embedded|artifact`` and its record carries the kind;
+a run whose result names an engine of the other kind is stored as failed.
 """
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, TextIO
+from typing import Callable, Collection, Mapping, TextIO
 
+from reprokit.engines.choice import EMBEDDED, engine_kind
 from reprokit.run import settings as run_settings
 from reprokit.study import runner as study_runner
 from reprokit.errors import UserError
@@ -62,7 +67,7 @@ def create_sweep(store: Store, study: Study, target: Target, request: SweepReque
                   models=tuple(request.models), variants=tuple(request.variants), bandwidths=bandwidths,
                   repetitions=request.repetitions, profile=request.profile, env=dict(request.env), quick=request.quick,
                   options=options, origin=store.origin(), restore_rate=restore_rate, choices=choices,
-                  timeline_repetition=request.timeline_repetition)
+                  timeline_repetition=request.timeline_repetition, engines=request.engines)
     store.new_sweep(sweep)
     return sweep
 
@@ -87,7 +92,9 @@ def guarded_probe(study: Study, target: Target, request: SweepRequest,
                   shape: Callable[[str | None], None] | None) -> ProbeRun:
     """The real probe: a baseline run through ck run on the unshaped links, guarded like every sweep run."""
     def run(model: str, run_dir: Path) -> dict:
-        env = {**request.env, **study.variants.get("baseline", {"VARIANT": "baseline"}), "PROFILE": request.profile}
+        # Our baseline: the bandwidth rule needs the p3-comm figures only our scripts report.
+        env = {**request.env, **study.variants.get("baseline", {"VARIANT": "baseline"}), "PROFILE": request.profile,
+               "ENGINE": EMBEDDED}
         command = study_runner.run_command(study.program, model, target.name, run_dir, env)
         with _Stop() as stop:
             if shape is not None:
@@ -113,11 +120,12 @@ def resumed_sweep(store: Store, resume: Resume) -> Sweep:
 
 
 def open_sweep(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
-               console: TextIO = sys.stdout, probe: ProbeRun | None = None) -> tuple[Sweep, Target]:
+               console: TextIO = sys.stdout, probe: ProbeRun | None = None,
+               artifact_builds: Collection[str] = ()) -> tuple[Sweep, Target]:
     """The sweep `ck reproduce` runs, and its target: the stored one --resume names (with its own settings,
     on the machine as it is registered now), or a new one from the options, stored before any run (after
     the baseline probes that choose its bandwidths, where the matrix asks for that: ``probe``, or a real
-    guarded run)."""
+    guarded run). ``artifact_builds``: the authors' builds registered (for --engines)."""
     resume = resume_of(options)
     if resume is not None:
         sweep = resumed_sweep(store, resume)
@@ -126,7 +134,7 @@ def open_sweep(options: Mapping, study: Study, store: Store, program_models: set
     name = str(options.get("target", "") or "")
     machine = machine_config(name) if name else None
     target = make_target(name, machine, options.get("link_capacity") or None)
-    request = sweep_request(options, study, target, program_models, console)
+    request = sweep_request(options, study, target, program_models, console, artifact_builds)
     restore = testbed_of(machine).get("rate") if target.kind == "testbed" else None
     sweep_id, choices = new_sweep_id(), ()
     if request.ratios:
@@ -254,7 +262,7 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
              stop: _Stop) -> Record | None:
     record_id = config.record_id(sweep.sweep_id)
     run_dir = store.new_attempt_dir(record_id)
-    env = {**sweep.env, **study.variants[config.variant], "PROFILE": sweep.profile}
+    env = {**sweep.env, **study.variants[config.variant], "PROFILE": sweep.profile, "ENGINE": config.engine}
     if config.repetition == sweep.timeline_repetition:
         env["TIMELINE"] = "1"
     command = study_runner.run_command(study.program, config.model, target.name, run_dir, env)
@@ -266,6 +274,11 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
         if outcome.stopped:
             return None
     provenance = {**environment, **study_runner.run_provenance(run_dir, command, outcome, env)}
+    ran = provenance.get("engine")
+    if outcome.ok and ran and engine_kind(ran) != config.engine:  # e.g. ENGINE_ENV pinned an engine of the other kind
+        outcome = study_runner.RunOutcome(False, f"ran on {ran}, not on the {config.engine} engine the sweep asked "
+                                                 f"for (drop --env.ENGINE_ENV)", outcome.result, outcome.started_at,
+                                          outcome.ended_at, outcome.exit_code)
     python = provenance.get("engine_python")
     if python:
         if python not in engine_pythons:
@@ -276,7 +289,8 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
     return Record(
         record_id=record_id, study=study.name, sweep_id=sweep.sweep_id, origin=origin,
         config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,
-                            repetition=config.repetition, profile=sweep.profile, target=target),
+                            repetition=config.repetition, profile=sweep.profile, target=target,
+                            engine=config.engine),
         status=OK if outcome.ok else FAILED, failure_reason=outcome.reason, result=outcome.result,
         provenance=provenance, run_folder=str(run_dir.relative_to(store.root)),
     )
@@ -297,7 +311,7 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
 
 
 def reproduce(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
-              console: TextIO = sys.stdout) -> tuple[SweepSummary, dict[str, Path]]:
+              console: TextIO = sys.stdout, artifact_builds: Collection[str] = ()) -> tuple[SweepSummary, dict[str, Path]]:
     """`ck reproduce study:NAME`: open the sweep, run what is not stored yet, then write the report.
 
     A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
@@ -305,9 +319,11 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
     from reprokit.study.options import report_dir, timeline_config
     from reprokit.study.report import write_report
 
-    sweep, target = open_sweep(options, study, store, program_models, machine_config, console)
+    sweep, target = open_sweep(options, study, store, program_models, machine_config, console,
+                               artifact_builds=artifact_builds)
     check_can_shape(target)
-    print(f"study: sweep {sweep.sweep_id} on {target.label}: {target.bandwidth_note()}", file=console, flush=True)
+    print(f"study: sweep {sweep.sweep_id} on {target.label} (engines: {', '.join(sweep.engines)}): "
+          f"{target.bandwidth_note()}", file=console, flush=True)
     print(f"study: results store {store.root}", file=console, flush=True)
     summary = run_sweep(study, store, sweep, target, testbed_shaper(target), console)
     print(summary_line(summary, store.root), file=console, flush=True)

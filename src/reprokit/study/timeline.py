@@ -31,6 +31,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from reprokit.engines.choice import EMBEDDED
 from reprokit.errors import UserError
 from reprokit.run.engine_side import program_module
 from reprokit.run.settings import TIMELINE_FILE
@@ -179,11 +180,12 @@ def pick_pair(speedups: pd.DataFrame, records: list[Record], traces, wanted: tup
               variant: str = "p3", versus: str = "baseline") -> tuple[TimelinePair | None, str]:
     """The run pair to draw, and a sentence on the choice: ``wanted`` (model, bandwidth), or by default the
     configuration with the highest speedup where both variants have timelines."""
-    rows = speedups[(speedups["variant"] == variant) & (speedups["versus"] == versus)]
+    # Only our scripts write timelines: pairs of the embedded engine (never one run of each engine).
+    rows = speedups[(speedups["variant"] == variant) & (speedups["versus"] == versus) & (speedups["engine"] == EMBEDDED)]
     if wanted is not None:
         rows = rows[(rows["model"] == wanted[0]) & rows["bandwidth"].map(lambda b: same_rate(b, wanted[1]))]
     by_config: dict[tuple, dict[str, list[Record]]] = {}
-    for r in records:
+    for r in (r for r in records if r.config.engine == EMBEDDED):
         key = (setup_label(r), r.config.profile, r.config.model, r.config.bandwidth)
         by_config.setdefault(key, {}).setdefault(r.config.variant, []).append(r)
     candidates = []
