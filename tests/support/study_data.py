@@ -25,22 +25,27 @@ def study(**tolerance):
 
 
 def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
-            ratio=None):
+            ratio=None, engine="embedded"):
     """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
-    that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1)."""
+    that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1). ``engine``:
+    embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync)."""
     comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
                                      "comm_wait_s_per_iter": 0.1, "overlap": 0.5}
     out = []
     for name, values in (("baseline", baseline), (variant, p3)):
+        engine_name = "mxnet-1.9.1-cpu" if engine == "embedded" else \
+            ("sysml19-p3@c647954" if name == "p3" else "sysml19-p3-baseline@1e2f3a4")
         for rep, value in enumerate(values, 1):
+            result = {"throughput_samples_per_sec": value, "engine": engine_name,
+                      "params_in_sync": True if engine == "embedded" else None, **comm}
             out.append(Record(
-                record_id=f"s--{model}--{name}--{bandwidth}--r{rep}--{origin}", study="sysml19-p3", sweep_id="s",
-                origin=Origin(id=origin, host="h", study="sysml19-p3"),
+                record_id=f"s--{model}{'' if engine == 'embedded' else '--' + engine}--{name}--{bandwidth}--r{rep}--{origin}",
+                study="sysml19-p3", sweep_id="s", origin=Origin(id=origin, host="h", study="sysml19-p3"),
                 config=RecordConfig(model=model, variant=name, bandwidth=bandwidth, repetition=rep, profile=profile,
-                                    target=target),
+                                    target=target, engine=engine),
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
-                result={"throughput_samples_per_sec": value, "params_in_sync": True, **comm} if value is not None else None,
+                result=result if value is not None else None, provenance={"engine": engine_name},
             ))
     return out
 

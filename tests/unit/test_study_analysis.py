@@ -296,3 +296,113 @@ def test_plan_runs_takes_each_models_own_bandwidths():
                                              "vgg baseline @ 720mbit #1", "vgg p3 @ 720mbit #1",
                                              "vgg baseline @ native #1", "vgg p3 @ native #1"]
     assert len(plan) == 12 and plan[6].label() == "resnet p3 @ 1gbit #2"
+
+
+# --- engines: the authors' build and ours, side by side -------------------------------------------
+
+def engine_verdict(analysis, claim_id, engine):
+    [v] = [v for v in analysis.verdicts if v.claim == claim_id and v.engine == engine]
+    return v
+
+
+def test_variants_pair_within_one_engine_only_and_each_engine_gets_its_own_verdict():
+    ours = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=CLUSTER4)
+    theirs = records("resnet", "4gbit", [50.0, 50.5, 49.5], [200.0, 201.0, 199.0], target=CLUSTER4, engine="artifact")
+    analysis = analyse(study(), ours + theirs, ALL_MODELS)
+    p3 = analysis.speedups[(analysis.speedups["variant"] == "p3") & (analysis.speedups["versus"] == "baseline")]
+    by_engine = dict(zip(p3["engine"], p3["speedup"]))
+    assert by_engine == {"embedded": pytest.approx(1.26, abs=0.01), "artifact": pytest.approx(4.0, abs=0.01)}
+    # neither our P3 over their baseline (2.52) nor theirs over ours (~2.0) is ever formed
+    assert len(p3) == 2 and set(analysis.summary["engine"]) == {"embedded", "artifact"}
+    assert engine_verdict(analysis, "resnet-4gbit", "embedded").verdict == REPLICATED
+    their_verdict = engine_verdict(analysis, "resnet-4gbit", "artifact")
+    assert their_verdict.verdict == NOT_REPLICATED and "above the claimed 1.26x" in their_verdict.reason
+    assert analysis.overall_by_engine["artifact"]["resnet-4gbit"] == NOT_REPLICATED
+    assert analysis.overall_by_engine["embedded"]["resnet-4gbit"] == REPLICATED
+    # the authors' build was measured for this claim: it decides the overall verdict and the badge
+    assert analysis.decided["resnet-4gbit"] == "artifact" and analysis.overall["resnet-4gbit"] == NOT_REPLICATED
+    reproduced = analysis.badges[2]
+    assert reproduced.status == "not recommended"
+    assert any(r.startswith("judged on the authors' build") and "resnet-4gbit" in r for r in reproduced.reasons)
+    [comparison] = [r for r in reproduced.reasons if r.startswith("ours on stock MXNet, for comparison: ")]
+    assert "resnet-4gbit replicated" in comparison
+
+
+def test_a_missing_engine_variant_gives_no_speedup_and_the_side_by_side_says_not_measured():
+    ours = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=CLUSTER4)
+    their_baseline = records("resnet", "4gbit", [50.0, 50.5, 49.5], [], target=CLUSTER4, engine="artifact")
+    analysis = analyse(study(), ours + their_baseline, ALL_MODELS)
+    assert set(analysis.speedups["engine"]) == {"embedded"}
+    [row] = analysis.side_by_side.to_dict("records")
+    assert (row["artifact_baseline_n"], row["artifact_p3_n"], row["embedded_p3_n"]) == (3, 0, 3)
+    assert math.isnan(row["artifact_p3_geometric_mean"]) and math.isnan(row["artifact_speedup"])
+    assert row["embedded_speedup"] == pytest.approx(1.26, abs=0.01) and row["embedded_speedup_n"] == 3
+    v = engine_verdict(analysis, "resnet-4gbit", "artifact")
+    assert v.verdict == INCONCLUSIVE and "on the authors' build" in v.reason and "--engines=artifact" in v.reason
+    assert analysis.decided["resnet-4gbit"] == "embedded"  # their P3 never ran: ours decides
+
+
+def every_claim_runs(speedup_of, engine):
+    """Runs of every claim's configuration at the speedup ``speedup_of(claim)`` on one engine (the authors'
+    build runs only baseline and p3, so it skips the slicing-only claim)."""
+    out = []
+    for claim in study().claims:
+        if engine == "artifact" and claim.variant != "p3":
+            continue
+        base = [100.0, 100.5, 99.5]
+        out += records(claim.model, claim.bandwidth or "4gbit", base, [b * speedup_of(claim) for b in base],
+                       variant=claim.variant, target=CLUSTER4, engine=engine)
+    return out
+
+
+def test_results_reproduced_uses_the_authors_build_where_measured_and_says_so():
+    ours_fail = every_claim_runs(lambda c: 1.0 if c.variant == "p3" else c.speedup, "embedded")
+    theirs_pass = every_claim_runs(lambda c: c.speedup, "artifact")
+    analysis = analyse(study(), ours_fail + theirs_pass, ALL_MODELS)
+    badge = analysis.badges[2]
+    assert badge.status == "recommended", badge.reasons
+    theirs = [c.id for c in study().claims if c.variant == "p3"]
+    assert f"judged on the authors' build (their baseline and P3 builds, measured here): {', '.join(theirs)}" \
+        in badge.reasons
+    assert any(r.startswith("judged on our P3 on stock MXNet") and r.endswith(": vgg-slicing-30gbit")
+               for r in badge.reasons)  # their builds have no slicing-only variant
+    assert any(r.startswith("ours on stock MXNet, for comparison") and "not replicated" in r for r in badge.reasons)
+    # without the authors' build, ours decide, and the badge says the authors' build was not measured
+    alone = analyse(study(), ours_fail, ALL_MODELS).badges[2]
+    assert alone.status == "not recommended"
+    assert any("since the authors' build was not measured" in r for r in alone.reasons)
+
+
+def test_the_authors_build_takes_our_baselines_ratio_and_functional_counts_both_engines():
+    three = replace(TESTBED4, hosts=TESTBED4.hosts[:3])
+    base = [40.0, 40.4, 39.6]
+    ours = records("vgg", "720mbit", base, [b * 1.2 for b in base], target=three, profile="smoke", ratio=3.9)
+    theirs = records("vgg", "720mbit", base, [b * 1.62 for b in base], target=three, profile="smoke",
+                     engine="artifact")  # their builds print no p3-comm line
+    analysis = analyse(study(), ours + theirs, ALL_MODELS)
+    theirs_row = analysis.speedups[analysis.speedups["engine"] == "artifact"].iloc[0]
+    assert theirs_row["comm_to_compute"] == pytest.approx(3.9) and theirs_row["ratio_engine"] == "embedded"
+    v = engine_verdict(analysis, "vgg-up-to-66", "artifact")
+    assert v.verdict == REPLICATED, v.reason
+    assert "(communication/computation 3.90 as our baseline measured it there)" in v.reason
+    functional = analysis.badges[1]
+    assert functional.status == "recommended"
+    assert "vgg p3 (the authors' build): 3 of 3 run(s) succeeded, workers' parameters in sync in the 0 run(s) " \
+           "that check them" in functional.reasons
+    broken = analyse(study(), ours + records("vgg", "720mbit", [None], [None], target=three, engine="artifact"),
+                     ALL_MODELS).badges[1]
+    assert broken.status == "not recommended"
+    assert any(r.startswith("vgg baseline (the authors' build): all 1 run(s) failed") for r in broken.reasons)
+
+
+def test_plan_runs_interleaves_the_engines_and_the_authors_build_runs_only_its_variants():
+    plan = studies.plan_runs(["vgg"], ["baseline", "p3", "p3-slicing-only"], ["1gbit"], 2,
+                             engines=("embedded", "artifact"))
+    assert [r.label() for r in plan[:5]] == ["vgg baseline @ 1gbit #1", "vgg p3 @ 1gbit #1",
+                                             "vgg p3-slicing-only @ 1gbit #1", "vgg artifact baseline @ 1gbit #1",
+                                             "vgg artifact p3 @ 1gbit #1"]
+    assert [(r.engine, r.variant) for r in plan[5:]] == [("artifact", "p3"), ("artifact", "baseline"),
+                                                         ("embedded", "p3-slicing-only"), ("embedded", "p3"),
+                                                         ("embedded", "baseline")]
+    assert plan[0].record_id("s") == "s--vgg--baseline--1gbit--r1"  # as before engines: older sweeps resume
+    assert plan[3].record_id("s") == "s--vgg--artifact--baseline--1gbit--r1"

@@ -31,10 +31,11 @@ class Machines:
         return self.machines[name]
 
 
-def opened(tmp_path, given, program_models=ALL_MODELS, machines=None, probe=None):
+def opened(tmp_path, given, program_models=ALL_MODELS, machines=None, probe=None, artifact_builds=()):
     console = io.StringIO()
     store = Store(tmp_path / "store", "sysml19-p3")
-    sweep, target = open_sweep(given, study(), store, program_models, machines or Machines(), console, probe=probe)
+    sweep, target = open_sweep(given, study(), store, program_models, machines or Machines(), console, probe=probe,
+                               artifact_builds=artifact_builds)
     return sweep, target, store, console.getvalue()
 
 
@@ -124,6 +125,11 @@ def test_models_the_program_lacks_are_skipped_with_a_note_and_none_left_is_refus
     ({"profile": "huge"}, "unknown --profile 'huge'; valid ones: paper, smoke"),
     ({"env.VARIANT": "p3"}, "--env.VARIANT is set by the study per run; choose them with --variants"),
     ({"env.PROFILE": "paper"}, "--env.PROFILE is set by the study per run; choose them with --profile"),
+    ({"env.ENGINE": "artifact"}, "--env.ENGINE is set by the study per run; choose them with --engines"),
+    ({"engines": "gpu"}, "unknown engine(s) 'gpu'; the study has: embedded, artifact"),
+    ({"engines": "artifact"}, "--engines=artifact needs the authors' baseline build, which is not registered: "
+                              "install it with: ck install package:sysml19-p3-baseline-github --quiet, or choose "
+                              "--engines=embedded"),
     ({"env": "x"}, "give run settings as --env.NAME=VALUE"),
     ({"link_capacity": "1gbit"}, "--link_capacity describes a cluster's links"),
     ({"target": "nowhere"}, "there is no machine entry 'nowhere'"),
@@ -154,6 +160,41 @@ def test_a_testbed_sweep_keeps_the_rate_to_restore_and_shaping_needs_root(tmp_pa
         check_can_shape(target, euid=1000)
     check_can_shape(target, euid=0)
     check_can_shape(EMBEDDED, euid=1000)
+
+
+# --- engines ---------------------------------------------------------------------------------------
+
+def test_engines_default_to_embedded_plus_the_artifact_when_both_its_builds_are_registered(tmp_path):
+    sweep, _, _, console = opened(tmp_path, {"models": "resnet"}, artifact_builds={"p3"})
+    assert sweep.engines == ("embedded",)
+    assert ("study: engines: embedded (stock MXNet 1.9.1 with our baseline and our P3) (default: the authors' "
+            "baseline build(s) not registered; add them with: ck install package:sysml19-p3-baseline-github --quiet; "
+            "choose with --engines=embedded,artifact)") in console
+    sweep, _, store, console = opened(tmp_path, {"models": "resnet"}, artifact_builds={"p3", "baseline"})
+    assert sweep.engines == ("embedded", "artifact") and "default: both of the authors' builds are registered" in console
+    assert Sweep.from_dict(json.loads(store.sweep_path(sweep.sweep_id).read_text())) == sweep
+    assert [r.label() for r in sweep.runs()[:4]] == ["resnet baseline @ native #1", "resnet p3 @ native #1",
+                                                     "resnet artifact baseline @ native #1",
+                                                     "resnet artifact p3 @ native #1"]
+
+
+def test_engines_option_runs_only_what_the_authors_builds_can_and_older_sweeps_read_as_embedded(tmp_path):
+    both = {"p3", "baseline"}
+    sweep, _, _, console = opened(tmp_path, {"models": "vgg", "variants": "p3,p3-slicing-only",
+                                             "engines": "artifact,embedded"}, artifact_builds=both)
+    assert sweep.engines == ("artifact", "embedded")
+    assert "study: p3-slicing-only run(s) on the embedded engine only" in console
+    assert {(r.engine, r.variant) for r in sweep.runs()} == {("artifact", "p3"), ("embedded", "p3"),
+                                                             ("embedded", "p3-slicing-only")}
+    with pytest.raises(UserError, match=r"^the authors' builds run only p3 and baseline, not p3-slicing-only: add"):
+        opened(tmp_path, {"variants": "p3-slicing-only", "engines": "artifact"}, artifact_builds=both)
+    with pytest.raises(UserError, match=r"^p3-slicing-only cannot run on the authors' builds .*add embedded to --engines"):
+        opened(tmp_path, {"variants": "p3,p3-slicing-only", "engines": "artifact"}, artifact_builds=both)
+    older = sweep.to_dict()
+    del older["engines"]  # a sweep stored before engines: its runs were (and resume as) embedded runs
+    assert Sweep.from_dict(older).engines == ("embedded",)
+    with pytest.raises(UserError, match="is malformed"):
+        Sweep.from_dict({**older, "engines": ["gpu"]})
 
 
 # --- report, export, import -----------------------------------------------------------------------

@@ -94,6 +94,33 @@ def test_record_content_is_escaped_and_never_names_a_file(tmp_path):
     assert not (tmp_path / "img src=x onerror=alert(1)>.png").exists()
 
 
+def test_report_shows_the_four_engines_side_by_side_and_not_measured_ones_as_such(tmp_path, monkeypatch):
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "svg.fonttype", "none")  # plot text as text, to read it back
+    runs = (records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
+            + records("resnet", "4gbit", [50.0, 50.5, 49.5], [80.0, 81.0, None], engine="artifact")
+            + records("vgg", "4gbit", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0]))
+    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path, tmp_path, ALL_MODELS)
+    md, html = paths["markdown"].read_text(), paths["html"].read_text()
+    assert ("| tb [here] | paper | resnet | 4gbit | 50.00 [48.77, 51.26], n=3 | 80.50 [74.39, 87.11], n=2 (1 failed) "
+            "| 100.00 [97.54, 102.51], n=3 | 126.00 [123.54, 128.51], n=3 | 1.610x [1.562, 1.659], n=2 "
+            "| 1.260x [1.234, 1.287], n=3 |") in md
+    vgg = next(line for line in md.splitlines() if line.startswith("| tb [here] | paper | vgg | 4gbit | not measured"))
+    assert vgg.count("not measured") == 3  # the authors' baseline, P3 and their ratio; ours are there
+    assert '<table id="side-by-side">' in html and html.count("<td>not measured</td>") == 3
+    assert "| resnet-4gbit | " in md and "judged on the authors' build" in md  # the badge says whose verdicts count
+    data = json.loads(paths["json"].read_text())
+    assert data["decided_on_engine"]["resnet-4gbit"] == "artifact" and data["decided_on_engine"]["vgg-15gbit"] == "embedded"
+    [theirs] = [r for r in data["side_by_side"] if r["model"] == "resnet"]
+    assert (theirs["artifact_p3_n"], theirs["artifact_p3_failed"]) == (2, 1) and theirs["artifact_speedup"] > 1.5
+    resnet_svg = (tmp_path / "plots" / "resnet.svg").read_text()
+    for label in ("authors' baseline (tb [here])", "authors' P3 (tb [here])", "our baseline (tb [here])",
+                  "our P3 (tb [here])", "authors' P3/baseline (tb [here])", "our P3/baseline (tb [here])"):
+        assert label in resnet_svg
+    assert "not measured: authors' baseline, authors' P3" in (tmp_path / "plots" / "vgg.svg").read_text()
+
+
 # --- timelines ------------------------------------------------------------------------------------
 
 def test_the_timeline_reader_reads_what_p3_timeline_writes(tmp_path):

@@ -635,10 +635,6 @@ def reproduced_badge(study: Study, verdicts: Sequence[Verdict], decided: dict[st
                else "the authors' build was not measured for these (or cannot run their variant)")
         basis.append(f"judged on our P3 on stock MXNet (CPU), a re-implementation of its two mechanisms, since {why}: "
                      f"{', '.join(ours)}")
-        theirs_elsewhere = {c: overall(verdicts, c, ARTIFACT) for c in ours if any(
-            v.claim == c and v.engine == ARTIFACT for v in verdicts)}
-        if theirs_elsewhere:
-            basis.append("the authors' build where it ran: " + ", ".join(f"{c} {v}" for c, v in theirs_elsewhere.items()))
     if theirs:
         others = {c: overall(verdicts, c, EMBEDDED) for c in theirs if any(
             v.claim == c and v.engine == EMBEDDED for v in verdicts)}

@@ -6,6 +6,9 @@ alone is the report), ``report.json`` (every configuration's mean, interval
 and n, every speedup with its interval, every verdict with its reason, the
 bandwidth choices: for scripts), ``plots/<model>.png`` / ``.svg`` and, where a
 run pair has timelines, ``plots/timeline.png`` / ``.svg`` (timeline.py).
+Per configuration the four engines stand side by side (the authors' baseline
+and P3 builds, our baseline and P3 on stock MXNet, analysis.SIDE_BY_SIDE) with
+both P3/baseline ratios; one without runs is shown as "not measured".
 
 Record content (imported records come from other evaluators) is text only:
 the HTML template is autoescaped, Markdown output escapes ``<``, ``>``, ``&``
@@ -25,7 +28,8 @@ from typing import Iterable, TextIO
 import jinja2
 
 from reprokit.jsonfile import write_json
-from reprokit.study.analysis import Analysis, analyse, setup_label
+from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study.analysis import ENGINE_NAMES, SIDE_BY_SIDE, Analysis, analyse, setup_label
 from reprokit.study.claims import MIN_RUNS, NATIVE, Study, rate_bps
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.store import Record, Store
@@ -35,6 +39,24 @@ REPORT_FORMAT = "reprokit-study-report/1"
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 VARIANT_STYLE = {"baseline": ("tab:blue", "o"), "p3": ("tab:orange", "s"), "p3-slicing-only": ("tab:green", "^")}
+SERIES_LABELS = {(e, v): label for e, v, label in SIDE_BY_SIDE}
+
+
+def series_label(engine: str, variant: str) -> str:
+    """authors' P3, our baseline, ...: one of the four, or the variant and whose engine ran it."""
+    return SERIES_LABELS.get((engine, variant)) or (variant if engine == EMBEDDED else f"{variant} ({ENGINE_NAMES[engine]})")
+
+
+def _series_order(frame) -> list[tuple[str, str]]:
+    """The (engine, variant) series of a frame: ours first, then the authors' build, variants by name."""
+    return sorted(set(zip(frame["engine"], frame["variant"])), key=lambda ev: (ENGINE_KINDS.index(ev[0]), ev[1]))
+
+
+def not_measured(summary, model: str) -> list[str]:
+    """Which of the four (SIDE_BY_SIDE) have no run at all of this model."""
+    mine = summary[summary["model"] == model]
+    ran = set(zip(mine["engine"], mine["variant"]))
+    return [label for e, v, label in SIDE_BY_SIDE if (e, v) not in ran]
 
 
 @dataclass(frozen=True)
@@ -73,31 +95,40 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
     categories = _bandwidth_order(list(summary["bandwidth"]) + [c.bandwidth for c in claims if c.bandwidth])
     x_of = {b: i for i, b in enumerate(categories)}
     setups = list(dict.fromkeys(summary["setup"]))
+    series = _series_order(summary)
     fig, (ax_t, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
-    width = 0.8 / max(1, len(setups) * 3)
+    width = 0.8 / max(1, len(setups) * len(series))
 
-    def points(ax, frame, column: str, s_index: int, setup: str, label: str) -> None:
-        """One marker per variant and bandwidth with its 95% interval, offset per setup and variant."""
-        for v_index, (variant, group) in enumerate(frame.groupby("variant", sort=True)):
-            color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
-            offset = (s_index * 3 + v_index - (len(setups) * 3 - 1) / 2) * width
+    def style(engine: str, variant: str) -> dict:
+        """Colour and marker per variant; the authors' build hollow, ours filled."""
+        color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
+        hollow = {"markerfacecolor": "white", "markeredgewidth": 1.6} if engine == ARTIFACT else {}
+        return {"fmt": marker, "color": color, **hollow}
+
+    def points(ax, frame, column: str, s_index: int, setup: str, suffix: str) -> None:
+        """One marker per engine, variant and bandwidth with its interval, offset per setup and series."""
+        for (engine, variant), group in frame.groupby(["engine", "variant"], sort=False):
+            slot = s_index * len(series) + series.index((engine, variant))
+            offset = (slot - (len(setups) * len(series) - 1) / 2) * width
             xs = [x_of[b] + offset for b in group["bandwidth"]]
             values = group[column].tolist()
             err = [[v - lo if _num(lo) is not None else 0 for v, lo in zip(values, group["ci_low"])],
                    [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
-            ax.errorbar(xs, values, yerr=err, fmt=marker, color=color, capsize=3,
-                        alpha=1.0 if s_index == 0 else 0.55, label=plain(label.format(variant=variant, setup=setup)))
+            ax.errorbar(xs, values, yerr=err, capsize=3, alpha=1.0 if s_index == 0 else 0.55,
+                        label=plain(f"{series_label(engine, variant)}{suffix} ({setup})"), **style(engine, variant))
 
     def by_ratio(frame, s_index: int, setup: str) -> int:
         """Speedup against the baseline's measured communication/computation at each bandwidth."""
         shown = 0
-        for variant, group in frame[frame["comm_to_compute"].notna()].groupby("variant", sort=True):
-            color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
+        for (engine, variant), group in frame[frame["comm_to_compute"].notna()].groupby(["engine", "variant"], sort=False):
             values = group["speedup"].tolist()
             err = [[v - lo if _num(lo) is not None else 0 for v, lo in zip(values, group["ci_low"])],
                    [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
-            ax_r.errorbar(group["comm_to_compute"].tolist(), values, yerr=err, fmt=marker, color=color, capsize=3,
-                          alpha=1.0 if s_index == 0 else 0.55, label=plain(f"{variant}/baseline ({setup})"))
+            ax_r.errorbar(group["comm_to_compute"].tolist(), values, yerr=err, capsize=3,
+                          alpha=1.0 if s_index == 0 else 0.55,
+                          label=plain(f"{series_label(engine, variant)}/baseline ({setup})"
+                                      + (", at our baseline's ratio" if engine != EMBEDDED else "")),
+                          **style(engine, variant))
             for x, y, b in zip(group["comm_to_compute"], values, group["bandwidth"]):
                 ax_r.annotate(plain(b), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
             shown += len(group)
@@ -105,16 +136,17 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
 
     ratio_points = 0
     for s_index, setup in enumerate(setups):
-        points(ax_t, summary[summary["setup"] == setup], "geometric_mean", s_index, setup, "{variant} ({setup})")
+        points(ax_t, summary[summary["setup"] == setup], "geometric_mean", s_index, setup, "")
         mine = speedups[(speedups["setup"] == setup) & (speedups["versus"] == "baseline")]
-        points(ax_s, mine, "speedup", s_index, setup, "{variant}/baseline ({setup})")
+        points(ax_s, mine, "speedup", s_index, setup, "/baseline")
         ratio_points += by_ratio(mine, s_index, setup)
     for claim in claims:
         if claim.bandwidth:
             x = x_of[claim.bandwidth]
             ax_s.plot([x], [claim.speedup], marker="*", markersize=15, color="crimson", linestyle="none",
                       label=f"claim {claim.id} ({claim.source})")
-            base = summary[(summary["bandwidth"] == claim.bandwidth) & (summary["variant"] == claim.versus)]
+            base = summary[(summary["bandwidth"] == claim.bandwidth) & (summary["variant"] == claim.versus)
+                           & (summary["engine"] == analysis.decided.get(claim.id, EMBEDDED))]
             if not base.empty and _num(base["geometric_mean"].iloc[0]) is not None:
                 ax_t.plot([x], [base["geometric_mean"].iloc[0] * claim.speedup], marker="*", markersize=15,
                           color="crimson", linestyle="none", label=plain(f"claimed {claim.variant} ({claim.id})"))
@@ -131,6 +163,10 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
+    missing = not_measured(analysis.summary, model)
+    if missing:
+        ax_t.text(0.02, 0.02, plain(f"not measured: {', '.join(missing)}"), transform=ax_t.transAxes, fontsize=7,
+                  color="0.35", va="bottom")
     if ratio_points:
         from matplotlib.ticker import NullFormatter, NullLocator
 
@@ -168,6 +204,25 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
 def _f(x, digits: int = 2) -> str:
     x = _num(x)
     return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def throughput_cell(row: dict, engine: str, variant: str) -> str:
+    """One of the four throughputs of a side_by_side row: geometric mean [interval], n; or why there is none."""
+    prefix = f"{engine}_{variant}"
+    n, failed = int(row[f"{prefix}_n"]), int(row[f"{prefix}_failed"])
+    if n == 0:
+        return f"no successful run ({failed} failed)" if failed else "not measured"
+    return (f"{_f(row[f'{prefix}_geometric_mean'])} [{_f(row[f'{prefix}_ci_low'])}, {_f(row[f'{prefix}_ci_high'])}], "
+            f"n={n}" + (f" ({failed} failed)" if failed else ""))
+
+
+def ratio_cell(row: dict, engine: str) -> str:
+    """An engine's p3/baseline speedup of a side_by_side row with its interval and n, or "not measured"."""
+    n = int(row[f"{engine}_speedup_n"])
+    if n == 0:
+        return "not measured"
+    return (f"{_f(row[f'{engine}_speedup'], 3)}x [{_f(row[f'{engine}_speedup_low'], 3)}, "
+            f"{_f(row[f'{engine}_speedup_high'], 3)}], n={n}")
 
 
 def _environments(records: list[Record]) -> list[dict]:
@@ -219,6 +274,8 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
                        "profile": tol.profile},
         "configurations": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
+        "overall_by_engine": analysis.overall_by_engine, "decided_on_engine": analysis.decided,
+        "side_by_side": analysis.side_by_side.to_dict("records"),
         "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
     })
 
@@ -256,6 +313,9 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
+        "overall_by_engine": analysis.overall_by_engine, "decided": analysis.decided,
+        "side_by_side": analysis.side_by_side.to_dict("records"), "four": SIDE_BY_SIDE, "engine_kinds": ENGINE_KINDS,
+        "engine_names": ENGINE_NAMES, "throughput_cell": throughput_cell, "ratio_cell": ratio_cell,
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
         "environments": _environments(records), "failed": failed.to_dict("records"),
         "claims": study.claims, "program_models": sorted(program_models),
