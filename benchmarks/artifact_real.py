@@ -160,6 +160,7 @@ def main() -> int:
     if args.hosts:
         ck(env, "testbed", "cluster:art", f"--hosts={args.hosts}")
         hosts_json = work / "tools" / "testbed-art" / "hosts.json"
+        ck(env, "rm", "machine:art", "--force", check=False)  # a previous call's entry: stock CK would ask "Renew?"
         ck(env, "add", "machine:art", "--type=cluster", f"--config_file={hosts_json}", "--quiet")
         target = ["--target=art"]
     variants = [v for v in args.variants.split(",") if v]
