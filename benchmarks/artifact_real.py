@@ -22,7 +22,8 @@
    bootstrapped into the same CK_TOOLS) to every repetition, so the four engines are interleaved (the
    order reverses every repetition so that drift hits all of them).
 Prints the figures (install times, make times, throughput per run, per engine and bandwidth each variant's
-mean and p3/baseline with its 95% interval when there are 2+ repetitions); --json writes them. Uses its own CK_REPOS/CK_TOOLS (--work, default a new
+mean and p3/baseline with its 95% interval when there are 2+ repetitions, unpaired (the study's rule) and
+paired by repetition (the mean of each repetition's own ratio, with its log-scale interval)); --json writes them. Uses its own CK_REPOS/CK_TOOLS (--work, default a new
 temporary folder); asserts nothing.
 """
 from __future__ import annotations
@@ -98,6 +99,18 @@ def run(env: dict, run_dir: Path, *args: str) -> dict:
         return {"run_success": False, "failure_reason": f"no result in {run_dir}"}
     result = json.loads(path.read_text())
     return {k: result.get(k) for k in FIELDS}
+
+
+def paired_ratios(runs: list[dict], model: str, bandwidth: str, engine: str) -> list[float]:
+    """p3/baseline within each repetition: the two ran next to each other, so load that drifts between
+    repetitions (other work on the same cores) cancels in the ratio."""
+    ratios = []
+    for rep in sorted({r["repetition"] for r in runs}):
+        speed = {r["variant"]: r.get("throughput_samples_per_sec") for r in runs if r["repetition"] == rep
+                 and (r["model"], r["bandwidth"], r["engine_kind"]) == (model, bandwidth, engine)}
+        if speed.get("p3") and speed.get("baseline"):
+            ratios.append(speed["p3"] / speed["baseline"])
+    return ratios
 
 
 def main() -> int:
@@ -200,8 +213,10 @@ def main() -> int:
                 ratio = None
                 if len(speeds.get("p3", [])) >= 2 and len(speeds.get("baseline", [])) >= 2:
                     ratio = ratio_interval(speeds["p3"], speeds["baseline"])
+                    paired = mean_interval(paired_ratios(figures["runs"], model, bandwidth, engine), 0.95)
                     figures["ratios"].append({"model": model, "bandwidth": bandwidth, "engine": engine,
                                               "ratio": ratio[0], "low": ratio[1], "high": ratio[2],
+                                              "paired": [paired.geometric_mean, paired.low, paired.high, paired.n],
                                               "n": {v: len(speeds[v]) for v in variants}})
                 for i, v in enumerate(variants):
                     if len(speeds[v]) >= 2:
@@ -209,7 +224,11 @@ def main() -> int:
                         shown = f"{interval.geometric_mean:8.2f} [{interval.low:.2f}, {interval.high:.2f}]"
                     else:
                         shown = f"{speeds[v][0]:8.2f}" if speeds[v] else "     n/a"
-                    tail = f"   {ratio[0]:.3f} [{ratio[1]:.3f}, {ratio[2]:.3f}]" if ratio and i == 0 else ""
+                    tail = ""
+                    if ratio and i == 0:
+                        pair = figures["ratios"][-1]["paired"]
+                        tail = (f"   {ratio[0]:.3f} [{ratio[1]:.3f}, {ratio[2]:.3f}]; paired by repetition "
+                                f"{pair[0]:.3f} [{pair[1]:.3f}, {pair[2]:.3f}] (n={pair[3]})")
                     print(f"{model:13s} {bandwidth:9s}  {engine:9s} {v:9s} {shown:24s} ({len(speeds[v])}){tail}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
