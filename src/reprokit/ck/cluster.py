@@ -2,7 +2,7 @@
 
     ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
     ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
-    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--dir=DIR]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
 """
@@ -27,6 +27,7 @@ def check(i: dict) -> dict:
     from reprokit.cluster.preflight import check_cluster, table
     from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
     from reprokit.run.settings import resolve_port
+    from reprokit.run.spec import engine_files
 
     name = i.get("data_uoa", "")
     if not name:
@@ -45,7 +46,8 @@ def check(i: dict) -> dict:
     port = resolve_port(str(i.get("port", ""))) or 0
     data = choose_recordio(env_entries(RECORDIO_TAGS), str(i.get("data", "")), str(i.get("dataset_env", "")).strip())
     # The converted train set must be at the same path on every host.
-    checks = check_cluster(cluster, python, [os.path.dirname(data.rec)] if data else [], scheduler_port=port)
+    checks = check_cluster(cluster, python, [os.path.dirname(data.rec)] if data else [], scheduler_port=port,
+                           files=engine_files())
     print(table(checks), flush=True)
     failed = [c for c in checks if not c.ok]
     if failed:
@@ -108,7 +110,9 @@ def testbed(i: dict) -> dict:
         print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}", flush=True)
         return {"return": 0}
     hosts = whole_number(i.get("hosts", "3"), "--hosts", "--hosts=N", low=1)
-    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None)
+    no_sftp = frozenset(whole_number(n, "--no_sftp", "--no_sftp=I[,J...] (host numbers from 1)", low=1)
+                        for n in str(i.get("no_sftp", "")).split(",") if n.strip())
+    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp)
     print(f"testbed {name}: {hosts} host(s) ready; register it with:\n"
           f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
     return {"return": 0, "hosts_json": str(hosts_json)}

@@ -38,6 +38,10 @@ def free_port(conn: "Connection", python: str, address: str, port: int = 0) -> i
     command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
     result = conn.run(command, timeout=PORT_CHECK_TIMEOUT_S)
     if result.exit_code != 0:
+        from reprokit.cluster.interpreter import NOT_RUNNABLE, not_there
+
+        if result.exit_code in NOT_RUNNABLE:  # the interpreter, not the port, is the problem
+            raise not_there(conn, python, result.stderr)
         if "Address already in use" in result.stderr:
             raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
                             f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")

@@ -20,6 +20,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import paramiko
 
@@ -32,6 +33,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
 
 CONNECT_TIMEOUT_S = 10.0
+CHUNK_BYTES = 1 << 16
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
@@ -135,6 +137,11 @@ class Connection:
             client.load_host_keys(ep.known_hosts)
         client.set_missing_host_key_policy(_AcceptNewPolicy(ep.known_hosts) if ep.accept_new
                                            else paramiko.RejectPolicy())
+        identity_files = [path for path in ep.identity_files if os.path.exists(path)]
+        if ep.identity_files and not identity_files:
+            # paramiko would report this as an OSError while connecting, i.e. as an unreachable sshd.
+            raise SshError(f"{ep.label}: identity file {', '.join(ep.identity_files)} does not exist; fix "
+                           f"\"identity_file\" in hosts.json or IdentityFile in the ssh_config")
         sock = None
         try:
             if ep.proxy_command:
@@ -142,7 +149,7 @@ class Connection:
                 sock.settimeout(self.timeout)
             client.connect(
                 ep.hostname, port=ep.port, username=ep.user, sock=sock,
-                key_filename=list(ep.identity_files) or None, look_for_keys=not ep.identity_files,
+                key_filename=identity_files or None, look_for_keys=not ep.identity_files,
                 allow_agent=not ep.identity_files, password=None, passphrase=None,
                 timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
             )
@@ -184,16 +191,34 @@ class Connection:
     def is_alive(self) -> bool:
         return self.client is not None and self.transport is not None and self.transport.is_active()
 
-    def run(self, command: str, timeout: float = 30.0) -> Result:
-        """Run a command to completion (bounded by ``timeout``) and collect its output."""
+    def run(self, command: str, timeout: float = 30.0, stdin: BinaryIO | None = None,
+            stdout: BinaryIO | None = None) -> Result:
+        """Run a command to completion and collect its output; ``timeout`` bounds every wait for progress.
+
+        ``stdin``: a file sent as the command's input. ``stdout``: a file the command's output is written to
+        (bytes, as they come) instead of being returned.
+        """
         channel = self.transport.open_session(timeout=self.timeout)
         channel.settimeout(timeout)
         try:
             channel.exec_command(command)
+            if stdin is not None:
+                try:
+                    for chunk in iter(lambda: stdin.read(CHUNK_BYTES), b""):
+                        channel.sendall(chunk)
+                except socket.timeout:
+                    raise
+                except OSError:
+                    pass  # the command stopped reading: its exit status and stderr say why
             channel.shutdown_write()
-            stdout = channel.makefile("rb").read().decode(errors="replace")
+            output = ""
+            if stdout is None:
+                output = channel.makefile("rb").read().decode(errors="replace")
+            else:
+                for chunk in iter(lambda: channel.recv(CHUNK_BYTES), b""):
+                    stdout.write(chunk)
             stderr = channel.makefile_stderr("rb").read().decode(errors="replace")
-            return Result(channel.recv_exit_status(), stdout, stderr)
+            return Result(channel.recv_exit_status(), output, stderr)
         except socket.timeout:
             raise SshError(f"{self.endpoint.label}: command did not finish within {timeout:.0f} s") from None
         finally:

@@ -5,7 +5,8 @@ Layout of testbed NAME with N hosts:
 * namespace ``rk-NAME-sw`` holds bridge ``br0`` (10.77.0.254/24): the switch;
 * namespace ``rk-NAME-hI`` (I = 1..N) holds ``eth0`` at 10.77.0.I/24, a veth
   whose peer ``vI`` is a port of the bridge; ``tc`` shapes ``eth0`` when a rate is set;
-* an sshd per host, listening on 10.77.0.I:22, key authentication only.
+* an sshd per host, listening on 10.77.0.I:22, key authentication only, with the SFTP subsystem
+  except on the hosts listed in ``no_sftp`` (as some sites run it: files then go over the exec channel).
 
 Every interface is created inside the testbed's own namespaces: nothing
 outside them is touched. The controller reaches the hosts through a relay
@@ -91,7 +92,7 @@ def _own_namespaces(name: str) -> list[str]:
     return sorted(ns for ns in namespaces() if ns.startswith(prefix))
 
 
-def _write_sshd_config(host_dir: Path, address: str, state: Path) -> Path:
+def _write_sshd_config(host_dir: Path, address: str, state: Path, sftp: bool = True) -> Path:
     config = host_dir / "sshd_config"
     config.write_text("\n".join([
         f"ListenAddress {address}",
@@ -108,7 +109,7 @@ def _write_sshd_config(host_dir: Path, address: str, state: Path) -> Path:
         "MaxSessions 64",
         "MaxStartups 64",
         "LogLevel ERROR",
-        "Subsystem sftp internal-sftp",
+        *(["Subsystem sftp internal-sftp"] if sftp else []),
         "",
     ]))
     return config
@@ -142,11 +143,17 @@ def shape(name: str, num_hosts: int, rate: str | None) -> None:
                  "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
 
 
-def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None) -> Path:
-    """Create (or re-create) testbed ``name``; returns the path of its hosts.json."""
+def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
+           no_sftp: frozenset[int] = frozenset()) -> Path:
+    """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
+    ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem."""
     check_name(name)
     if not 1 <= num_hosts <= MAX_HOSTS:
         raise UserError(f"a testbed has 1 to {MAX_HOSTS} hosts, not {num_hosts}")
+    beyond = sorted(i for i in no_sftp if not 1 <= i <= num_hosts)
+    if beyond:
+        raise UserError(f"--no_sftp names host(s) {', '.join(map(str, beyond))}, but the testbed's hosts are "
+                        f"1 to {num_hosts}; fix it with --no_sftp=I[,J...]")
     if rate is not None:
         check_rate(rate)
     sshd = _require_root_and_tools()
@@ -176,7 +183,7 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None) 
             host_dir = state / f"h{index}"
             host_dir.mkdir(exist_ok=True)
             _keygen(host_dir / "ssh_host_ed25519_key", f"{ns}")
-            _write_sshd_config(host_dir, address, state)
+            _write_sshd_config(host_dir, address, state, sftp=index not in no_sftp)
             _start_sshd(sshd, ns, host_dir)
             key_type, key = (host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
             known_hosts.append(f"{address} {key_type} {key}\n")
@@ -200,7 +207,8 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None) 
             "known_hosts": str(state / "known_hosts"),
         }
         (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
-        (state / "testbed.json").write_text(json.dumps({"name": name, "hosts": num_hosts, "rate": rate}) + "\n")
+        (state / "testbed.json").write_text(json.dumps({"name": name, "hosts": num_hosts, "rate": rate,
+                                                          "no_sftp": sorted(no_sftp)}) + "\n")
         if rate is not None:
             shape(name, num_hosts, rate)
     except BaseException:

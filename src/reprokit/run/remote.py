@@ -13,6 +13,7 @@ import fnmatch
 import re
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -23,13 +24,14 @@ from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.settings import TIMELINE_FILE
+from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.group import connect_all, on_each
 from reprokit.cluster.ports import free_port
 from reprokit.cluster.ssh import Connection, SshError
+from reprokit.cluster.transfer import Transfer, choose as choose_transfer
 
 WATCHDOG_GRACE_S = 3
 LOST_CONNECTION = 1000  # not an exit code any process can have
-REMOTE_RUNS = "/tmp/reprokit-runs"
 OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
@@ -128,100 +130,106 @@ class RemoteRoleProcess:
         self.output.join(timeout)
 
 
-def remote_run_dir(run_id: str) -> str:
-    return f"{REMOTE_RUNS}/{run_id}"
+@dataclass
+class _Prepared:
+    transfer: Transfer
+    port: int | None  # on the scheduler's host
+    cores: int | None  # when threads are automatic, on hosts with workers
 
 
 def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
                stop: StopRequest | None = None, connections: dict[str, Connection] | None = None,
                watch: Callable[[Role, str], None] | None = None) -> Outcome:
-    """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host.
+    """Launch the plan's roles over SSH, supervise them, and leave nothing behind on any host, whatever happened.
     ``watch`` sees every role's output line (see OutputSink)."""
     sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
-    remote_dir = remote_run_dir(plan.run_id)
+    remote_dir = rundir.run_dir(plan.run_id)
     began_at = time.time()
     try:
         conns = connections or connect_all(cluster, plan.hosts)
     except UserError as exc:
         return Outcome(False, str(exc), began_at=began_at)
+    outcome = Outcome(False, "the run was interrupted before it started", began_at=began_at)
+    transfers: dict[str, Transfer] = {}
     try:
-        # One parallel step per host: ship the files and, where needed, ask for a free port and the cores.
-        prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir))
-        if not prepared.ok:
-            return Outcome(False, str(prepared.first_failure()[1]), began_at=began_at)
-        for host, (port, cores) in prepared.succeeded.items():
-            if port is not None:
-                plan.scheduler_port = port
-            if cores is not None:
-                workers_here = sum(1 for r in plan.workers if r.host == host)
-                plan.host_threads[host] = max(1, cores // max(1, workers_here))
-
-        def start(role: Role) -> RemoteRoleProcess:
-            argv = plan.argv(role)
-            argv[0] = cluster.host(role.host).python or argv[0]
-            return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
-
-        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+        outcome = _prepare_and_supervise(plan, cluster, conns, run_dir, remote_dir, sink, stop, transfers)
         outcome.began_at = began_at
-        # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
-        wanted = TIMELINE_FILE in plan.command
-        fetched = on_each(sorted({r.host for r in plan.workers if wanted and conns[r.host].is_alive()}),
-                          lambda h: _fetch_outputs(conns[h], remote_dir, run_dir))
-        for host, error in fetched.failed.items():
-            outcome.warnings.append(f"{host}: could not fetch the workers' timelines: {error}")
+        return outcome
+    finally:
+        # Every host's run folder goes, and anything still carrying the run's id, after a failed
+        # preparation as after a run.
         swept = on_each(plan.hosts, lambda h: conns[h].run(
-            sweep_command(plan.run_id) + f"; rm -rf {shlex.quote(remote_dir)}", timeout=30))
+            sweep_command(plan.run_id) + "; " + rundir.remove_command(remote_dir), timeout=30))
         for host, error in swept.failed.items():
             outcome.warnings.append(f"{host}: could not check for leftover processes: {error}")
         for host, result in swept.succeeded.items():
             if result.stdout.split():
                 outcome.warnings.append(f"{host}: killed leftover process(es) {' '.join(result.stdout.split())}")
+            if result.exit_code != 0:
+                outcome.warnings.append(f"{host}: could not remove {remote_dir}: "
+                                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
         outcome.torn_down_at = time.time()
-        return outcome
-    finally:
+        for transfer in transfers.values():
+            transfer.close()
         if connections is None:
             for conn in conns.values():
                 conn.close()
 
 
-def _fetch_outputs(conn: Connection, remote_dir: str, run_dir: Path) -> list[str]:
+def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[str, Connection], run_dir: Path,
+                           remote_dir: str, sink: OutputSink, stop: StopRequest | None,
+                           transfers: dict[str, Transfer]) -> Outcome:
+    # One parallel step per host: the run folder with the plan's files, and where needed a free port and the cores.
+    prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir, transfers))
+    if not prepared.ok:
+        return Outcome(False, str(prepared.first_failure()[1]))
+    for host, ready in prepared.succeeded.items():
+        if ready.port is not None:
+            plan.scheduler_port = ready.port
+        if ready.cores is not None:
+            workers_here = sum(1 for r in plan.workers if r.host == host)
+            plan.host_threads[host] = max(1, ready.cores // max(1, workers_here))
+
+    def start(role: Role) -> RemoteRoleProcess:
+        argv = plan.argv(role)
+        argv[0] = cluster.host(role.host).python or argv[0]
+        return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
+
+    outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+    # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
+    wanted = TIMELINE_FILE in plan.command
+    fetched = on_each(sorted({r.host for r in plan.workers if wanted and conns[r.host].is_alive()}),
+                      lambda h: _fetch_outputs(transfers[h], remote_dir, run_dir))
+    for host, error in fetched.failed.items():
+        outcome.warnings.append(f"{host}: could not fetch the workers' timelines: {error}")
+    return outcome
+
+
+def _fetch_outputs(transfer: Transfer, remote_dir: str, run_dir: Path) -> list[str]:
     """Bring the workers' output files (their timelines) into the local run folder before the remote one goes."""
     fetched = []
-    with conn.client.open_sftp() as sftp:
-        for name in sftp.listdir(remote_dir):
-            if fnmatch.fnmatch(name, OUTPUT_FILES):
-                sftp.get(f"{remote_dir}/{name}", str(run_dir / name))
-                fetched.append(name)
+    for name in transfer.listdir(remote_dir):
+        if fnmatch.fnmatch(name, OUTPUT_FILES):
+            transfer.get(f"{remote_dir}/{name}", run_dir / name)
+            fetched.append(name)
     return fetched
 
 
-def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig,
-                  remote_dir: str) -> tuple[int | None, int | None]:
-    """Ship the plan's files over SFTP (no shell round trip); on the scheduler's host, find or check
-    its port; when threads are automatic, the host's cores (its allocated slots, else nproc). Returns (port, cores)."""
-    try:
-        with conn.client.open_sftp() as sftp:
-            path = ""
-            for part in remote_dir.strip("/").split("/"):
-                path += "/" + part
-                try:
-                    sftp.mkdir(path)
-                except OSError:
-                    sftp.stat(path)  # it exists already (hosts may share a file system): fine
-            for local in plan.files:
-                # Hosts may share a file system: each writes its own copy, then renames it into place
-                # atomically, so no host ever reads a half-written file.
-                final = f"{remote_dir}/{Path(local).name}"
-                partial = f"{final}.{re.sub(r'[^A-Za-z0-9.-]', '_', host)}.partial"
-                sftp.put(str(local), partial)
-                sftp.posix_rename(partial, final)
-    except (OSError, paramiko.SSHException) as exc:
-        raise UserError(f"{host}: cannot prepare {remote_dir}: {exc}") from None
+def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig, remote_dir: str,
+                  transfers: dict[str, Transfer]) -> _Prepared:
+    """The steps `ck check cluster` takes too, in this order: the transfer this sshd offers, the engine's
+    interpreter, the run folder (write access, free space) with the plan's files, the scheduler's port;
+    when threads are automatic, the host's cores (its allocated slots, else nproc)."""
+    python = cluster.host(host).python or plan.command[0]
+    transfer = transfers[host] = choose_transfer(conn)
+    interpreter.version(conn, python)
+    rundir.create(conn, remote_dir)
+    rundir.upload(transfer, remote_dir, plan.files)
     port = None
     if host == plan.scheduler_host:
-        port = free_port(conn, cluster.host(host).python or plan.command[0], "0.0.0.0", plan.scheduler_port)
+        port = free_port(conn, python, "0.0.0.0", plan.scheduler_port)
     cores = None
     if plan.worker_threads == 0 and any(r.host == host for r in plan.workers):
         # An allocation's slots are the cores the job may use there (OAR/PBS reserve per core).
         cores = cluster.host(host).slots or int(conn.run("nproc", timeout=30).stdout.strip() or 1)
-    return port, cores
+    return _Prepared(transfer, port, cores)

@@ -1,0 +1,66 @@
+"""A run's folder on a remote host (/tmp/reprokit-runs/RUN_ID): created and checked, filled, removed.
+
+The run and `ck check cluster` take these same steps, so a host that passes the check can hold a run's
+folder: it is created (with its parents), written to, and must have ``MIN_FREE_MB`` free (the engine's
+files, the workers' timelines and Sockeye's model folder live there while the run lasts).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from reprokit.cluster.ssh import Connection
+from reprokit.cluster.transfer import Transfer
+from reprokit.errors import UserError
+
+RUNS_ROOT = "/tmp/reprokit-runs"
+MIN_FREE_MB = 100
+CHECK_TIMEOUT_S = 30
+_RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+def run_dir(run_id: str) -> str:
+    if not _RUN_ID.match(run_id):
+        raise UserError(f"run id {run_id!r} is not a hex string")
+    return f"{RUNS_ROOT}/{run_id}"
+
+
+def create(conn: Connection, remote_dir: str, min_free_mb: int = MIN_FREE_MB) -> None:
+    """Create ``remote_dir`` and check that it takes a file and has ``min_free_mb`` free; raises naming the cause."""
+    label, quoted = conn.endpoint.label, shlex.quote(remote_dir)
+    result = conn.run(
+        f"d={quoted}; mkdir -p -- \"$d\" || exit 10; "
+        f": > \"$d/.reprokit-write-test\" || exit 11; rm -f -- \"$d/.reprokit-write-test\"; "
+        "df -Pk -- \"$d\" | awk 'NR == 2 { print $4 }'", timeout=CHECK_TIMEOUT_S)
+    reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+    if result.exit_code == 10:
+        raise UserError(f"{label}: cannot create the run folder {remote_dir} ({reason}); the run needs "
+                        f"write access to {RUNS_ROOT} for {conn.endpoint.user}")
+    if result.exit_code == 11:
+        raise UserError(f"{label}: the run folder {remote_dir} is not writable ({reason}); the run needs "
+                        f"write access to {RUNS_ROOT} for {conn.endpoint.user}")
+    free_kb = result.stdout.strip()
+    if result.exit_code != 0 or not free_kb.isdigit():
+        raise UserError(f"{label}: cannot check the free space of {remote_dir}: {reason}")
+    if int(free_kb) < min_free_mb * 1024:
+        raise UserError(f"{label}: only {int(free_kb) / 1024:.1f} MB free in {RUNS_ROOT}, the run folder needs "
+                        f"at least {min_free_mb} MB; free some space there")
+
+
+def upload(transfer: Transfer, remote_dir: str, files: list[str] | list[Path]) -> None:
+    for local in files:
+        transfer.put(Path(local), f"{remote_dir}/{Path(local).name}")
+
+
+def remove_command(remote_dir: str) -> str:
+    if not remote_dir.startswith(RUNS_ROOT + "/"):
+        raise UserError(f"{remote_dir} is not a run folder")
+    return f"rm -rf -- {shlex.quote(remote_dir)}"
+
+
+def remove(conn: Connection, remote_dir: str) -> None:
+    result = conn.run(remove_command(remote_dir), timeout=CHECK_TIMEOUT_S)
+    if result.exit_code != 0:
+        raise UserError(f"{conn.endpoint.label}: cannot remove {remote_dir}: "
+                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")

@@ -1,0 +1,196 @@
+"""Files to and from a remote host over whatever its sshd offers: SFTP when it has the subsystem, else the exec channel.
+
+Some sites run sshd without an SFTP subsystem; every sshd runs commands. ``choose(conn)`` asks for SFTP
+once per connection and falls back to the exec channel (``cat`` into the file, then its size and SHA-256
+checked on the host). Both ways behave the same: a file is written under a partial name and renamed into
+place only when complete (hosts may share a file system, so no host ever reads a half-written file), every
+wait is bounded, and every failure is a ``TransferError`` naming the host, the file and the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import shlex
+import socket
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import paramiko
+
+from reprokit.cluster.ssh import Connection
+from reprokit.errors import UserError
+
+PROBE_TIMEOUT_S = 10.0
+TRANSFER_TIMEOUT_S = 60.0  # without progress, per file
+
+
+def _sha256_of(var: str) -> str:
+    """Shell code setting ``s`` to the SHA-256 of the file named by ``$var``: GNU sha256sum, else BSD shasum."""
+    return (f'if command -v sha256sum >/dev/null 2>&1; then s=$(sha256sum < "${var}"); '
+            f'elif command -v shasum >/dev/null 2>&1; then s=$(shasum -a 256 < "${var}"); '
+            'else echo "neither sha256sum nor shasum is installed" >&2; false; fi && s=${s%% *}')
+
+
+class TransferError(UserError):
+    """A file could not be copied to or from a host."""
+
+
+def _partial(path: str) -> str:
+    return f"{path}.{uuid.uuid4().hex[:12]}.partial"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _last_line(text: str, default: str = "no output") -> str:
+    return (text.strip().splitlines() or [default])[-1]
+
+
+class Transfer(ABC):
+    kind: str  # "sftp" or "exec", as `ck check cluster` shows it
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    @property
+    def label(self) -> str:
+        return self.conn.endpoint.label
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy ``local`` to the path ``remote`` on the host, replacing it atomically."""
+        try:
+            self._put(Path(local), remote)
+        except TransferError:
+            raise
+        except (OSError, EOFError, paramiko.SSHException, UserError) as exc:
+            raise TransferError(f"{self.label}: cannot copy {Path(local).name} to {remote}: {_reason(exc)}") from None
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy the host's file ``remote`` to ``local``, which appears only when complete."""
+        partial = Path(_partial(str(local)))
+        try:
+            self._get(remote, partial)
+            partial.rename(local)
+        except TransferError:
+            raise
+        except (OSError, EOFError, paramiko.SSHException, UserError) as exc:
+            raise TransferError(f"{self.label}: cannot fetch {remote}: {_reason(exc)}") from None
+        finally:
+            partial.unlink(missing_ok=True)
+
+    def listdir(self, remote_dir: str) -> list[str]:
+        try:
+            return self._listdir(remote_dir)
+        except TransferError:
+            raise
+        except (OSError, EOFError, paramiko.SSHException, UserError) as exc:
+            raise TransferError(f"{self.label}: cannot list {remote_dir}: {_reason(exc)}") from None
+
+    def close(self) -> None:
+        pass
+
+    @abstractmethod
+    def _put(self, local: Path, remote: str) -> None: ...
+
+    @abstractmethod
+    def _get(self, remote: str, local: Path) -> None: ...
+
+    @abstractmethod
+    def _listdir(self, remote_dir: str) -> list[str]: ...
+
+
+class SftpTransfer(Transfer):
+    kind = "sftp"
+
+    def __init__(self, conn: Connection, sftp: paramiko.SFTPClient):
+        super().__init__(conn)
+        self.sftp = sftp
+
+    def _put(self, local: Path, remote: str) -> None:
+        partial = _partial(remote)
+        try:
+            self.sftp.put(str(local), partial)  # confirms the size it wrote
+            self.sftp.posix_rename(partial, remote)
+        except BaseException:
+            try:
+                self.sftp.remove(partial)
+            except (OSError, EOFError, paramiko.SSHException):
+                pass
+            raise
+
+    def _get(self, remote: str, local: Path) -> None:
+        self.sftp.get(remote, str(local))  # checks the size it read against the remote file's
+
+    def _listdir(self, remote_dir: str) -> list[str]:
+        return self.sftp.listdir(remote_dir)
+
+    def close(self) -> None:
+        self.sftp.close()
+
+
+class ExecTransfer(Transfer):
+    """The exec channel: ``cat`` with the file as stdin (or stdout), size and SHA-256 checked on both sides."""
+    kind = "exec"
+
+    def _put(self, local: Path, remote: str) -> None:
+        size, digest = local.stat().st_size, _sha256(local)
+        script = ('cat > "$p" && n=$(wc -c < "$p" | tr -d " ") && ' + _sha256_of("p") + " || "
+                  '{ rm -f "$p"; exit 1; }; '
+                  f'if [ "$n" != {size} ] || [ "$s" != {digest} ]; then rm -f "$p"; '
+                  f'echo "received $n bytes (sha256 $s), sent {size} (sha256 {digest})" >&2; exit 1; fi; '
+                  'mv -f "$p" "$f"')
+        command = f"p={shlex.quote(_partial(remote))} f={shlex.quote(remote)}; {script}"
+        with open(local, "rb") as fh:
+            result = self.conn.run(command, timeout=TRANSFER_TIMEOUT_S, stdin=fh)
+        if result.exit_code != 0:
+            raise TransferError(f"{self.label}: cannot copy {local.name} to {remote}: {_last_line(result.stderr)}")
+
+    def _get(self, remote: str, local: Path) -> None:
+        quoted = shlex.quote(remote)
+        checked = self.conn.run(f'f={quoted}; n=$(wc -c < "$f" | tr -d " ") && {_sha256_of("f")} && echo "$n $s"',
+                                timeout=TRANSFER_TIMEOUT_S)
+        if checked.exit_code != 0:
+            raise TransferError(f"{self.label}: cannot fetch {remote}: {_last_line(checked.stderr)}")
+        size, digest = checked.stdout.split()
+        with open(local, "wb") as fh:
+            result = self.conn.run(f"cat -- {quoted}", timeout=TRANSFER_TIMEOUT_S, stdout=fh)
+        if result.exit_code != 0:
+            raise TransferError(f"{self.label}: cannot fetch {remote}: {_last_line(result.stderr)}")
+        if local.stat().st_size != int(size) or _sha256(local) != digest:
+            raise TransferError(f"{self.label}: fetching {remote} received {local.stat().st_size} bytes "
+                                f"(sha256 {_sha256(local)}), the host has {size} (sha256 {digest})")
+
+    def _listdir(self, remote_dir: str) -> list[str]:
+        result = self.conn.run(f"cd -- {shlex.quote(remote_dir)} && ls -A", timeout=TRANSFER_TIMEOUT_S)
+        if result.exit_code != 0:
+            raise TransferError(f"{self.label}: cannot list {remote_dir}: {_last_line(result.stderr)}")
+        return result.stdout.splitlines()
+
+
+def choose(conn: Connection) -> Transfer:
+    """SFTP when the host's sshd offers the subsystem, else the exec channel. Asked once per connection."""
+    try:
+        channel = conn.transport.open_session(timeout=PROBE_TIMEOUT_S)
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        raise TransferError(f"{conn.endpoint.label}: cannot open an SSH session: {_reason(exc)}") from None
+    try:
+        channel.settimeout(PROBE_TIMEOUT_S)
+        channel.invoke_subsystem("sftp")  # refused ("Channel closed.") where sshd has no SFTP subsystem
+        sftp = paramiko.SFTPClient(channel)
+    except (OSError, EOFError, paramiko.SSHException):
+        channel.close()
+        return ExecTransfer(conn)
+    channel.settimeout(TRANSFER_TIMEOUT_S)  # no later SFTP request waits forever
+    return SftpTransfer(conn, sftp)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
