@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from support.runs import long_run, no_process_left, wait_for
-from reprokit.run.procscan import run_processes
+from support.runs import long_run, no_process_left, role_pid, wait_for
 from support.testbed import make_testbed, require_root_and_sshd
 
 pytestmark = pytest.mark.root
@@ -28,18 +27,6 @@ def cluster3(ck):
     ck("rm", "machine:ci3", "--force")
 
 
-def role_pid(run_id, kind, node_host):
-    """The MXNet process of a role: it carries DMLC_ROLE (the wrappers around it do not)."""
-    for pid in run_processes(run_id):
-        try:
-            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if f"DMLC_ROLE={kind}".encode() in environ and f"DMLC_NODE_HOST={node_host}".encode() in environ:
-            return pid
-    return None
-
-
 def test_machine_is_listed_and_passes_the_preflight_check(ck, cluster3):
     name, _ = cluster3
     assert f"{name}: connected" in ck("show", "machine", check=True).stdout
@@ -48,7 +35,7 @@ def test_machine_is_listed_and_passes_the_preflight_check(ck, cluster3):
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("10.77.0.")]
     assert [(r[0], r[1], r[3], r[-1]) for r in rows] == [
         (f"10.77.0.{i}", "ok", "1.9.1", "ok") for i in (1, 2, 3)]
-    assert rows[0][5].isdigit()  # a free scheduler port was found on the first host
+    assert rows[0][7].isdigit()  # a free scheduler port was found on the first host
     assert "cluster: all 3 host(s) ready" in proc.stdout
 
 

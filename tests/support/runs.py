@@ -48,6 +48,18 @@ def wait_for(predicate, timeout: float, interval: float = 0.05):
     return None
 
 
+def role_pid(run_id: str, kind: str, node_host: str) -> int | None:
+    """The MXNet process of a role: it carries DMLC_ROLE (the wrappers around it do not)."""
+    for pid in run_processes(run_id):
+        try:
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"DMLC_ROLE={kind}".encode() in environ and f"DMLC_NODE_HOST={node_host}".encode() in environ:
+            return pid
+    return None
+
+
 def no_process_left(run_id: str, timeout: float = 5.0) -> bool:
     return wait_for(lambda: not run_processes(run_id), timeout) is not None
 

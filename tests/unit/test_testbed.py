@@ -27,3 +27,8 @@ def test_host_count_is_bounded(hosts, tmp_path):
 def test_bad_rates_are_refused(rate, tmp_path):
     with pytest.raises(UserError, match="is not a tc rate"):
         testbed.create("tb", 2, tmp_path, rate=rate)
+
+
+def test_hosts_without_sftp_must_be_hosts_of_the_testbed(tmp_path):
+    with pytest.raises(UserError, match=r"--no_sftp names host\(s\) 3, but the testbed's hosts are 1 to 2"):
+        testbed.create("tb", 2, tmp_path, no_sftp=frozenset({3}))

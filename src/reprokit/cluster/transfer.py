@@ -114,7 +114,14 @@ class SftpTransfer(Transfer):
     def _put(self, local: Path, remote: str) -> None:
         partial = _partial(remote)
         try:
-            self.sftp.put(str(local), partial)  # confirms the size it wrote
+            # SFTP writes are pipelined and a server may drop a failed one silently (internal-sftp on a
+            # full disk does), so the size that arrived is checked here, where the reason can be said.
+            size = local.stat().st_size
+            self.sftp.put(str(local), partial, confirm=False)
+            written = self.sftp.stat(partial).st_size
+            if written != size:
+                raise TransferError(f"{self.label}: cannot copy {local.name} to {remote}: only {written} of {size} "
+                                    f"bytes arrived (no space left on the host's file system?)")
             self.sftp.posix_rename(partial, remote)
         except BaseException:
             try:
