@@ -84,7 +84,9 @@ def test_lost_ssh_connection_fails_the_run_and_the_host_cleans_up_by_itself(ck, 
     machine, _ = cluster3
     with long_run(ck, tmp_path, f"--target={machine}", *SMOKE) as (run, run_id):
         relay = subprocess.run(["pgrep", "-f", "reprokit.cluster.relay 10.77.0.2 22"], capture_output=True, text=True)
-        [pid] = relay.stdout.split()
+        # Other testbeds (other tests, other users) use the same addresses: only this one's switch counts.
+        ours = subprocess.run(["ip", "netns", "pids", "rk-ci3-sw"], capture_output=True, text=True).stdout.split()
+        [pid] = [p for p in relay.stdout.split() if p in ours]
         cut_at = time.monotonic()
         os.kill(int(pid), signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
