@@ -154,3 +154,36 @@ def test_only_the_p3_build_installed_refuses_the_baseline_in_one_line(ck, artifa
     assert "ck install package:sysml19-p3-baseline-github" in errors[0] and "--env.ENGINE=embedded" in errors[0]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (run_dir / "logs").exists()
+
+
+TINY_STUDY = ["--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
+
+
+def test_the_study_sweeps_our_engine_and_the_authors_build_side_by_side(ck, artifact_world, tmp_path):
+    # Without the authors' builds (the session's CK), asking for them is one line naming the package.
+    refused = ck("reproduce", "study:sysml19-p3", f"--store={tmp_path / 'refused'}", "--engines=artifact",
+                 "--models=resnet", timeout=120)
+    assert refused.returncode != 0 and "--engines=artifact needs the authors' " in refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr and not (tmp_path / "refused" / "sweeps").exists()
+
+    cli, _, _ = artifact_world  # both builds registered: the default adds them
+    store = tmp_path / "store"
+    proc = cli("reproduce", "study:sysml19-p3", f"--store={store}", "--models=resnet", "--variants=baseline",
+               "--repetitions=1", *TINY_STUDY, timeout=900)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "study: engines: embedded (stock MXNet 1.9.1 with our baseline and our P3), artifact (the authors' " \
+           "baseline and P3 builds) (default: both of the authors' builds are registered" in output
+    records = {r["config"]["engine"]: r for r in (json.loads(p.read_text()) for p in (store / "records").glob("*.json"))}
+    assert set(records) == {"embedded", "artifact"}
+    for kind, engine in (("embedded", "mxnet-1.9.1"), ("artifact", "sysml19-p3-baseline@")):
+        record = records[kind]
+        assert record["status"] == "ok" and record["result"]["engine"].startswith(engine)
+        assert f"--env.ENGINE={kind}" in record["provenance"]["command_line"]
+    md = (store / "report" / "report.md").read_text()
+    [row] = [line for line in md.splitlines() if line.startswith("| embedded default [here] | smoke | resnet | native |")
+             and line.count("n=1") == 2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[4].endswith(", n=1") and cells[5] == "not measured"  # the authors' baseline; their P3 did not run
+    assert cells[6].endswith(", n=1") and cells[7] == "not measured"  # our baseline; our P3 did not run
+    assert cells[8:] == ["not measured", "not measured"]  # no P3/baseline ratio on either engine
