@@ -111,7 +111,8 @@ def test_report_shows_the_four_engines_side_by_side_and_not_measured_ones_as_suc
     assert '<table id="side-by-side">' in html and html.count("<td>not measured</td>") == 3
     assert "| resnet-4gbit | " in md and "judged on the authors' build" in md  # the badge says whose verdicts count
     data = json.loads(paths["json"].read_text())
-    assert data["decided_on_engine"]["resnet-4gbit"] == "artifact" and data["decided_on_engine"]["vgg-15gbit"] == "embedded"
+    # the authors' build decides where it was measured on a setup that can test the claim: not at 4gbit on a CPU testbed
+    assert data["decided_on_engine"]["resnet-up-to-25"] == "artifact" and data["decided_on_engine"]["resnet-4gbit"] == "embedded"
     [theirs] = [r for r in data["side_by_side"] if r["model"] == "resnet"]
     assert (theirs["artifact_p3_n"], theirs["artifact_p3_failed"]) == (2, 1) and theirs["artifact_speedup"] > 1.5
     resnet_svg = (tmp_path / "plots" / "resnet.svg").read_text()

@@ -18,7 +18,8 @@ pair variants of one engine only, verdicts are per claim, setup and engine
 measured there. The authors' builds report no communication figures; a speedup
 of theirs takes the ratio our baseline measured in the same configuration
 (``ratio_engine`` says whose). The "Results Reproduced" badge judges each claim
-on the authors' build where it was measured, else on ours, and says which.
+on the authors' build where it was measured on a setup that can test the claim,
+else on ours, and says which.
 
 Verdicts per claim and setup, in this order:
 
@@ -547,12 +548,11 @@ def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[
             for engine in engines_of(df[df["setup"] == s.label])]
 
 
-def decided_on(study: Study, df: pd.DataFrame) -> dict[str, str]:
-    """Per claim, the engine whose verdicts count for the badge: the authors' build where it ran the claim's
-    model with both of its variants successfully (anywhere), else ours."""
-    ok = df[df["ok"] & (df["engine"] == ARTIFACT)]
-    return {c.id: ARTIFACT if {c.variant, c.versus} <= set(ok.loc[ok["model"] == c.model, "variant"]) else EMBEDDED
-            for c in study.claims}
+def decided_on(study: Study, verdicts: Sequence[Verdict]) -> dict[str, str]:
+    """Per claim, the engine whose verdicts count for the badge: the authors' build where it was measured for
+    the claim on a setup that can test it (a verdict with a measured speedup), else ours."""
+    measured = {v.claim for v in verdicts if v.engine == ARTIFACT and v.speedup is not None}
+    return {c.id: ARTIFACT if c.id in measured else EMBEDDED for c in study.claims}
 
 
 def overall(verdicts: Sequence[Verdict], claim_id: str, engine: str | None = None) -> str:
@@ -583,7 +583,7 @@ class Badge:
 
 
 def badges(study: Study, df: pd.DataFrame, verdicts: Sequence[Verdict], program_models: set[str]) -> list[Badge]:
-    return [available_badge(study), functional_badge(df), reproduced_badge(study, verdicts, decided_on(study, df))]
+    return [available_badge(study), functional_badge(df), reproduced_badge(study, verdicts, decided_on(study, verdicts))]
 
 
 def available_badge(study: Study) -> Badge:
@@ -631,8 +631,8 @@ def reproduced_badge(study: Study, verdicts: Sequence[Verdict], decided: dict[st
     if theirs:
         basis.append(f"judged on the authors' build (their baseline and P3 builds, measured here): {', '.join(theirs)}")
     if ours:
-        why = ("the authors' build was not measured" if not theirs
-               else "the authors' build was not measured for these (or cannot run their variant)")
+        why = ("the authors' build was not measured where the claims can be tested" if not theirs
+               else "the authors' build was not measured for these where they can be tested (or lacks their variant)")
         basis.append(f"judged on our P3 on stock MXNet (CPU), a re-implementation of its two mechanisms, since {why}: "
                      f"{', '.join(ours)}")
     if theirs:
@@ -669,7 +669,7 @@ def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -
     verdicts = judge_all(study, df, program_models)
     summary = summarize(df, study.tolerance.confidence)
     speedup_rows = speedups(df, claim_pairs(study), study.tolerance.confidence)
-    decided = decided_on(study, df)
+    decided = decided_on(study, verdicts)
     return Analysis(
         runs=df, summary=summary, speedups=speedup_rows, verdicts=verdicts,
         overall={c.id: overall(verdicts, c.id, decided[c.id]) for c in study.claims},
