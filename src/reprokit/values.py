@@ -1,5 +1,7 @@
-"""The one validation of numbers that users type (settings, command options, package variables)."""
+"""The one validation of values that users type (numbers, and what may be written into a shell script)."""
 from __future__ import annotations
+
+import re
 
 from reprokit.errors import UserError
 
@@ -28,3 +30,60 @@ def decimal(raw: object, name: str, fix: str, low: float, high: float) -> float:
     if not low <= value <= high:
         raise UserError(f"{name} must be a number from {low} to {high}, got {text!r}; fix it with {fix}")
     return value
+
+
+# What a value may hold when stock CK writes it into a shell script (`export NAME=VALUE`): the program's run
+# script writes it unquoted, install and env scripts add double quotes only around values with a space.
+# Anything else a shell would read as syntax is refused instead of escaped: CK renders the lines itself.
+PLAIN_CHARACTERS = "letters, digits and _ . , / : = + @ % -"
+_PLAIN = re.compile(r"[A-Za-z0-9_.,/:=+@%-]*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HAZARDS = (  # (characters, what a shell makes of them), first match named
+    ("$", "a $ (variable or command substitution)"),
+    ("`", "a backtick (command substitution)"),
+    ("\n\r", "a line break (a new command)"),
+    (";", "a ; (a new command)"),
+    ("&", "an & (a background or new command)"),
+    ("|", "a | (a pipe)"),
+    ("<>", "a < or > (a redirection)"),
+    ("()", "a parenthesis (a subshell)"),
+    ('"', 'a double quote (quoting)'),
+    ("'", "a single quote (quoting)"),
+    ("\\", "a backslash (an escape)"),
+    ("*?[]", "a wildcard (* ? [ ], file-name expansion)"),
+    ("{}", "a brace (brace expansion)"),
+    ("~", "a ~ (home-folder expansion)"),
+    ("#", "a # (a comment)"),
+    ("!", "a ! (history expansion)"),
+    (" \t", "a space (word splitting)"),
+)
+
+
+def shell_hazard(value: str, spaces_quoted: bool = False) -> str | None:
+    """What a shell would read as syntax in ``value`` written unquoted into a script, or None when it is plain.
+
+    ``spaces_quoted``: the writer puts double quotes around values holding a space (CK's install and env
+    scripts), so an inner space is plain there; a leading one is not (CK quotes only from the second character).
+    """
+    text = value.replace(" ", "") if spaces_quoted and value[:1] != " " else value
+    if _PLAIN.fullmatch(text):
+        return None
+    for characters, meaning in _HAZARDS:
+        if any(c in text for c in characters):
+            return meaning
+    bad = next(c for c in text if not _PLAIN.fullmatch(c))
+    return f"the character {bad!r} (only {PLAIN_CHARACTERS} are plain)"
+
+
+def plain_setting(name: str, value: object, why: str, spaces_quoted: bool = False) -> None:
+    """Refuse, in one line, a setting whose name or value a shell would read as syntax (see shell_hazard)."""
+    if not _NAME.fullmatch(name):
+        raise UserError(f"setting name {name!r} is not a name; {why}, so names may only hold letters, digits "
+                        f"and _ (not starting with a digit): rename it")
+    text = str(value)
+    hazard = shell_hazard(text, spaces_quoted)
+    if hazard is not None:
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise UserError(f"{name}={shown!r} holds {hazard}; {why}, so it is refused before anything runs: give "
+                        f"a plain value ({PLAIN_CHARACTERS}{', inner spaces' if spaces_quoted else ''}; for a path "
+                        f"with other characters, a symlink to it)")

@@ -4,6 +4,11 @@ Bad input is recorded in the run specification instead of returned as a CK error
 the run command then prints it as one line and exits non-zero, which stock CK
 reports as a failed run (a preprocess error would not change ck's exit code, and
 breaks --treat_return_code_as_exit_code).
+
+Except shell syntax: stock CK has already written every setting into its run
+script (`export NAME=VALUE`, unquoted) when it calls the preprocess, and runs
+that script next. A value a shell would read as syntax therefore stops ck right
+here, with one line and exit code 2: nothing of the script runs.
 """
 from __future__ import annotations
 
@@ -17,9 +22,14 @@ from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
+from reprokit.run.command import EXIT_BAD_INPUT
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
+from reprokit.values import plain_setting
+
+SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"
+SCRIPT_WRITES_PATHS = "stock CK writes this path unquoted into its run script: move it to a plain path"
 
 
 def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
@@ -59,11 +69,29 @@ def make_spec(i: dict) -> RunSpec:
     return build_spec(settings, engine, data, cluster, cluster.to_data() if cluster is not None else None)
 
 
+def refuse_shell_syntax(env: dict, ours: dict, run_dir: Path) -> None:
+    """Stop ck before its run script runs when a setting (or a path of ours beside them) holds shell syntax."""
+    try:
+        for name, value in env.items():
+            plain_setting(str(name), value, SCRIPT_WRITES_SETTINGS)
+        for name, value in ours.items():
+            plain_setting(name, value, SCRIPT_WRITES_PATHS)
+    except UserError as exc:
+        print(f"p3: error: {exc}", file=sys.stderr, flush=True)
+        RunSpec.refused(str(exc)).save(run_dir)  # the run folder says why, as for any refused input
+        result = Result.failed(str(exc))
+        result.run_folder = str(run_dir)
+        result.save(run_dir)
+        raise SystemExit(EXIT_BAD_INPUT) from None
+
+
 def preprocess(i: dict) -> dict:
     """Write the run specification and the hosts file into the run folder."""
     run_dir = Path.cwd()
     for stale in (RESULT_FILE, "launch.json"):
         (run_dir / stale).unlink(missing_ok=True)
+    ours = {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}
+    refuse_shell_syntax(i.get("env", {}), ours, run_dir)
     try:
         spec = make_spec(i)
     except UserError as exc:
@@ -72,7 +100,7 @@ def preprocess(i: dict) -> dict:
         (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.plan.hosts))
         print(f"p3: plan: {spec.describe()}", flush=True)
     spec.save(run_dir)
-    return {"return": 0, "new_env": {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}}
+    return {"return": 0, "new_env": ours}
 
 
 def postprocess(i: dict) -> dict:
