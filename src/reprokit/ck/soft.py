@@ -12,7 +12,10 @@ from pathlib import Path
 
 from reprokit.ck.errors import ck_command
 from reprokit.errors import UserError
+from reprokit.values import plain_setting
 
+ENV_SCRIPT_WRITES = ("stock CK writes the env entry's variables into its env script (quoted only around spaces), "
+                     "which every run and install using it sources")
 ENGINE_INSTALL = "ck install package:lib-mxnet --quiet"
 SOCKEYE_INSTALL = "ck install package:lib-sockeye --quiet"
 
@@ -40,6 +43,15 @@ def _register(i: dict, folder: str | Path, **variables: str) -> dict:
     customize["path_install"] = str(folder)
     env[prefix] = str(folder)
     env.update({f"{prefix}_{k}": v for k, v in variables.items()})
+    return _plain_env(i)
+
+
+def _plain_env(i: dict) -> dict:
+    """Refuse shell syntax in what CK writes into the env script next: a found folder named like a command
+    must not become one in every later run."""
+    written = {**i["env"], "path_install": i["customize"].get("path_install", "")}
+    for name, value in written.items():
+        plain_setting(str(name), value, ENV_SCRIPT_WRITES, spaces_quoted=True)
     return {"return": 0, "bat": ""}
 
 
@@ -123,7 +135,7 @@ def artifact_setup(i: dict) -> dict:
     tags = i.get("tags")  # CK saves this very list as the entry's tags: `ck detect` gets the package's build tag too
     if isinstance(tags, list) and build_tag(installed.manifest.build) not in tags:
         tags.append(build_tag(installed.manifest.build))
-    return {"return": 0, "bat": ""}
+    return _plain_env(i)
 
 
 # ---------------------------------------------------------------- dataset.imagenet.train: train folders
