@@ -35,7 +35,7 @@ def test_rich_format_with_options():
     ([42], "hosts.json: host #1: expected a host name or an object, got int"),
     (["a;rm -rf /"], "hosts.json: host #1: host 'a;rm -rf /' is not a host name"),
     ([{"host": "a", "user": "$(id)"}], "hosts.json: host #1: user '$(id)' has characters that are not allowed"),
-    ([{"host": "a", "workers": -1}], "hosts.json: host #1: workers must be a whole number >= 0, got -1"),
+    ([{"host": "a", "workers": -1}], "hosts.json: host #1: workers must be a whole number from 0 to 100000, got -1"),
     ({"hosts": ["a"], "accept_new_host_keys": "yes"}, "accept_new_host_keys must be true or false"),
 ])
 def test_malformed_configs_are_refused_saying_what_and_where(data, message):

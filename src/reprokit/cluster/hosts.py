@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from reprokit.errors import UserError
+from reprokit.run.settings import MAX_ROLES
 
 HOST_KEYS = {"host", "port", "user", "identity_file", "interface", "workers", "servers", "python", "proxy_command",
              "slots"}
@@ -103,8 +104,8 @@ def _port(value: Any, where: str) -> int:
 
 
 def _count(value: Any, where: str, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UserError(f"{where}: {key} must be a whole number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ROLES:
+        raise UserError(f"{where}: {key} must be a whole number from 0 to {MAX_ROLES}, got {value!r}")
     return value
 
 

@@ -64,3 +64,14 @@ def remove(conn: Connection, remote_dir: str) -> None:
     if result.exit_code != 0:
         raise UserError(f"{conn.endpoint.label}: cannot remove {remote_dir}: "
                         f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+
+
+def check_output(conn: Connection, name: str, path: str) -> None:
+    """The run setting ``name`` writes ``path`` outside the run folder: a file can be created in its folder there
+    (tried for real, as root passes any mode check)."""
+    folder = path.rsplit("/", 1)[0] or "/"
+    result = conn.run(f"p=$(mktemp -- {shlex.quote(folder)}/.reprokit-write-check-XXXXXX) && rm -f -- \"$p\"",
+                      timeout=CHECK_TIMEOUT_S)
+    if result.exit_code != 0:
+        raise UserError(f"{conn.endpoint.label}: {name}={path!r}: cannot write into {folder} there (missing or "
+                        f"read-only); create it on every worker host, or give another path with --env.{name}=PATH")

@@ -51,6 +51,7 @@ class RolePlan:
     role_args: dict[str, list[str]] = field(default_factory=dict)  # role name -> arguments for that role only
     # A line every worker prints when its training is over (the authors' scripts); "" when roles exit by themselves.
     finish_pattern: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)  # setting -> path workers write outside their folder
 
     def address(self, host: str) -> str:
         return self.addresses.get(host, host)

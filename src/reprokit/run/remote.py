@@ -10,6 +10,7 @@ validated, so neither a host name nor an environment value can run a command.
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 import re
 import shlex
 import time
@@ -23,7 +24,7 @@ from reprokit.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.plan import Role, RolePlan
-from reprokit.run.settings import TIMELINE_FILE
+from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.group import connect_all, on_each
 from reprokit.cluster.ports import free_port
@@ -183,10 +184,15 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
     prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir, transfers))
     if not prepared.ok:
         return Outcome(False, str(prepared.first_failure()[1]))
+    try:
+        check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+                        {host: ready.cores for host, ready in prepared.succeeded.items()})
+    except UserError as exc:
+        return Outcome(False, str(exc))
     for host, ready in prepared.succeeded.items():
         if ready.port is not None:
             plan.scheduler_port = ready.port
-        if ready.cores is not None:
+        if ready.cores is not None and plan.worker_threads == 0:
             workers_here = sum(1 for r in plan.workers if r.host == host)
             plan.host_threads[host] = max(1, ready.cores // max(1, workers_here))
 
@@ -219,7 +225,7 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
                   transfers: dict[str, Transfer]) -> _Prepared:
     """The steps `ck check cluster` takes too, in this order: the transfer this sshd offers, the engine's
     interpreter, the run folder (write access, free space) with the plan's files, the scheduler's port;
-    when threads are automatic, the host's cores (its allocated slots, else nproc)."""
+    the host's cores (its allocated slots, else nproc); on worker hosts, the folders of output paths."""
     python = cluster.host(host).python or plan.command[0]
     transfer = transfers[host] = choose_transfer(conn)
     interpreter.version(conn, python)
@@ -229,7 +235,10 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
     if host == plan.scheduler_host:
         port = free_port(conn, python, "0.0.0.0", plan.scheduler_port)
     cores = None
-    if plan.worker_threads == 0 and any(r.host == host for r in plan.workers):
+    if any(r.host == host and r.kind != "scheduler" for r in plan.roles):  # for threads and the roles-per-core limit
         # An allocation's slots are the cores the job may use there (OAR/PBS reserve per core).
         cores = cluster.host(host).slots or int(conn.run("nproc", timeout=30).stdout.strip() or 1)
+    if any(r.host == host for r in plan.workers):  # MXNet's rank 0 may be any worker: every worker host checks
+        for name, path in plan.outputs.items():
+            rundir.check_output(conn, name, path)
     return _Prepared(transfer, port, cores)

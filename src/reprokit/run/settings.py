@@ -7,7 +7,9 @@ restores the paper's settings (224x224 or 299x299 images, one full epoch).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+import tempfile
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from reprokit.cluster.testbed import testbed_of
@@ -68,6 +70,19 @@ P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements
 P3_DEFAULT_CREDIT = 4 << 20  # bytes of slices in flight per worker; 0: no limit (no scheduling)
 TIMELINE_FILE = "timeline-worker-{rank}.json"  # each worker's Chrome trace, in its working folder
 
+# Limits, checked before anything starts; they mean the same on a 2-core laptop and a 1000-node cluster.
+# A host runs its workers and servers at once; past a few per core they only queue for the CPU (and each
+# holds the model, a few hundred MB): at most ROLES_PER_CORE workers + servers per core of their host
+# (this machine's cores here, each host's own, asked over SSH, before a cluster run starts).
+ROLES_PER_CORE = 4
+# NUM_WORKERS/NUM_SERVERS and hosts.json's per-host counts, whatever the hosts: 1000 nodes x 100 roles. It
+# keeps a typo (1e9) from being laid out role by role before the per-host limit sees it.
+MAX_ROLES = 100_000
+MAX_SEED = 2**32 - 1  # NumPy's and MXNet's seeds are 32-bit
+MAX_TIMEOUT_S = 30 * 24 * 3600
+MAX_IMAGE_SIDE = 4096
+OUTPUT_SETTINGS = {"SAVE_PARAMS": "save_params", "OUTPUT_FILE": "output_file"}  # paths the run writes
+
 PROFILES: dict[str, Profile] = {
     # 31 batches give Speedometer reports at 10, 20 and 30: the first is warm-up,
     # the other two are measured.
@@ -127,17 +142,70 @@ class RunSettings:
         ]
 
 
-def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, allow_zero: bool = False) -> int:
+def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, allow_zero: bool = False,
+                  high: int | None = None) -> int:
     raw = str(env.get(key, "")).strip()
     if raw == "":
         if default is None:
             raise UserError(f"{key} is not set; give it with --env.{key}=N")
         return default
-    return whole_number(raw, key, f"--env.{key}=N", low=0 if allow_zero else 1)
+    return whole_number(raw, key, f"--env.{key}=N", low=0 if allow_zero else 1, high=high)
 
 
-def _optional_int(env: Mapping[str, str], key: str) -> int | None:
-    return _positive_int(env, key) if str(env.get(key, "")).strip() else None
+def _optional_int(env: Mapping[str, str], key: str, high: int | None = None) -> int | None:
+    return _positive_int(env, key, high=high) if str(env.get(key, "")).strip() else None
+
+
+def check_roles_fit(roles_per_host: Mapping[str, int], cores: Mapping[str, int | None]) -> None:
+    """Refuse a layout putting more workers and servers on a host than ROLES_PER_CORE per core of it."""
+    for host, count in roles_per_host.items():
+        host_cores = cores.get(host)
+        if host_cores and count > ROLES_PER_CORE * host_cores:
+            raise UserError(f"the layout puts {count} workers and servers on {host}, which has {host_cores} "
+                            f"core(s): at most {ROLES_PER_CORE * host_cores} fit ({ROLES_PER_CORE} per core); "
+                            f"lower --env.NUM_WORKERS/--env.NUM_SERVERS (or the host's workers/servers in "
+                            f"hosts.json), or run on more hosts")
+
+
+def output_paths(settings: "RunSettings") -> dict[str, str]:
+    """The paths the run writes outside its run folder, by setting name (only those given)."""
+    return {name: getattr(settings, field) for name, field in OUTPUT_SETTINGS.items() if getattr(settings, field)}
+
+
+def with_local_outputs(settings: "RunSettings", run_dir: str) -> "RunSettings":
+    """For a run on this machine: output paths made absolute (relative ones are in the run folder) and
+    checked writable now, so a typo fails before training instead of after it."""
+    absolute = {OUTPUT_SETTINGS[name]: os.path.join(run_dir, path) for name, path in output_paths(settings).items()}
+    for name, field in OUTPUT_SETTINGS.items():
+        if field in absolute:
+            check_writable_here(name, absolute[field], folder_ok=name == "OUTPUT_FILE")
+    return replace(settings, **absolute)
+
+
+def absolute_outputs(settings: "RunSettings") -> None:
+    """On a cluster, output paths must be absolute: each host's run folder is removed after the run."""
+    for name, path in output_paths(settings).items():
+        if not os.path.isabs(path):
+            raise UserError(f"{name}={path!r} is relative, but on a cluster the roles' run folders are removed after "
+                            f"the run; give an absolute path on the worker hosts: --env.{name}=/PATH")
+
+
+def check_writable_here(name: str, path: str, folder_ok: bool = False) -> None:
+    """``path``'s folder exists and a file can be created in it (tried for real: root passes any mode check);
+    ``folder_ok``: the run writes a folder there (Sockeye's model), else a file, which an existing folder blocks."""
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    fix = f"create the folder, or give another path with --env.{name}=PATH"
+    if not folder_ok and os.path.isdir(path):
+        raise UserError(f"{name}={path!r} is a folder, and the run writes a file there; give a file path with "
+                        f"--env.{name}=PATH")
+    if not os.path.isdir(folder):
+        raise UserError(f"{name}={path!r}: the folder {folder} does not exist (or is not a folder); {fix}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".reprokit-write-check-", dir=folder)
+    except OSError as exc:
+        raise UserError(f"{name}={path!r}: cannot write into {folder} ({exc.strerror}); {fix}") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:
@@ -150,8 +218,9 @@ def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:
 
 def _image_shape(raw: str, model: Model) -> str:
     parts = raw.split(",")
-    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        raise UserError(f"IMAGE_SHAPE must be C,H,W with positive integers (e.g. 3,224,224), got {raw!r}")
+    if len(parts) != 3 or not all(p.strip().isdigit() and 0 < int(p) <= MAX_IMAGE_SIDE for p in parts):
+        raise UserError(f"IMAGE_SHAPE must be C,H,W with whole numbers from 1 to {MAX_IMAGE_SIDE} (e.g. 3,224,224), "
+                        f"got {raw!r}")
     channels, height, width = (int(p) for p in parts)
     if min(height, width) < model.min_image_side:
         raise UserError(f"IMAGE_SHAPE {raw} is too small for {model.cmd_key}, which needs at least "
@@ -194,21 +263,21 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         network=model.network,
         script=model.script,
         profile=profile.name,
-        batch_size=_positive_int(env, "BATCH_SIZE", model.smoke_batch_size if smoke else PAPER_BATCH_SIZE),
+        batch_size=_positive_int(env, "BATCH_SIZE", model.smoke_batch_size if smoke else PAPER_BATCH_SIZE, high=65536),
         image_shape=image_shape,
-        num_epochs=_positive_int(env, "NUM_EPOCHS", 1),
-        num_batches=_positive_int(env, "NUM_BATCHES", num_batches, allow_zero=True),
-        disp_batches=_positive_int(env, "DISP_BATCHES", disp_batches),
-        num_workers=_optional_int(env, "NUM_WORKERS"),
-        num_servers=_optional_int(env, "NUM_SERVERS"),
-        worker_threads=_positive_int(env, "WORKER_THREADS", 0, allow_zero=True),
-        timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s),
+        num_epochs=_positive_int(env, "NUM_EPOCHS", 1, high=100_000),
+        num_batches=_positive_int(env, "NUM_BATCHES", num_batches, allow_zero=True, high=10**9),
+        disp_batches=_positive_int(env, "DISP_BATCHES", disp_batches, high=10**9),
+        num_workers=_optional_int(env, "NUM_WORKERS", high=MAX_ROLES),
+        num_servers=_optional_int(env, "NUM_SERVERS", high=MAX_ROLES),
+        worker_threads=_positive_int(env, "WORKER_THREADS", 0, allow_zero=True, high=1024),
+        timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s, high=MAX_TIMEOUT_S),
         ps_root_port=ps_root_port,
-        seed=_positive_int(env, "SEED", 42, allow_zero=True),
+        seed=_positive_int(env, "SEED", 42, allow_zero=True, high=MAX_SEED),
         variant=_variant(env),
-        p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True),
+        p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True, high=2**31 - 1),
         p3_priority=_flag(env, "P3_PRIORITY", True),
-        p3_credit=_positive_int(env, "P3_CREDIT", P3_DEFAULT_CREDIT, allow_zero=True),
+        p3_credit=_positive_int(env, "P3_CREDIT", P3_DEFAULT_CREDIT, allow_zero=True, high=2**40),
         timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
         output_file=str(env.get("OUTPUT_FILE", "")).strip(),

@@ -7,6 +7,7 @@ and read back by ``python -m reprokit.run.command`` and the postprocess.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from reprokit.jsonfile import write_json
 from reprokit.paths import PROGRAM_DIR
 from reprokit.cluster.ports import LOCALHOST, check_port_free, pick_free_port
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.run.settings import RunSettings
+from reprokit.run.settings import RunSettings, absolute_outputs, check_roles_fit, output_paths, with_local_outputs
 
 SPEC_FILE = "p3-run.json"
 HOOKS_FILE = "ck_hooks.py"  # runs in CK's process, not in the engine's
@@ -115,18 +116,21 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
                cluster_data: Any = None) -> RunSpec:
     """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here)."""
     if cluster is None:
+        settings = with_local_outputs(settings, os.getcwd())  # the preprocess runs in the run folder
+        num_workers, num_servers = settings.num_workers or 2, settings.num_servers or 1
+        check_roles_fit({LOCALHOST: num_workers + num_servers}, {LOCALHOST: os.cpu_count() or 1})
         if settings.ps_root_port is None:
             port = pick_free_port(LOCALHOST)
         else:
             check_port_free(LOCALHOST, settings.ps_root_port)
             port = settings.ps_root_port
-        num_workers = settings.num_workers or 2
         plan = RolePlan(run_id=uuid.uuid4().hex, hosts=[LOCALHOST],
-                        roles=layout_roles([LOCALHOST], num_workers, settings.num_servers or 1),
+                        roles=layout_roles([LOCALHOST], num_workers, num_servers),
                         scheduler_host=LOCALHOST, scheduler_port=port, command=[],
                         worker_threads=settings.worker_threads or worker_threads_per_host(num_workers),
                         timeout_s=settings.timeout_s)
     else:
+        absolute_outputs(settings)
         plan = RolePlan(
             run_id=uuid.uuid4().hex,
             hosts=cluster.names,
@@ -139,6 +143,7 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
             addresses={h.host: ssh_resolve(h, cluster).hostname for h in cluster.hosts},
             interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
         )
+    plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
     if engine.is_artifact:  # the artifact runs its own scripts (P3 is compiled in): none of ours is shipped
         run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
                                settings.num_batches, settings.disp_batches, worker_slots([w.host for w in sorted(plan.workers, key=lambda w: w.index)]),
