@@ -156,15 +156,27 @@ def _optional_int(env: Mapping[str, str], key: str, high: int | None = None) -> 
     return _positive_int(env, key, high=high) if str(env.get(key, "")).strip() else None
 
 
-def check_roles_fit(roles_per_host: Mapping[str, int], cores: Mapping[str, int | None]) -> None:
+def check_roles_fit(roles_per_host: Mapping[str, int], cores: Mapping[str, int | None],
+                    layout: str = "the layout") -> None:
     """Refuse a layout putting more workers and servers on a host than ROLES_PER_CORE per core of it."""
     for host, count in roles_per_host.items():
         host_cores = cores.get(host)
         if host_cores and count > ROLES_PER_CORE * host_cores:
-            raise UserError(f"the layout puts {count} workers and servers on {host}, which has {host_cores} "
+            raise UserError(f"{layout} puts {count} workers and servers on {host}, which has {host_cores} "
                             f"core(s): at most {ROLES_PER_CORE * host_cores} fit ({ROLES_PER_CORE} per core); "
                             f"lower --env.NUM_WORKERS/--env.NUM_SERVERS (or the host's workers/servers in "
                             f"hosts.json), or run on more hosts")
+
+
+LOCAL_WORKERS, LOCAL_SERVERS = 2, 1  # the layout of a run on this machine unless NUM_WORKERS/NUM_SERVERS say otherwise
+
+
+def local_layout(settings: "RunSettings") -> tuple[int, int]:
+    """(workers, servers) of a run on this machine, checked against its cores."""
+    workers, servers = settings.num_workers or LOCAL_WORKERS, settings.num_servers or LOCAL_SERVERS
+    check_roles_fit({"this machine": workers + servers}, {"this machine": os.cpu_count() or 1},
+                    f"NUM_WORKERS={workers} with NUM_SERVERS={servers}")
+    return workers, servers
 
 
 def output_paths(settings: "RunSettings") -> dict[str, str]:

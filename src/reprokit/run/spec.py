@@ -22,7 +22,7 @@ from reprokit.jsonfile import write_json
 from reprokit.paths import PROGRAM_DIR
 from reprokit.cluster.ports import LOCALHOST, check_port_free, pick_free_port
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.run.settings import RunSettings, absolute_outputs, check_roles_fit, output_paths, with_local_outputs
+from reprokit.run.settings import RunSettings, absolute_outputs, local_layout, output_paths, with_local_outputs
 
 SPEC_FILE = "p3-run.json"
 HOOKS_FILE = "ck_hooks.py"  # runs in CK's process, not in the engine's
@@ -117,8 +117,7 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
     """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here)."""
     if cluster is None:
         settings = with_local_outputs(settings, os.getcwd())  # the preprocess runs in the run folder
-        num_workers, num_servers = settings.num_workers or 2, settings.num_servers or 1
-        check_roles_fit({LOCALHOST: num_workers + num_servers}, {LOCALHOST: os.cpu_count() or 1})
+        num_workers, num_servers = local_layout(settings)
         if settings.ps_root_port is None:
             port = pick_free_port(LOCALHOST)
         else:

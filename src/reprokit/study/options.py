@@ -8,15 +8,17 @@ the study come in as values.
 """
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Mapping, TextIO
+from typing import Collection, Iterable, Mapping, TextIO
 
 from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.errors import UserError
 from reprokit.study.claims import (MIN_RUNS, NATIVE, Study, Target, engine_variants, rate_bps, select,
                                    sweep_bandwidths)
+from reprokit.values import plain_setting
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity")
@@ -127,6 +129,31 @@ def sweep_engines(options: Mapping, variants: list[str], artifact_builds: Collec
     return tuple(engines)
 
 
+RUNS_WRITE_SETTINGS = "every run hands it to ck run, whose run script holds it unquoted"
+
+
+def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env: Mapping[str, str], profile: str,
+               target: Target) -> None:
+    """Every run of a sweep checked as its preprocess will check it, before the first run (or probe): a sweep
+    that would fail on its input stores nothing. Hosts of a cluster are checked when each run starts (their
+    cores, their folders), as they are only reachable then."""
+    from reprokit.run import settings as run_settings
+
+    for name, value in env.items():
+        plain_setting(str(name), value, RUNS_WRITE_SETTINGS)
+    for model in models:
+        for variant in variants:
+            run_env = {**env, **study.variants.get(variant, {}), "PROFILE": profile}
+            settings = run_settings.resolve(model, run_env, profile)
+            if target.kind == "embedded":
+                run_settings.local_layout(settings)
+                for name, path in run_settings.output_paths(settings).items():
+                    if os.path.isabs(path):  # a relative one lands in each run's own (new) folder
+                        run_settings.check_writable_here(name, path, folder_ok=name == "OUTPUT_FILE")
+            else:
+                run_settings.absolute_outputs(settings)
+
+
 def any_rate(raw: object) -> list[str]:
     """--bandwidths takes any tc rate: the allowed list is the request itself, checked by rate_bps."""
     names = [n.strip() for n in str(raw or "").split(",") if n.strip()]
@@ -173,6 +200,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         raise UserError(f"unknown --profile {profile!r}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
     user_env = env_overrides(options)
     check_env(user_env)
+    check_runs(study, models, variants, {**dict(matrix.env), **user_env}, profile, target)
     # One repetition records timelines (unless --env.TIMELINE decides for every run).
     timeline = None if "TIMELINE" in user_env or matrix.timeline_repetition is None \
         else min(matrix.timeline_repetition, int(raw_reps))

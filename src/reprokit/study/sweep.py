@@ -36,7 +36,7 @@ from reprokit.errors import UserError
 from reprokit.study.choice import BandwidthChoice, choose
 from reprokit.cluster.testbed import testbed_of
 from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso
-from reprokit.study.options import Resume, SweepRequest, given, resume_of, sweep_request
+from reprokit.study.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
 from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
 
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
@@ -130,7 +130,9 @@ def open_sweep(options: Mapping, study: Study, store: Store, program_models: set
     if resume is not None:
         sweep = resumed_sweep(store, resume)
         name = sweep.target.name
-        return sweep, make_target(name, machine_config(name) if name else None, sweep.target.link_capacity)
+        target = make_target(name, machine_config(name) if name else None, sweep.target.link_capacity)
+        check_runs(study, sweep.models, sweep.variants, sweep.env, sweep.profile, target)  # a stored sweep is input too
+        return sweep, target
     name = str(options.get("target", "") or "")
     machine = machine_config(name) if name else None
     target = make_target(name, machine, options.get("link_capacity") or None)
