@@ -38,7 +38,7 @@ def decimal(raw: object, name: str, fix: str, low: float, high: float) -> float:
 PLAIN_CHARACTERS = "letters, digits and _ . , / : = + @ % -"
 _PLAIN = re.compile(r"[A-Za-z0-9_.,/:=+@%-]*")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HAZARDS = (  # (characters, what a shell makes of them), first match named
+_HAZARDS = (  # (characters, what a shell makes of them)
     ("$", "a $ (variable or command substitution)"),
     ("`", "a backtick (command substitution)"),
     ("\n\r", "a line break (a new command)"),
@@ -68,11 +68,9 @@ def shell_hazard(value: str, spaces_quoted: bool = False) -> str | None:
     text = value.replace(" ", "") if spaces_quoted and value[:1] != " " else value
     if _PLAIN.fullmatch(text):
         return None
-    for characters, meaning in _HAZARDS:
-        if any(c in text for c in characters):
-            return meaning
-    bad = next(c for c in text if not _PLAIN.fullmatch(c))
-    return f"the character {bad!r} (only {PLAIN_CHARACTERS} are plain)"
+    bad = next(c for c in text if not _PLAIN.fullmatch(c))  # the first one, as the user reads the value
+    return next((meaning for characters, meaning in _HAZARDS if bad in characters),
+                f"the character {bad!r} (only {PLAIN_CHARACTERS} are plain)")
 
 
 def plain_setting(name: str, value: object, why: str, spaces_quoted: bool = False) -> None:

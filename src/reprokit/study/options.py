@@ -26,6 +26,7 @@ RESERVED_ENV = {"VARIANT": "--variants", "PROFILE": "--profile", "ENGINE": "--en
 ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1 with our baseline and our P3)",
                  ARTIFACT: "artifact (the authors' baseline and P3 builds)"}
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
+RUNS_WRITE_SETTINGS = "every run hands it to ck run, whose run script holds it unquoted"
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ def resume_of(options: Mapping) -> Resume | None:
 
 
 def check_env(env: Mapping[str, str]) -> None:
+    for name, value in env.items():  # first: whatever else is wrong with it, shell syntax is the worst
+        plain_setting(str(name), value, RUNS_WRITE_SETTINGS)
     for key, option in RESERVED_ENV.items():
         if key in env:
             raise UserError(f"--env.{key} is set by the study per run; choose them with {option} instead")
@@ -127,9 +130,6 @@ def sweep_engines(options: Mapping, variants: list[str], artifact_builds: Collec
         print(f"study: {', '.join(embedded_only)} run(s) on the embedded engine only: the authors' builds have "
               f"no such variant", file=console, flush=True)
     return tuple(engines)
-
-
-RUNS_WRITE_SETTINGS = "every run hands it to ck run, whose run script holds it unquoted"
 
 
 def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env: Mapping[str, str], profile: str,
