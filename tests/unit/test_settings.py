@@ -1,7 +1,14 @@
+import os
+import re
+
 import pytest
 
+from reprokit.cluster.hosts import parse
 from reprokit.errors import UserError
-from reprokit.run.settings import resolve
+from reprokit.run.settings import (ROLES_PER_CORE, absolute_outputs, check_roles_fit, local_layout, resolve,
+                                   with_local_outputs)
+from reprokit.run.spec import RunData, RunEngine, build_spec
+from reprokit.values import plain_setting, shell_hazard
 
 DEFAULTS = {"BATCH_SIZE": "", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
             "NUM_WORKERS": "", "NUM_SERVERS": "", "PS_ROOT_PORT": "", "SEED": "42"}
@@ -118,3 +125,85 @@ def test_default_profile_is_smoke_here_and_on_a_testbed_paper_on_a_cluster(tmp_p
     assert default_profile(["chifflet-2", "chifflet-4"]) == "paper"
     assert default_profile({**testbed, "hosts": ["node1", "node2"]}) == "paper"  # reuses the ssh_config only
     assert default_profile({"nodefile": "$OAR_NODEFILE"}) == "paper"
+
+
+# --- limits and output paths (checked before anything starts) ----------------------------------
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("NUM_WORKERS", "1000000", "NUM_WORKERS must be at most 100000, got 1000000"),
+    ("NUM_SERVERS", "1000000", "NUM_SERVERS must be at most 100000"),
+    ("SEED", str(2**32), f"SEED must be at most {2**32 - 1}"),
+    ("BATCH_SIZE", "10000000", "BATCH_SIZE must be at most 65536"),
+    ("RUN_TIMEOUT", "99999999", "RUN_TIMEOUT must be at most 2592000"),
+    ("WORKER_THREADS", "5000", "WORKER_THREADS must be at most 1024"),
+    ("IMAGE_SHAPE", "3,100000,100000", "IMAGE_SHAPE must be C,H,W with whole numbers from 1 to 4096"),
+])
+def test_numbers_beyond_any_host_are_refused_naming_the_limit(key, value, expected):
+    with pytest.raises(UserError, match=re.escape(expected)):
+        settings(**{key: value})
+
+
+def test_workers_and_servers_per_host_are_bounded_by_its_cores():
+    check_roles_fit({"a": 8, "b": 1}, {"a": 2, "b": None})  # 4 per core fit; unknown cores: not checked here
+    with pytest.raises(UserError, match=r"the layout puts 9 workers and servers on a, which has 2 core\(s\): "
+                                        r"at most 8 fit \(4 per core\)"):
+        check_roles_fit({"a": 9}, {"a": 2})
+    cores = os.cpu_count()
+    assert local_layout(settings(NUM_WORKERS=str(ROLES_PER_CORE * cores - 1))) == (ROLES_PER_CORE * cores - 1, 1)
+    with pytest.raises(UserError, match=rf"NUM_WORKERS={ROLES_PER_CORE * cores} with NUM_SERVERS=1 puts"):
+        local_layout(settings(NUM_WORKERS=str(ROLES_PER_CORE * cores)))
+
+
+def test_a_thousand_node_cluster_validates_without_reaching_any_host():
+    data = {"hosts": [f"node{i}" for i in range(1000)]}
+    s = resolve("resnet", {"NUM_WORKERS": "4000", "SAVE_PARAMS": "/data/p.npz"}, "paper")
+    spec = build_spec(s, RunEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""), RunData(), parse(data), data)
+    assert len(spec.plan.workers) == 4000 and len(spec.plan.servers) == 1000
+    assert spec.plan.outputs == {"SAVE_PARAMS": "/data/p.npz"}  # each worker host checks it before the run starts
+
+
+def test_output_paths_are_made_absolute_in_the_run_folder_and_checked_writable(tmp_path):
+    s = with_local_outputs(settings(SAVE_PARAMS="p.npz", OUTPUT_FILE=str(tmp_path / "model")), str(tmp_path))
+    assert (s.save_params, s.output_file) == (str(tmp_path / "p.npz"), str(tmp_path / "model"))
+    assert [p.name for p in tmp_path.iterdir()] == []  # the write check leaves nothing
+    for given, expected in [
+        ("/nonexistent/dir/p.npz", "SAVE_PARAMS='/nonexistent/dir/p.npz': the folder /nonexistent/dir does not exist"),
+        ("/sys/p.npz", "SAVE_PARAMS='/sys/p.npz': cannot write into /sys"),  # read-only even for root
+        (str(tmp_path), f"SAVE_PARAMS={str(tmp_path)!r} is a folder, and the run writes a file there"),
+    ]:
+        with pytest.raises(UserError, match=re.escape(expected)):
+            with_local_outputs(settings(SAVE_PARAMS=given), str(tmp_path))
+    with pytest.raises(UserError, match="on a cluster the roles' run folders are removed"):
+        absolute_outputs(settings(OUTPUT_FILE="model"))
+
+
+# --- shell syntax (what stock CK writes into its scripts) ------------------------------------------
+
+@pytest.mark.parametrize("value, meaning", [
+    ("$(touch x)", "a $ (variable or command substitution)"),
+    ("`touch x`", "a backtick (command substitution)"),
+    ("1;touch${IFS}x", "a ; (a new command)"),
+    ("1\ntouch x", "a line break (a new command)"),
+    ('1"', "a double quote"),
+    ("1'", "a single quote"),
+    ("1\\", "a backslash"),
+    ("1&", "an & (a background or new command)"),
+    ("1|x", "a | (a pipe)"),
+    ("a b", "a space (word splitting)"),
+    ("*", "a wildcard"),
+    ("~/x", "a ~ (home-folder expansion)"),
+    ("é", "the character 'é'"),
+])
+def test_shell_syntax_is_named_by_its_first_character(value, meaning):
+    assert shell_hazard(value).startswith(meaning)
+    with pytest.raises(UserError, match=re.escape(f"SEED={value!r} holds {meaning}")):
+        plain_setting("SEED", value, "why")
+
+
+def test_plain_values_pass_and_quoted_scripts_allow_inner_spaces():
+    for value in ("", "42", "3,224,224", "/data/run-1/p.npz", "numpy==1.23.5", "http://host:80/a%20b+c@d"):
+        assert shell_hazard(value) is None
+    assert shell_hazard("numpy==1.23.5 requests", spaces_quoted=True) is None
+    assert shell_hazard(" leading", spaces_quoted=True) == "a space (word splitting)"  # CK quotes from the 2nd character
+    with pytest.raises(UserError, match="setting name 'A;B' is not a name"):
+        plain_setting("A;B", "1", "why")

@@ -133,6 +133,12 @@ def test_models_the_program_lacks_are_skipped_with_a_note_and_none_left_is_refus
     ({"env": "x"}, "give run settings as --env.NAME=VALUE"),
     ({"link_capacity": "1gbit"}, "--link_capacity describes a cluster's links"),
     ({"target": "nowhere"}, "there is no machine entry 'nowhere'"),
+    ({"env.SEED": "$(touch x)"}, "SEED='$(touch x)' holds a $ (variable or command substitution)"),
+    ({"env.VARIANT": "`x`"}, "VARIANT='`x`' holds a backtick"),  # shell syntax first, before the reserved names
+    ({"env.BATCH_SIZE": "abc"}, "BATCH_SIZE must be a whole number, got 'abc'"),
+    ({"env.NUM_WORKERS": "1000"}, "NUM_WORKERS=1000 with NUM_SERVERS=1 puts 1001 workers and servers on this machine"),
+    ({"env.SAVE_PARAMS": "/nonexistent/dir/p.npz"}, "SAVE_PARAMS='/nonexistent/dir/p.npz': the folder "
+                                                     "/nonexistent/dir does not exist"),
 ])
 def test_bad_options_are_refused_before_anything_is_stored(tmp_path, given, message):
     with pytest.raises(UserError) as refused:
@@ -321,3 +327,17 @@ def test_bandwidth_choice_rule_rounding_and_the_links_capacity():
     assert capped.notes == ("target 0.5: it needs 80mbit, above 50mbit; served by native bandwidth",)
     single = choose("m", result, "runs/p", params, "counted", 1, (0.5, 4), None)  # one host: nothing on the wire
     assert single.bandwidths == ("native",) and len(single.notes) == 2
+
+
+def test_a_resumed_sweep_checks_its_stored_settings_again(tmp_path):
+    sweep, _, store, _ = opened(tmp_path, {"models": "resnet", "variants": "baseline"})
+    stored = json.loads(store.sweep_path(sweep.sweep_id).read_text())
+    stored["env"] = {"SEED": "1;touch x"}  # a sweep file is input too: edited, or from an older version
+    store.sweep_path(sweep.sweep_id).write_text(json.dumps(stored))
+    with pytest.raises(UserError, match=r"SEED='1;touch x' holds a ; \(a new command\)"):
+        opened(tmp_path, {"resume": "yes"})
+
+
+def test_on_a_cluster_output_paths_must_be_absolute_as_run_folders_go_with_the_run(tmp_path):
+    with pytest.raises(UserError, match="SAVE_PARAMS='p.npz' is relative, but on a cluster"):
+        opened(tmp_path, {"target": "c2", "env.SAVE_PARAMS": "p.npz"}, machines=Machines(c2=CLUSTER))
