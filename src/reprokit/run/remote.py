@@ -10,10 +10,10 @@ validated, so neither a host name nor an environment value can run a command.
 from __future__ import annotations
 
 import fnmatch
-from collections import Counter
 import re
 import shlex
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
