@@ -193,7 +193,7 @@ def test_testbed_never_touches_the_root_namespace_and_shapes_its_links(ck):
     assert "nothing to remove" in again.stdout
 
 
-def test_machine_with_a_node_file_follows_each_new_allocation(ck, tmp_path):
+def test_machine_with_a_node_file_follows_each_new_allocation_and_a_testbed_runs_smoke(ck, tmp_path):
     """One machine entry naming an OAR node file; the file changes between two checks, as between two jobs."""
     state = make_testbed(ck, "alc", 2)
     nodefile = tmp_path / "OAR_NODEFILE"
@@ -215,6 +215,16 @@ def test_machine_with_a_node_file_follows_each_new_allocation(ck, tmp_path):
         assert [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("10.77.0.")] == [
             "10.77.0.1", "10.77.0.2"]
         assert "cluster: all 2 host(s) ready" in proc.stdout
+
+        # The testbed itself (make_testbed registered machine:alc from its own hosts.json): smoke unless asked,
+        # as its hosts share this CPU; the allocation above is a real cluster to the run: paper.
+        run, out = ck.run_p3(tmp_path / "testbed-run", "--cmd_key=resnet", "--target=alc", "--env.NUM_BATCHES=11",
+                             "--env.DISP_BATCHES=5", "--env.WORKER_THREADS=1", timeout=300)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        assert (out["characteristics"]["profile"], out["characteristics"]["image_shape"]) == ("smoke", "3,32,32")
+        ck.run_p3(tmp_path / "cluster-run", "--cmd_key=resnet", "--target=alc-job", "--env.RUN_TIMEOUT=1", timeout=300)
+        assert json.loads((tmp_path / "cluster-run" / "p3-run.json").read_text())["settings"]["profile"] == "paper"
     finally:
         ck("rm", "machine:alc-job", "--force")
+        ck("rm", "machine:alc", "--force")
         ck("testbed", "cluster:alc", "--down", timeout=60)
