@@ -141,7 +141,7 @@ def test_bad_nodefiles_are_one_clear_line_naming_the_file(tmp_path, content, mes
 
 
 def test_unreadable_nodefile_is_one_clear_line(tmp_path):
-    with pytest.raises(UserError, match=rf"nodefile {tmp_path} cannot be read: Is a directory"):
+    with pytest.raises(UserError, match=rf"nodefile {tmp_path} is not a regular file"):
         parse({"nodefile": str(tmp_path)})
     binary = tmp_path / "nodes"
     binary.write_bytes(b"\xff\xfe\x00")
@@ -183,3 +183,14 @@ def test_check_description_leaves_allocations_unexpanded_but_checks_the_rest():
         check_description({"nodefile": "$OAR_NODEFILE", "nodes": 3}, "cluster.yaml")
     with pytest.raises(UserError, match="host #2 \\(a\\) duplicates host #1"):
         check_description(["a", "a"], "cluster.yaml")
+
+
+def test_node_file_that_is_a_fifo_or_a_device_is_refused_without_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "nodefile"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    with pytest.raises(UserError, match=f"nodefile {fifo} is not a regular file"):
+        parse({"nodefile": str(fifo)})
+    with pytest.raises(UserError, match="nodefile /dev/zero is not a regular file"):
+        parse({"nodefile": "/dev/zero"})

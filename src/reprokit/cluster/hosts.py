@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
@@ -49,6 +50,7 @@ SHARED_HOST_KEYS = HOST_KEYS - {"host", "slots"}  # top-level keys an allocation
 # $NAME or ${NAME}: an environment reference in a nodefile or hostlist value.
 _ENV_REFERENCE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 MAX_ALLOCATION_HOSTS = 100_000  # more is a mistake (a range typo), not a cluster
+MAX_NODEFILE_CHARS = 16 << 20  # a node file of 100,000 cores is about 4 MB
 # Host names, IPv4 addresses and ssh_config aliases; nothing a shell would interpret.
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _INTERFACE = re.compile(r"^[A-Za-z0-9._-]{1,15}$")
@@ -181,8 +183,14 @@ def read_nodefile(path: str, source: str) -> list[tuple[str, int]]:
     count of lines (slots), in the order of first appearance (the first host gets the scheduler)."""
     where = f"{source}: nodefile {path}"
     try:
+        # Only a regular file: a FIFO would block the open, a device would never end.
+        if not stat.S_ISREG(os.stat(os.path.expanduser(path)).st_mode):
+            raise UserError(f"{where} is not a regular file; name the node file of the allocation")
         with open(os.path.expanduser(path), encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+            text = handle.read(MAX_NODEFILE_CHARS + 1)
+        if len(text) > MAX_NODEFILE_CHARS:
+            raise UserError(f"{where} is larger than {MAX_NODEFILE_CHARS} characters; is it a node file?")
+        lines = text.splitlines()
     except FileNotFoundError:
         raise UserError(f"{where} does not exist; is the allocation still running? (OAR: $OAR_NODEFILE, "
                         f"PBS: $PBS_NODEFILE)") from None
