@@ -10,14 +10,19 @@ import re
 import shlex
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from reprokit.cluster.ssh import Connection
-from reprokit.cluster.transfer import Transfer
 from reprokit.errors import UserError
+
+if TYPE_CHECKING:  # transfer.py asks this module for free space
+    from reprokit.cluster.transfer import Transfer
 
 RUNS_ROOT = "/tmp/reprokit-runs"
 MIN_FREE_MB = 100
 CHECK_TIMEOUT_S = 30
 _RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
+_FREE_KB = "df -Pk -- \"$d\" | awk 'NR == 2 { print $4 }'"  # kilobytes free where folder $d is
 
 
 def run_dir(run_id: str) -> str:
@@ -31,8 +36,8 @@ def create(conn: Connection, remote_dir: str, min_free_mb: int = MIN_FREE_MB) ->
     label, quoted = conn.endpoint.label, shlex.quote(remote_dir)
     result = conn.run(
         f"d={quoted}; mkdir -p -- \"$d\" || exit 10; "
-        f": > \"$d/.reprokit-write-test\" || exit 11; rm -f -- \"$d/.reprokit-write-test\"; "
-        "df -Pk -- \"$d\" | awk 'NR == 2 { print $4 }'", timeout=CHECK_TIMEOUT_S)
+        f": > \"$d/.reprokit-write-test\" || exit 11; rm -f -- \"$d/.reprokit-write-test\"; {_FREE_KB}",
+        timeout=CHECK_TIMEOUT_S)
     reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
     if result.exit_code == 10:
         raise UserError(f"{label}: cannot create the run folder {remote_dir} ({reason}); the run needs "
@@ -48,9 +53,15 @@ def create(conn: Connection, remote_dir: str, min_free_mb: int = MIN_FREE_MB) ->
                         f"at least {min_free_mb} MB; free some space there")
 
 
-def upload(transfer: Transfer, remote_dir: str, files: list[str] | list[Path]) -> None:
-    for local in files:
-        transfer.put(Path(local), f"{remote_dir}/{Path(local).name}")
+def free_kb(conn: Connection, folder: str) -> int | None:
+    """Kilobytes free in ``folder`` on the host; None when that cannot be told."""
+    result = conn.run(f"d={shlex.quote(folder)}; {_FREE_KB}", timeout=CHECK_TIMEOUT_S)
+    text = result.stdout.strip()
+    return int(text) if result.exit_code == 0 and text.isdigit() else None
+
+
+def upload(transfer: "Transfer", remote_dir: str, files: list[str] | list[Path]) -> None:
+    transfer.put([Path(f) for f in files], remote_dir)
 
 
 def remove_command(remote_dir: str) -> str:

@@ -1,22 +1,26 @@
 """Files to and from a remote host over whatever its sshd offers: SFTP when it has the subsystem, else the exec channel.
 
 Some sites run sshd without an SFTP subsystem; every sshd runs commands. ``choose(conn)`` asks for SFTP
-once per connection and falls back to the exec channel (``cat`` into the file, then its size and SHA-256
-checked on the host). Both ways behave the same: a file is written under a partial name and renamed into
-place only when complete (hosts may share a file system, so no host ever reads a half-written file), every
-wait is bounded, and every failure is a ``TransferError`` naming the host, the file and the reason.
+once per connection and falls back to the exec channel (one command per copy: a tar stream unpacked on the
+host, every file's SHA-256 checked there; one ``cat`` per fetch, size and SHA-256 checked here). Both ways
+behave the same: a file is written under a partial name and renamed into place only when complete (hosts
+may share a file system, so no host ever reads a half-written file), every wait is bounded, and every
+failure is a ``TransferError`` naming the host, the file and the reason.
 """
 from __future__ import annotations
 
 import hashlib
 import shlex
 import socket
+import tarfile
+import tempfile
 import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import paramiko
 
+from reprokit.cluster import rundir
 from reprokit.cluster.ssh import Connection
 from reprokit.errors import UserError
 
@@ -47,6 +51,17 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _owned_by_the_remote_user(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """No owner of ours in the archive: tar run by root on the host would give the files to our local uid."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _names(files: list[Path]) -> str:
+    return ", ".join(f.name for f in files)
+
+
 def _last_line(text: str, default: str = "no output") -> str:
     return (text.strip().splitlines() or [default])[-1]
 
@@ -61,14 +76,25 @@ class Transfer(ABC):
     def label(self) -> str:
         return self.conn.endpoint.label
 
-    def put(self, local: Path, remote: str) -> None:
-        """Copy ``local`` to the path ``remote`` on the host, replacing it atomically."""
+    def put(self, files: list[Path], remote_dir: str) -> None:
+        """Copy ``files`` into the host's folder ``remote_dir`` under their own names, each replaced atomically."""
+        files = [Path(f) for f in files]
+        if not files:
+            return
         try:
-            self._put(Path(local), remote)
-        except TransferError:
-            raise
+            self._put(files, remote_dir)
         except (OSError, EOFError, paramiko.SSHException, UserError) as exc:
-            raise TransferError(f"{self.label}: cannot copy {Path(local).name} to {remote}: {_reason(exc)}") from None
+            reason = str(exc) if isinstance(exc, TransferError) else \
+                f"{self.label}: cannot copy {_names(files)} to {remote_dir}: {_reason(exc)}"
+            # A short write rarely says why (tar: "Wrote only N of M bytes"; SFTP: nothing): free space does.
+            raise TransferError(reason + self._space_left(remote_dir)) from None
+
+    def _space_left(self, remote_dir: str) -> str:
+        try:
+            free = rundir.free_kb(self.conn, remote_dir)
+        except (OSError, EOFError, paramiko.SSHException, UserError):
+            free = None
+        return "" if free is None else f" ({free} KB of space left there)"
 
     def get(self, remote: str, local: Path) -> None:
         """Copy the host's file ``remote`` to ``local``, which appears only when complete."""
@@ -95,7 +121,7 @@ class Transfer(ABC):
         pass
 
     @abstractmethod
-    def _put(self, local: Path, remote: str) -> None: ...
+    def _put(self, files: list[Path], remote_dir: str) -> None: ...
 
     @abstractmethod
     def _get(self, remote: str, local: Path) -> None: ...
@@ -111,24 +137,26 @@ class SftpTransfer(Transfer):
         super().__init__(conn)
         self.sftp = sftp
 
-    def _put(self, local: Path, remote: str) -> None:
-        partial = _partial(remote)
-        try:
-            # SFTP writes are pipelined and a server may drop a failed one silently (internal-sftp on a
-            # full disk does), so the size that arrived is checked here, where the reason can be said.
-            size = local.stat().st_size
-            self.sftp.put(str(local), partial, confirm=False)
-            written = self.sftp.stat(partial).st_size
-            if written != size:
-                raise TransferError(f"{self.label}: cannot copy {local.name} to {remote}: only {written} of {size} "
-                                    f"bytes arrived (no space left on the host's file system?)")
-            self.sftp.posix_rename(partial, remote)
-        except BaseException:
+    def _put(self, files: list[Path], remote_dir: str) -> None:
+        for local in files:
+            remote = f"{remote_dir}/{local.name}"
+            partial = _partial(remote)
             try:
-                self.sftp.remove(partial)
-            except (OSError, EOFError, paramiko.SSHException):
-                pass
-            raise
+                # SFTP writes are pipelined and a server may drop a failed one silently (internal-sftp on a
+                # full disk does), so the size that arrived is checked here, where the reason can be said.
+                size = local.stat().st_size
+                self.sftp.put(str(local), partial, confirm=False)
+                written = self.sftp.stat(partial).st_size
+                if written != size:
+                    raise TransferError(f"{self.label}: cannot copy {local.name} to {remote_dir}: only {written} of "
+                                        f"{size} bytes arrived")
+                self.sftp.posix_rename(partial, remote)
+            except BaseException:
+                try:
+                    self.sftp.remove(partial)
+                except (OSError, EOFError, paramiko.SSHException):
+                    pass
+                raise
 
     def _get(self, remote: str, local: Path) -> None:
         self.sftp.get(remote, str(local))  # checks the size it read against the remote file's
@@ -141,21 +169,31 @@ class SftpTransfer(Transfer):
 
 
 class ExecTransfer(Transfer):
-    """The exec channel: ``cat`` with the file as stdin (or stdout), size and SHA-256 checked on both sides."""
+    """The exec channel, one command per call: the files as a tar stream on its stdin, unpacked into a partial
+    folder beside their place, their SHA-256 checked there, then each renamed into place; fetched with ``cat``."""
     kind = "exec"
 
-    def _put(self, local: Path, remote: str) -> None:
-        size, digest = local.stat().st_size, _sha256(local)
-        script = ('cat > "$p" && n=$(wc -c < "$p" | tr -d " ") && ' + _sha256_of("p") + " || "
-                  '{ rm -f "$p"; exit 1; }; '
-                  f'if [ "$n" != {size} ] || [ "$s" != {digest} ]; then rm -f "$p"; '
-                  f'echo "received $n bytes (sha256 $s), sent {size} (sha256 {digest})" >&2; exit 1; fi; '
-                  'mv -f "$p" "$f"')
-        command = f"p={shlex.quote(_partial(remote))} f={shlex.quote(remote)}; {script}"
-        with open(local, "rb") as fh:
-            result = self.conn.run(command, timeout=TRANSFER_TIMEOUT_S, stdin=fh)
+    def _put(self, files: list[Path], remote_dir: str) -> None:
+        sums = " ".join(shlex.quote(f"{_sha256(f)}  {f.name}") for f in files)
+        names = " ".join(shlex.quote(f.name) for f in files)
+        script = (f"d={shlex.quote(remote_dir)}; t=$d/{shlex.quote(_partial('.files'))}; "
+                  'rc=1; mkdir -p "$t" && tar -xf - -C "$t" && cd "$t" && '
+                  'if command -v sha256sum >/dev/null 2>&1; then c="sha256sum -c"; '
+                  'elif command -v shasum >/dev/null 2>&1; then c="shasum -a 256 -c"; '
+                  'else echo "neither sha256sum nor shasum is installed" >&2; false; fi && '
+                  f'printf "%s\\n" {sums} | $c >/dev/null && '
+                  f'{{ rc=0; for n in {names}; do mv -f "$t/$n" "$d/$n" || {{ rc=1; break; }}; done; }}; '
+                  'cd / && rm -rf "$t"; exit $rc')
+        with tempfile.TemporaryFile() as stream:
+            with tarfile.open(fileobj=stream, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+                for local in files:
+                    tar.add(str(local), arcname=local.name, recursive=False, filter=_owned_by_the_remote_user)
+            stream.seek(0)
+            result = self.conn.run(script, timeout=TRANSFER_TIMEOUT_S, stdin=stream)
         if result.exit_code != 0:
-            raise TransferError(f"{self.label}: cannot copy {local.name} to {remote}: {_last_line(result.stderr)}")
+            # The first line is the cause (tar ends with "Exiting with failure status due to previous errors").
+            first = (result.stderr.strip().splitlines() or ["no output"])[0]
+            raise TransferError(f"{self.label}: cannot copy {_names(files)} to {remote_dir}: {first}")
 
     def _get(self, remote: str, local: Path) -> None:
         quoted = shlex.quote(remote)
