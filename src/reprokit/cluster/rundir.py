@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from reprokit.cluster.ssh import Connection
