@@ -6,7 +6,8 @@ import os
 import sys
 from typing import Callable
 
-from reprokit.ck.errors import ck_command
+from reprokit.ck.errors import access, ck_command
+from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.values import decimal, plain_setting, whole_number
 
@@ -34,19 +35,66 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
     return hook
 
 
+def repair_install_paths(i: dict) -> None:
+    """Point this package's env entries registered by an older reprokit at their install folder.
+
+    Those set path_install to the data inside the install folder; CK installs a
+    package again into that path, which nested a second copy in the first. An
+    entry of this package is one tagged with all the package's tags whose full
+    path is its install folder plus the package's end_full_path_universal.
+    """
+    end = i.get("cfg", {}).get("end_full_path_universal", "")
+    tags = ",".join(t for t in i.get("cfg", {}).get("tags", []) if t)
+    if not (end and tags):
+        return
+    found = access({"action": "search", "module_uoa": "env", "tags": tags, "add_meta": "yes"})
+    for entry in found.get("lst", []) if found.get("return") == 0 else []:
+        customize = entry.get("meta", {}).get("customize", {})
+        full_path, path_install = customize.get("full_path", ""), customize.get("path_install", "")
+        if not (customize.get("used_package_uid") and full_path.endswith(os.sep + end)):
+            continue  # detected, not installed by a package
+        folder = full_path[:-len(end) - 1]
+        if path_install and path_install != folder and path_install.startswith(folder + os.sep):
+            meta = entry["meta"]
+            meta["customize"]["path_install"] = folder
+            updated = access({"action": "update", "module_uoa": "env", "data_uoa": entry["data_uid"],
+                              "repo_uoa": entry.get("repo_uid", ""), "dict": meta, "substitute": "yes",
+                              "ignore_update": "yes"})
+            if updated.get("return", 1) > 0:
+                raise UserError(f"cannot repair env {entry['data_uid']} (its path_install {path_install} should be "
+                                f"{folder}): {updated.get('error')}; remove it with: ck rm env:{entry['data_uid']} --force")
+            print(f"package: env {entry['data_uid']} now records its install folder {folder} (was {path_install})",
+                  flush=True)
+
+
+@ck_command
+def framework_pre_path(i: dict) -> dict:
+    """Before CK picks the install folder: repair older env entries of this package (repair_install_paths)."""
+    repair_install_paths(i)
+    return {"return": 0}
+
+
 @install_hook
 def framework_setup(i: dict) -> dict:
     """Install scripts run reprokit with the framework's interpreter (FRAMEWORK_PYTHON, PYTHONPATH=REPROKIT_SRC)."""
     return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}}
 
 
-@install_hook
-def recordio_setup(i: dict) -> dict:
-    """Choose the train folder to convert and the engine that converts it; check the conversion settings."""
+@ck_command
+def recordio_pre_path(i: dict) -> dict:
+    """Choose the train folder to convert and the engine that converts it; check the conversion settings.
+
+    Runs before CK looks for this package's env entry and picks the install
+    folder: the source's kind (e.g. imagenet-min) joins the package's tags and
+    the folder's name, so each kind has its own conversion. Converting the full
+    set after the small one adds it; converting a kind again replaces only that
+    kind's conversion (never, say, hours of full ImageNet by a synthetic set).
+    """
     from reprokit.ck.registry import env_entries, find_engine
     from reprokit.data.imagenet import TRAIN_TAGS, choose_train_folder
 
-    given = i.get("new_env", {})
+    repair_install_paths(i)
+    given = i.get("install_env", {})
     folder = choose_train_folder(env_entries(TRAIN_TAGS), str(given.get("IMAGENET_TRAIN_ENV", "")).strip())
     python = find_engine("p3", "embedded").python  # stock MXNet: its im2rec and OpenCV
     decimal(given.get("TRAIN_RATIO", ""), "TRAIN_RATIO", "--env.TRAIN_RATIO=VALUE", 0.01, 1.0)
@@ -54,10 +102,12 @@ def recordio_setup(i: dict) -> dict:
     whole_number(given.get("QUALITY", ""), "QUALITY", "--env.QUALITY=N", 1, 100)
     threads = str(given.get("NUM_THREADS", "")).strip() or str(os.cpu_count() or 1)
     whole_number(threads, "NUM_THREADS", "--env.NUM_THREADS=N", 1, 1024)
+    tags = i["tags"]  # CK's own list: it searches and registers the env entry with these tags
+    if folder.kind not in tags:
+        tags.append(folder.kind)
+    i["customize"]["extra_suggested_path"] = f"-{folder.kind}"
     print(f"dataset: converting the {folder.kind} train folder {folder.root} ({folder.classes} classes) "
           f"with {threads} process(es)", flush=True)
     return {"return": 0,
             "install_env": {"ENGINE_PYTHON": python, "REPROKIT_SRC": str(SRC_DIR), "SOURCE_DIR": str(folder.root),
-                            "SOURCE_KIND": folder.kind, "NUM_THREADS": threads},
-            # The env says which kind it holds (e.g. imagenet-synthetic), so nobody mistakes one for another.
-            "soft_cfg": {"tags": ",".join([*i.get("tags", []), folder.kind])}}
+                            "SOURCE_KIND": folder.kind, "NUM_THREADS": threads}}

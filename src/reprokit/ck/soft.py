@@ -10,7 +10,7 @@ import os
 from os.path import expanduser
 from pathlib import Path
 
-from reprokit.ck.errors import ck_command
+from reprokit.ck.errors import access, ck_command
 from reprokit.errors import UserError
 from reprokit.values import plain_setting
 
@@ -36,11 +36,31 @@ def _one_per_file(i: dict, nothing_found: str) -> dict:
     return {"return": 0, "list": list(unique.values())}
 
 
+def install_folder(i: dict, folder: str | Path) -> str:
+    """CK's path_install for an env entry whose data lies in ``folder``.
+
+    A second `ck install` of a package installs into the path_install of the
+    package's env entry (INSTALL_DIR), so for a package install it must be the
+    install folder: pointing it at the data inside made a reinstall nest a copy
+    in the data and fail in stock CK ("can't find lib path!"). The install
+    folder is the full path without the package's end_full_path_universal.
+    A detected folder is its own.
+    """
+    customize = i["customize"]
+    package, full_path = customize.get("used_package_uid", ""), customize.get("full_path", "")
+    if package and full_path:
+        loaded = access({"action": "load", "module_uoa": "package", "data_uoa": package})
+        end = loaded.get("dict", {}).get("end_full_path_universal", "") if loaded.get("return") == 0 else ""
+        if end and full_path.endswith(os.sep + end):
+            return full_path[:-len(end) - 1]
+    return str(folder)
+
+
 def _register(i: dict, folder: str | Path, **variables: str) -> dict:
-    """Point the env entry at ``folder`` (CK's path_install) and record its variables under the soft's prefix."""
+    """Point the env entry at ``folder`` and record its variables under the soft's prefix (path_install: install_folder)."""
     customize, env = i["customize"], i["env"]
     prefix = customize["env_prefix"]
-    customize["path_install"] = str(folder)
+    customize["path_install"] = install_folder(i, folder)
     env[prefix] = str(folder)
     env.update({f"{prefix}_{k}": v for k, v in variables.items()})
     return _plain_env(i)
@@ -130,7 +150,7 @@ def artifact_setup(i: dict) -> dict:
     from reprokit.engines.artifact import build_tag, env_variables, load_installed
 
     installed = load_installed(i["customize"]["full_path"])
-    i["customize"]["path_install"] = str(installed.root.parent)  # INSTALL_DIR: a reinstall swaps artifact/ there
+    i["customize"]["path_install"] = install_folder(i, installed.root.parent)  # a reinstall swaps artifact/ there
     i["env"].update(env_variables(installed))
     tags = i.get("tags")  # CK saves this very list as the entry's tags: `ck detect` gets the package's build tag too
     if isinstance(tags, list) and build_tag(installed.manifest.build) not in tags:
