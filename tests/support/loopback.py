@@ -73,3 +73,21 @@ def imagenet_like_tarball(work: Path) -> bytes:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(root, arcname="ILSVRC2012_img_train_min")
     return buffer.getvalue()
+
+
+def imagenet_train_tarball(work: Path) -> bytes:
+    """A tar shaped like ImageNet's ILSVRC2012_img_train.tar: one tar per class (n01440764.tar, ...) of JPEGs."""
+    root = make_synthetic(work, classes=3, images_per_class=2, seed=5).root
+    (root / "n00000000" / "n00000000_1.JPEG").rename(root / "n00000000" / "n01440764_10026.JPEG")
+    (root / "n00000000").rename(root / "n01440764")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as outer:
+        for class_dir in sorted(d for d in root.iterdir() if d.is_dir()):
+            inner = io.BytesIO()
+            with tarfile.open(fileobj=inner, mode="w") as tar:
+                for image in sorted(class_dir.iterdir()):
+                    tar.add(image, arcname=image.name)
+            info = tarfile.TarInfo(f"{class_dir.name}.tar")
+            info.size = inner.tell()
+            outer.addfile(info, io.BytesIO(inner.getvalue()))
+    return buffer.getvalue()

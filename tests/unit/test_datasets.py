@@ -14,7 +14,7 @@ from reprokit.data.imagenet import (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC, REC
                                     choose_train_folder, describe, fetch, find_train_roots, make_synthetic)
 from reprokit.data.registered import EnvEntry
 from reprokit.errors import UserError
-from support.loopback import FileServer, imagenet_like_tarball
+from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -118,15 +118,47 @@ def test_a_failed_fetch_keeps_the_earlier_install(server, tmp_path):
     assert tree_digest(tmp_path / "inst") == before
 
 
-def test_unpack_refuses_members_outside_the_folder(tmp_path):
-    archive = tmp_path / "evil.tar"
-    with tarfile.open(archive, "w") as tar:
-        info = tarfile.TarInfo("../escaped.txt")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
-    with pytest.raises(UserError, match="cannot unpack"):
-        datasets.unpack(archive, tmp_path / "out")
-    assert not (tmp_path / "escaped.txt").exists()
+def test_unpack_refuses_members_outside_the_folder_also_inside_a_class_tar(tmp_path):
+    def evil_tar(path: Path) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(str(path))
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+        return buffer.getvalue()
+
+    (tmp_path / "evil.tar").write_bytes(evil_tar(Path("../escaped.txt")))
+    (tmp_path / "nested.tar").write_bytes(wrap_in_tar({"n01440764.tar": evil_tar(Path("../../escaped.txt"))}))
+    for archive in ("evil.tar", "nested.tar"):
+        with pytest.raises(UserError, match="cannot unpack"):
+            datasets.unpack_train_archive(tmp_path / archive, tmp_path / "deep" / "out")
+        assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "deep" / "escaped.txt").exists()
+
+
+def wrap_in_tar(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return buffer.getvalue()
+
+
+def test_fetch_unpacks_imagenets_tar_of_class_tars_and_reads_a_local_archive_in_place(tmp_path):
+    archive = tmp_path / "ILSVRC2012_img_train.tar"
+    archive.write_bytes(imagenet_train_tarball(tmp_path / "src"))
+    md5 = hashlib.md5(archive.read_bytes()).hexdigest()
+    folder = fetch(f"file://{archive}", md5, tmp_path / "inst", KIND_IMAGENET)
+    assert (folder.kind, folder.classes) == (KIND_IMAGENET, 3)
+    assert (folder.root / "n01440764" / "n01440764_10026.JPEG").is_file()
+    assert sorted(p.name for p in (tmp_path / "inst").iterdir()) == ["train"]
+    assert archive.is_file()  # read, not moved or removed
+    with pytest.raises(UserError, match="checksum mismatch"):
+        fetch(str(archive), "0" * 32, tmp_path / "inst", KIND_IMAGENET)
+    with pytest.raises(UserError, match="is not a file"):
+        fetch(str(tmp_path / "missing.tar"), md5, tmp_path / "inst", KIND_IMAGENET)
+    assert describe(tmp_path / "inst" / "train").classes == 3
 
 
 def recordio_entry(tmp_path: Path, uid: str, kind: str, converted_at: str = "2026-01-01T00:00:00+00:00") -> EnvEntry:

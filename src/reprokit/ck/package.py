@@ -74,6 +74,29 @@ def framework_pre_path(i: dict) -> dict:
     return {"return": 0}
 
 
+def _url_given(i: dict, missing: str) -> dict:
+    repair_install_paths(i)
+    if not str(i.get("install_env", {}).get("PACKAGE_URL", "")).strip():
+        raise UserError(missing)
+    return {"return": 0}
+
+
+@ck_command
+def imagenet_train_pre_path(i: dict) -> dict:
+    """Full ImageNet needs the user's own copy (a login at image-net.org): refuse to start without PACKAGE_URL."""
+    from reprokit.data.imagenet import FULL_TRAIN_NEEDS_URL
+
+    return _url_given(i, FULL_TRAIN_NEEDS_URL)
+
+
+@ck_command
+def recordio_ready_pre_path(i: dict) -> dict:
+    """The authors' converted set needs a location given by the user: refuse to start without PACKAGE_URL."""
+    from reprokit.data.recordio import READY_NEEDS_URL
+
+    return _url_given(i, READY_NEEDS_URL)
+
+
 @install_hook
 def framework_setup(i: dict) -> dict:
     """Install scripts run reprokit with the framework's interpreter (FRAMEWORK_PYTHON, PYTHONPATH=REPROKIT_SRC)."""

@@ -11,6 +11,7 @@ import shutil
 import tarfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -45,6 +46,37 @@ def fresh_staging(dest: Path) -> Path:
 def report_progress(progress: Callable[[str], None] | None, message: str) -> None:
     if progress is not None:
         progress(message)
+
+
+def local_file(url: str) -> Path | None:
+    """The file a file:// URL or an absolute path names (read in place, not copied), or None for a network URL."""
+    if url.startswith("file://"):
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+    elif url.startswith("/"):
+        path = Path(url)
+    else:
+        return None
+    if not path.is_file():
+        raise UserError(f"{path} is not a file; give the archive's path or URL with --env.PACKAGE_URL=...")
+    return path
+
+
+def check_md5(path: Path, md5: str, progress: Callable[[str], None] | None = None) -> str:
+    """The MD5 of a local file, which must equal ``md5`` when one is given."""
+    digest = hashlib.md5()
+    done, last = 0, time.monotonic()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            done += len(chunk)
+            if time.monotonic() - last > 10:
+                last = time.monotonic()
+                report_progress(progress, f"checked {done / 1e9:.1f} GB of {path.name}")
+    got = digest.hexdigest()
+    if md5 and got != md5.lower():
+        raise UserError(f"checksum mismatch for {path}: MD5 {got}, expected {md5}; the file is corrupt or not the "
+                        f"expected one (another file needs its own --env.PACKAGE_MD5=MD5)")
+    return got
 
 
 def download(url: str, dest: Path, md5: str = "", timeout_s: float = DOWNLOAD_TIMEOUT_S,
@@ -96,15 +128,6 @@ def download(url: str, dest: Path, md5: str = "", timeout_s: float = DOWNLOAD_TI
                         f"expected one (a mirror's file needs its own --env.PACKAGE_MD5=MD5)")
     os.replace(partial, dest)
     return got
-
-
-def unpack(archive: Path, dest: Path) -> None:
-    """Extract a tar archive (any compression), refusing members that would land outside ``dest``."""
-    try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    except (tarfile.TarError, OSError) as exc:
-        raise UserError(f"cannot unpack {archive.name}: {exc}; the archive is damaged or not a tar file") from None
 
 
 def extract_zip(archive: Path, dest: Path) -> Path:

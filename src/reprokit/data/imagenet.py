@@ -25,11 +25,12 @@ import re
 import shutil
 import signal
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from reprokit.data.fetch import report_progress, download, fresh_staging, swap_in, unpack
+from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 from reprokit.errors import UserError
 
@@ -150,16 +151,28 @@ def write_marker(root: Path, kind: str, **details: object) -> None:
 
 def fetch(url: str, md5: str, dest: Path, kind: str = KIND_MIN,
           progress: Callable[[str], None] | None = None) -> TrainFolder:
-    """Download, verify and unpack a train-folder tarball into ``dest/train``; nothing changes there on failure."""
+    """Download (or read in place, for a local file), verify and unpack a train-folder tarball into ``dest/train``.
+
+    The tarball holds either class folders (the original workflow's subset) or,
+    like ImageNet's own ILSVRC2012_img_train.tar, one tar per class
+    (n01440764.tar, ...), unpacked into class folders as they are read.
+    Nothing changes in ``dest/train`` on failure.
+    """
     staging = fresh_staging(dest)
     try:
-        archive = staging / "archive.tar"
-        report_progress(progress, f"downloading {url}")
-        download(url, archive, md5, progress=progress)
+        archive = local_file(url)
+        if archive is None:
+            archive = staging / "archive.tar"
+            report_progress(progress, f"downloading {url}")
+            download(url, archive, md5, progress=progress)
+        else:
+            report_progress(progress, f"reading {archive} in place; checking its MD5")
+            check_md5(archive, md5, progress)
         report_progress(progress, "checksum ok; unpacking")
         unpacked = staging / "unpacked"
-        unpack(archive, unpacked)
-        archive.unlink()
+        unpack_train_archive(archive, unpacked, progress)
+        if archive.parent == staging:
+            archive.unlink()
         roots = find_train_roots([unpacked])
         if len(roots) != 1:
             raise UserError(f"{url} holds {len(roots)} ImageNet train folders (class folders nXXXXXXXX with JPEGs), "
@@ -170,6 +183,32 @@ def fetch(url: str, md5: str, dest: Path, kind: str = KIND_MIN,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return describe(final)
+
+
+CLASS_TAR = re.compile(r"^(n\d{8})\.tar$")  # a member of ILSVRC2012_img_train.tar: one class's images
+
+
+def unpack_train_archive(archive: Path, dest: Path, progress: Callable[[str], None] | None = None) -> None:
+    """Unpack ``archive`` into ``dest``; a member named like n01440764.tar becomes the class folder dest/n01440764.
+
+    Streamed member by member, so a per-class tar never lands on disk, and every
+    member, nested ones too, goes through tarfile's "data" filter (nothing outside ``dest``).
+    """
+    classes = 0
+    try:
+        with tarfile.open(archive) as outer:
+            for member in outer:
+                match = CLASS_TAR.match(os.path.basename(member.name))
+                if not (match and member.isfile()):
+                    outer.extract(member, dest, filter="data")
+                    continue
+                with outer.extractfile(member) as stream, tarfile.open(fileobj=stream, mode="r|*") as inner:
+                    inner.extractall(dest / match.group(1), filter="data")
+                classes += 1
+                if classes % 100 == 0:
+                    report_progress(progress, f"unpacked {classes} class archives")
+    except (tarfile.TarError, OSError) as exc:
+        raise UserError(f"cannot unpack {archive.name}: {exc}; the archive is damaged or not a tar file") from None
 
 
 # ---------------------------------------------------------------- synthetic set
@@ -236,6 +275,13 @@ TRAIN_INSTALL_HINT = ("install one with: ck install package:imagenet-2012-train-
                       "a few MB), ck install package:imagenet-2012-train-min --quiet, or register a folder with: "
                       "ck detect soft:dataset.imagenet.train --search_dirs=DIR --quiet")
 RECORDIO_INSTALL = "ck install package:dataset-imagenet-2012-train-p3 --quiet"
+FULL_TRAIN_MD5 = "1d675b47d978889d74fa0da5fadfb00e"  # ILSVRC2012_img_train.tar (ck-env's imagenet-2012-train)
+FULL_TRAIN_NEEDS_URL = (
+    "ImageNet's train set (ILSVRC2012_img_train.tar, 138 GB) needs a login at image-net.org, so "
+    "package:imagenet-2012-train cannot download it by itself: give your copy with --env.PACKAGE_URL=URL "
+    "(a file:///path/ILSVRC2012_img_train.tar or a path is read in place; its MD5 must be the official "
+    f"{FULL_TRAIN_MD5}, another archive needs --env.PACKAGE_MD5=MD5), or register an unpacked train folder "
+    "with: ck detect soft:dataset.imagenet.train --search_dirs=DIR --quiet")
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,14 @@ import multiprocessing
 import os
 import shutil
 import signal
+import struct
 import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 from reprokit.errors import UserError
 
@@ -61,6 +62,115 @@ class Part:
     lst: str
     images: int
     skipped: int
+
+
+RECORDIO_MAGIC = 0xCED7230A  # dmlc's RecordIOWriter::kMagic, before every record
+IR_HEADER = struct.Struct("<IfQQ")  # mx.recordio.IRHeader: flag, label, id, id2
+READY_FILES = {"train": f"{PREFIX}_train.rec", "val": f"{PREFIX}_val.rec"}  # the authors' converted set
+READY_ORIGINAL_URL = "ftp://198.162.52.84/pub"  # the original package's PACKAGE_URL1/2 (the authors' FTP)
+READY_NEEDS_URL = (
+    "package:dataset-imagenet-2012-train-p3-ready needs to be told where the authors' converted ImageNet "
+    f"({READY_FILES['train']} and {READY_FILES['val']}, about 46 GB) is: give the folder holding both with "
+    f"--env.PACKAGE_URL=URL (the original workflow's {READY_ORIGINAL_URL}, a mirror, or a local folder), or "
+    "convert your own ImageNet: ck detect soft:dataset.imagenet.train --search_dirs=DIR --quiet, then "
+    "ck install package:dataset-imagenet-2012-train-p3 --quiet")
+
+
+@dataclass(frozen=True)
+class RecordHead:
+    offset: int  # of the record's magic: what an .idx line holds
+    flag: int  # 0: one label in the header; -1: no image header (not an image record)
+    label: float
+    id: int
+
+
+def record_heads(path: str | Path) -> Iterator[RecordHead]:
+    """The header of every record of a RecordIO file, read by seeking from record to record (never the images)."""
+    with open(path, "rb") as handle:
+        while True:
+            offset = handle.tell()
+            head = handle.read(8)
+            if not head:
+                return
+            if len(head) < 8:
+                raise UserError(f"{path} ends inside a record (byte {offset}): the file is cut short")
+            magic, lrec = struct.unpack("<II", head)
+            if magic != RECORDIO_MAGIC:
+                raise UserError(f"{path} is not a RecordIO file or is damaged (bad magic at byte {offset})")
+            cflag, length = lrec >> 29, lrec & ((1 << 29) - 1)
+            padded = (length + 3) // 4 * 4
+            if cflag in (0, 1) and length >= IR_HEADER.size:  # a whole record, or the first part of a split one
+                header = handle.read(IR_HEADER.size)
+                if len(header) < IR_HEADER.size:
+                    raise UserError(f"{path} ends inside a record (byte {offset}): the file is cut short")
+                flag, label, record_id, _ = IR_HEADER.unpack(header)
+                yield RecordHead(offset, flag, label, record_id)
+                padded -= IR_HEADER.size
+            elif cflag in (0, 1):  # too short for an image header: a record, but not one im2rec wrote
+                yield RecordHead(offset, -1, 0.0, -1)
+            handle.seek(padded, os.SEEK_CUR)
+
+
+def index_records(rec: Path) -> tuple[int, int]:
+    """Write ``rec``'s .idx as im2rec does ("id<TAB>offset" per record); returns (images, classes)."""
+    images, top = 0, -1
+    with open(rec.with_suffix(".idx"), "w") as out:
+        for head in record_heads(rec):
+            if head.flag < 0:
+                raise UserError(f"{rec} holds a record without an image header at byte {head.offset}: it is not "
+                                f"an image set written by im2rec")
+            out.write(f"{head.id}\t{head.offset}\n")
+            images += 1
+            if head.flag == 0:
+                top = max(top, int(head.label))
+    return images, top + 1
+
+
+def fetch_ready(base_url: str, dest: Path, progress=print) -> dict:
+    """The authors' converted ImageNet (imagenet1k_train.rec, imagenet1k_val.rec under ``base_url``) into ``dest/recordio``.
+
+    Downloaded, or linked when ``base_url`` is a local folder (a hard link, else
+    a symbolic one: 46 GB are not copied); the .idx files the original package
+    never had are written from the records' headers; ``recordio.json`` last.
+    ``dest/recordio`` changes only on success.
+    """
+    from reprokit.data.fetch import download, local_file, swap_in
+
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = dest / (OUTPUT_DIR + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        parts, classes = {}, 0
+        for name, file in READY_FILES.items():
+            target = staging / file
+            source = local_file(base + file)
+            if source is None:
+                progress(f"downloading {base}{file}")
+                download(base + file, target, progress=progress)
+            else:
+                try:
+                    os.link(source, target)
+                except OSError:
+                    os.symlink(source, target)
+                progress(f"linked {source}")
+            progress(f"indexing {file}")
+            images, found = index_records(target)
+            if not images:
+                raise UserError(f"{base}{file} holds no records; give the folder of the authors' set with "
+                                f"--env.PACKAGE_URL=URL")
+            parts[name] = {"name": name, "rec": file, "idx": target.with_suffix(".idx").name, "images": images,
+                           "skipped": 0}
+            classes = max(classes, found)
+        manifest = {"kind": "imagenet", "source": base, "classes": classes, "converted_by": "the P3 authors",
+                    "parts": parts, "images": sum(p["images"] for p in parts.values()),
+                    "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")  # last: marks completion
+        swap_in(staging, dest / OUTPUT_DIR)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
 
 
 def load_im2rec() -> ModuleType:
@@ -298,7 +408,9 @@ def read_manifest(dest: str | Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reprokit.data.recordio", description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True, type=Path, help="the ImageNet train folder")
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--source", type=Path, help="the ImageNet train folder to convert")
+    given.add_argument("--ready-url", help="a folder URL (or local folder) holding the authors' converted set")
     parser.add_argument("--dest", required=True, type=Path, help="the install folder; output goes to DEST/recordio")
     parser.add_argument("--kind", default="imagenet", help="what the source is (imagenet, imagenet-min, ...)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -308,9 +420,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for signum in (signal.SIGTERM, signal.SIGINT):  # tear the workers down and drop the partial output
         signal.signal(signum, _interrupt)
+
+    def say(message: str) -> None:
+        print(f"recordio: {message}", flush=True)
+
     try:
-        manifest = convert(args.source, args.dest, args.kind, args.threads, args.train_ratio, args.resize,
-                           args.quality)
+        if args.ready_url:
+            manifest = fetch_ready(args.ready_url, args.dest, progress=say)
+        else:
+            manifest = convert(args.source, args.dest, args.kind, args.threads, args.train_ratio, args.resize,
+                               args.quality)
     except UserError as exc:
         print(f"recordio: error: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -318,9 +437,13 @@ def main(argv: list[str] | None = None) -> int:
         print("recordio: error: interrupted; no partial output was kept", file=sys.stderr, flush=True)
         return 130
     parts = ", ".join(f"{p['name']} {p['images']}" for p in manifest["parts"].values())
-    print(f"recordio: converted {manifest['images']} images ({parts}) of {manifest['kind']} in "
-          f"{manifest['seconds']:.1f} s ({manifest['images_per_sec']} images/s, {args.threads} thread(s)) "
-          f"into {args.dest / OUTPUT_DIR}", flush=True)
+    if args.ready_url:
+        say(f"registered the authors' set: {manifest['images']} images ({parts}), {manifest['classes']} classes, "
+            f"in {args.dest / OUTPUT_DIR}")
+        return 0
+    say(f"converted {manifest['images']} images ({parts}) of {manifest['kind']} in "
+        f"{manifest['seconds']:.1f} s ({manifest['images_per_sec']} images/s, {args.threads} thread(s)) "
+        f"into {args.dest / OUTPUT_DIR}")
     return 0
 
 

@@ -25,11 +25,11 @@ What the authors' scripts do, and what this command line does about it:
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, Sequence
 
+from reprokit.data.recordio import record_heads
 from reprokit.errors import UserError
 
 IMAGENET_TRAIN_IMAGES = 1281167
@@ -51,7 +51,6 @@ CORPUS_FILES = {"train": ("train.en", "train.vi")}
 COMMON_FILES = {"valid": ("tst2012.en", "tst2012.vi"), "vocab": ("vocab.en", "vocab.vi")}
 SOCKEYE_OUTPUT = "sockeye-model"  # worker 0's output folder when none is given; worker k adds .worker-k
 SPEED_PERIOD_ENV = "SOCKEYE_MEASURE_SPEED_EVERY"  # read by our patch of the bundled Sockeye
-RECORDIO_MAGIC = 0xCED7230A
 SOCKEYE_FINISHED = r"Training finished\."  # sockeye/training.py's last log line of fit()
 
 
@@ -98,19 +97,13 @@ def count_records(path: str | Path, stop: int) -> int:
         with open(index, "rb") as handle:
             return min(stop, sum(1 for line in handle if line.strip()))
     count = 0
-    with open(path, "rb") as handle:
-        while count < stop:
-            header = handle.read(8)
-            if len(header) < 8:
+    try:
+        for _ in record_heads(path):
+            count += 1
+            if count >= stop:
                 break
-            magic, lrec = struct.unpack("<II", header)
-            if magic != RECORDIO_MAGIC:
-                raise UserError(f"{path} is not a RecordIO file (bad magic at byte {handle.tell() - 8}); "
-                                f"convert the set again with: ck install package:dataset-imagenet-2012-train-p3")
-            cflag, length = lrec >> 29, lrec & ((1 << 29) - 1)
-            if cflag in (0, 1):  # a whole record, or the first part of a split one
-                count += 1
-            handle.seek((length + 3) // 4 * 4, 1)
+    except UserError as exc:
+        raise UserError(f"{exc}; convert the set again with: ck install package:dataset-imagenet-2012-train-p3") from None
     return count
 
 
