@@ -1,6 +1,7 @@
 """Loopback stand-ins for download servers that tests cannot reach (Dropbox for the ImageNet subset)."""
 import http.server
 import io
+import struct
 import tarfile
 import threading
 from pathlib import Path
@@ -75,9 +76,9 @@ def imagenet_like_tarball(work: Path) -> bytes:
     return buffer.getvalue()
 
 
-def imagenet_train_tarball(work: Path) -> bytes:
+def imagenet_train_tarball(work: Path, classes: int = 3) -> bytes:
     """A tar shaped like ImageNet's ILSVRC2012_img_train.tar: one tar per class (n01440764.tar, ...) of JPEGs."""
-    root = make_synthetic(work, classes=3, images_per_class=2, seed=5).root
+    root = make_synthetic(work, classes=classes, images_per_class=2, seed=5).root
     (root / "n00000000" / "n00000000_1.JPEG").rename(root / "n00000000" / "n01440764_10026.JPEG")
     (root / "n00000000").rename(root / "n01440764")
     buffer = io.BytesIO()
@@ -91,3 +92,13 @@ def imagenet_train_tarball(work: Path) -> bytes:
             info.size = inner.tell()
             outer.addfile(info, io.BytesIO(inner.getvalue()))
     return buffer.getvalue()
+
+
+def recordio_file(labels: list[int], payload: bytes = b"\xff\xd8 not decoded \xff\xd9") -> bytes:
+    """An MXNet RecordIO file as im2rec writes one (magic, length, IRHeader flag/label/id/id2, payload, padding),
+    one record per label, ids 0, 1, ...; for packages that only read record headers."""
+    out = io.BytesIO()
+    for record_id, label in enumerate(labels):
+        body = struct.pack("<IfQQ", 0, float(label), record_id, 0) + payload
+        out.write(struct.pack("<II", 0xCED7230A, len(body)) + body + b"\0" * (-len(body) % 4))
+    return out.getvalue()

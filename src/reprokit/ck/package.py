@@ -126,8 +126,9 @@ def recordio_pre_path(i: dict) -> dict:
     threads = str(given.get("NUM_THREADS", "")).strip() or str(os.cpu_count() or 1)
     whole_number(threads, "NUM_THREADS", "--env.NUM_THREADS=N", 1, 1024)
     tags = i["tags"]  # CK's own list: it searches and registers the env entry with these tags
-    if folder.kind not in tags:
-        tags.append(folder.kind)
+    # The kind itself says what the set is (imagenet-min, ...); from-KIND keeps the search apart even for the
+    # kind "imagenet", which is also one of every conversion's tags.
+    tags.extend(t for t in (folder.kind, f"from-{folder.kind}") if t not in tags)
     i["customize"]["extra_suggested_path"] = f"-{folder.kind}"
     print(f"dataset: converting the {folder.kind} train folder {folder.root} ({folder.classes} classes) "
           f"with {threads} process(es)", flush=True)
