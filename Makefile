@@ -35,7 +35,9 @@ bench: setup
 	$(VPY) -m reprokit.bootstrap
 	$(VPY) benchmarks/ck_overhead.py
 
+# Also registers this repository with CK (alias reproduce-sysml19-paper-p3, moved from an older alias).
 setup: check-python $(STAMP)
+	$(VPY) -m reprokit.bootstrap --repo-only
 
 check-python:
 	@version=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \

@@ -1,7 +1,8 @@
 """Prepare CK for this repository: register it, and install what the embedded default needs
 (the MXNet engine, and Sockeye for it).
 
-    python -m reprokit.bootstrap
+    python -m reprokit.bootstrap              # register, then install the engine and Sockeye
+    python -m reprokit.bootstrap --repo-only  # register only (make setup)
 
 Uses the ck CLI itself, so what it does is what a user would type. Honours
 CK_REPOS and CK_TOOLS like ck does. Idempotent: a second call reuses the
@@ -15,8 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO_ALIAS = "ck-sysml19-p3"
 from reprokit.paths import REPO_ROOT
+
+REPO_ALIAS = "reproduce-sysml19-paper-p3"  # the original workflow's: `ck pull repo:<it>` and `ck pull all` find us
+OLD_REPO_ALIASES = ("ck-sysml19-p3",)  # what earlier versions registered; ensure_repo moves them to REPO_ALIAS
 ENGINE_TAGS = "lib,mxnet"
 ENGINE_PACKAGE = "lib-mxnet"
 SOCKEYE_TAGS = "lib,sockeye"
@@ -34,27 +37,83 @@ def ck(*args: str, capture: bool = True, env: dict | None = None, timeout: float
     return proc
 
 
-def registered_path() -> Path | None:
-    out = ck("where", f"repo:{REPO_ALIAS}")
+def registered_path(alias: str = REPO_ALIAS) -> Path | None:
+    out = ck("where", f"repo:{alias}")
     if out.returncode != 0:
         return None
     lines = out.stdout.strip().splitlines()
     return Path(lines[-1]).resolve() if lines else None
 
 
+def unregister(alias: str) -> None:
+    """Drop CK's registration of ``alias`` (its files stay where they are)."""
+    out = ck("rm", f"repo:{alias}", "--force")
+    if out.returncode != 0:
+        raise SystemExit(f"bootstrap: could not unregister repo:{alias}: {(out.stdout + out.stderr).strip()[-300:]}")
+
+
+def git_upstream(root: Path) -> str | None:
+    """Where `git pull` in ``root`` fetches from, or None if that would fail (no git clone, no upstream branch)."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(root), *args], stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+    branch = git("symbolic-ref", "--quiet", "--short", "HEAD")
+    remote = git("config", "--get", f"branch.{branch}.remote") if branch else None
+    if not (remote and git("config", "--get", f"branch.{branch}.merge")):
+        return None
+    return git("config", "--get", f"remote.{remote}.url") or remote
+
+
+def ensure_pull_updates_it() -> None:
+    """Record the clone as shared through git, so `ck pull repo:ALIAS` and `ck pull all` run `git pull` in it.
+
+    Only where `git pull` can work (a clone with an upstream branch): elsewhere stock
+    CK's pull would fail and then prompt. Written into CK's registration only
+    (`ck update repo` would also rewrite the tracked .ckr.json).
+    """
+    import tempfile
+
+    loaded = ck("load", f"repo:{REPO_ALIAS}", "--out=json")
+    meta = json.loads(loaded.stdout).get("dict", {}) if loaded.returncode == 0 else {}
+    upstream = git_upstream(REPO_ROOT)
+    wanted = {**{k: v for k, v in meta.items() if k not in ("shared", "url")},
+              **({"shared": "git", "url": upstream} if upstream else {})}
+    if wanted != meta:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as request:
+            json.dump({"common_func": "yes", "substitute": "yes", "dict": wanted}, request)
+        try:
+            ck("update", f"repo:{REPO_ALIAS}", f"@{request.name}", check=True)
+        finally:
+            os.unlink(request.name)
+    print(f"bootstrap: ck pull repo:{REPO_ALIAS} " + (f"runs git pull here (from {upstream})" if upstream else
+          "cannot update this copy (not a git clone with an upstream branch); update it yourself"))
+
+
 def ensure_repo() -> None:
+    for old in OLD_REPO_ALIASES:
+        if (path := registered_path(old)) is not None:
+            print(f"bootstrap: this repository's CK alias is now {REPO_ALIAS}, the original workflow's; "
+                  f"unregistering the old alias {old} (at {path}; nothing is deleted)")
+            unregister(old)
     current = registered_path()
     if current == REPO_ROOT:
         print(f"bootstrap: CK repository {REPO_ALIAS} already registered at {REPO_ROOT}")
-        return
-    if current is not None:
-        # Registered from another checkout: point CK at this one (unregisters only, deletes nothing).
-        print(f"bootstrap: re-registering {REPO_ALIAS} (was {current})")
-        ck("rm", f"repo:{REPO_ALIAS}", "--force")
-    out = ck("import", "repo", f"--path={REPO_ROOT}", "--quiet")
-    if out.returncode != 0 or registered_path() != REPO_ROOT:
-        raise SystemExit(f"bootstrap: could not register {REPO_ROOT} with CK: {(out.stdout + out.stderr).strip()[-300:]}")
-    print(f"bootstrap: registered CK repository {REPO_ALIAS} at {REPO_ROOT}")
+    else:
+        if current is not None:
+            # Registered from another checkout (or the original workflow's clone): point CK at this one.
+            print(f"bootstrap: re-registering {REPO_ALIAS} (was {current})")
+            unregister(REPO_ALIAS)
+        out = ck("import", "repo", f"--path={REPO_ROOT}", "--quiet")
+        if out.returncode != 0 or registered_path() != REPO_ROOT:
+            raise SystemExit(f"bootstrap: could not register {REPO_ROOT} with CK: "
+                             f"{(out.stdout + out.stderr).strip()[-300:]}")
+        print(f"bootstrap: registered CK repository {REPO_ALIAS} at {REPO_ROOT}")
+    ensure_pull_updates_it()
 
 
 def installed(tags: str) -> bool:
@@ -87,11 +146,17 @@ def isolated_ck(prefix: str) -> tuple[Path, dict]:
     return work, env
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args not in ([], ["--repo-only"]):
+        print("usage: python -m reprokit.bootstrap [--repo-only]", file=sys.stderr)
+        return 2
     for var in ("CK_REPOS", "CK_TOOLS"):
         if os.environ.get(var):
             print(f"bootstrap: {var}={os.environ[var]}")
     ensure_repo()
+    if args == ["--repo-only"]:
+        return 0
     ensure_installed(ENGINE_PACKAGE, ENGINE_TAGS, "the MXNet engine")
     ensure_installed(SOCKEYE_PACKAGE, SOCKEYE_TAGS, "Sockeye for the engine (cmd_key sockeye)")
     return 0

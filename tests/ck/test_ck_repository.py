@@ -22,7 +22,7 @@ OS_KEYS_READ_BY_CK = [
 
 def test_repository_description_is_valid():
     ckr = json.loads((REPO_ROOT / ".ckr.json").read_text())
-    assert ckr["data_alias"] == "ck-sysml19-p3" and UID.match(ckr["data_uid"])
+    assert ckr["data_alias"] == "reproduce-sysml19-paper-p3" and UID.match(ckr["data_uid"])
 
 
 def test_module_dirs_have_consistent_alias_files():
@@ -44,7 +44,7 @@ def test_every_entry_loads_through_ck_with_consistent_alias_uid_and_tags(bare_ck
     assert (REPO_ROOT / module / ".cm" / f"alias-u-{uid}").read_text().strip() == name
     json.loads((cm / "desc.json").read_text())
     loaded = json.loads(bare_ck("load", f"{module}:{alias}", "--out=json", check=True).stdout)
-    assert (loaded["data_uid"], loaded["data_alias"], loaded["repo_uoa"]) == (uid, alias, "ck-sysml19-p3")
+    assert (loaded["data_uid"], loaded["data_alias"], loaded["repo_uoa"]) == (uid, alias, "reproduce-sysml19-paper-p3")
     assert loaded["dict"].get("tags"), f"{module}:{alias} has no tags"
     found = json.loads(bare_ck("search", module, f"--tags={','.join(loaded['dict']['tags'])}",
                                "--out=json", check=True).stdout)["lst"]
