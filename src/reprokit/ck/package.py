@@ -29,9 +29,24 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
             written = {**i.get("new_env", {}), **out.get("install_env", {})}
             if i.get("install_path"):
                 written["INSTALL_DIR"] = i["install_path"]
-            for name, value in written.items():
-                plain_setting(str(name), value, INSTALL_SCRIPT_WRITES, spaces_quoted=True)
+            refuse_shell_syntax(written)
         return out
+    return hook
+
+
+def refuse_shell_syntax(written: dict) -> None:
+    for name, value in written.items():
+        plain_setting(str(name), value, INSTALL_SCRIPT_WRITES, spaces_quoted=True)
+
+
+def pre_path_hook(pre_path: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    """A package's pre_path hook. CK runs it before setup, with the same variables (``install_env``): they are
+    refused first, as install_hook does, so that a bad value is never looked at or reported as something else."""
+    @ck_command
+    @functools.wraps(pre_path)
+    def hook(i: dict) -> dict:
+        refuse_shell_syntax(i.get("install_env", {}))
+        return pre_path(i)
     return hook
 
 
@@ -67,7 +82,7 @@ def repair_install_paths(i: dict) -> None:
                   flush=True)
 
 
-@ck_command
+@pre_path_hook
 def framework_pre_path(i: dict) -> dict:
     """Before CK picks the install folder: repair older env entries of this package (repair_install_paths)."""
     repair_install_paths(i)
@@ -81,7 +96,7 @@ def _url_given(i: dict, missing: str) -> dict:
     return {"return": 0}
 
 
-@ck_command
+@pre_path_hook
 def imagenet_train_pre_path(i: dict) -> dict:
     """Full ImageNet needs the user's own copy (a login at image-net.org): refuse to start without PACKAGE_URL."""
     from reprokit.data.imagenet import FULL_TRAIN_NEEDS_URL
@@ -89,7 +104,7 @@ def imagenet_train_pre_path(i: dict) -> dict:
     return _url_given(i, FULL_TRAIN_NEEDS_URL)
 
 
-@ck_command
+@pre_path_hook
 def recordio_ready_pre_path(i: dict) -> dict:
     """The authors' converted set needs a location given by the user: refuse to start without PACKAGE_URL."""
     from reprokit.data.recordio import READY_NEEDS_URL
@@ -103,7 +118,7 @@ def framework_setup(i: dict) -> dict:
     return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}}
 
 
-@ck_command
+@pre_path_hook
 def recordio_pre_path(i: dict) -> dict:
     """Choose the train folder to convert and the engine that converts it; check the conversion settings.
 
