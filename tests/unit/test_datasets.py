@@ -211,3 +211,20 @@ def test_the_train_folder_to_convert_prefers_real_imagenet(tmp_path):
     assert describe(real).kind == KIND_IMAGENET
     with pytest.raises(UserError, match="no ImageNet train folder is registered.*imagenet-2012-train-synthetic"):
         choose_train_folder([])
+
+
+def test_index_records_writes_every_records_id_and_offset_and_refuses_a_cut_or_foreign_file(tmp_path):
+    from reprokit.data.recordio import index_records
+    from support.loopback import recordio_file
+
+    rec = tmp_path / "a.rec"
+    rec.write_bytes(recordio_file([3, 0, 7]))
+    assert index_records(rec) == (3, 8)
+    record_size = len(recordio_file([0]))
+    assert (tmp_path / "a.idx").read_text() == "".join(f"{i}\t{i * record_size}\n" for i in range(3))
+    for name, body, message in [("cut.rec", recordio_file([1, 2])[:-6], "ends inside a record"),
+                                ("head.rec", recordio_file([1])[:5], "ends inside a record"),
+                                ("foreign.rec", b"JFIF" * 20, "not a RecordIO file")]:
+        (tmp_path / name).write_bytes(body)
+        with pytest.raises(UserError, match=message):
+            index_records(tmp_path / name)

@@ -87,18 +87,19 @@ class RecordHead:
 def record_heads(path: str | Path) -> Iterator[RecordHead]:
     """The header of every record of a RecordIO file, read by seeking from record to record (never the images)."""
     with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
         while True:
             offset = handle.tell()
             head = handle.read(8)
             if not head:
                 return
-            if len(head) < 8:
-                raise UserError(f"{path} ends inside a record (byte {offset}): the file is cut short")
-            magic, lrec = struct.unpack("<II", head)
+            magic, lrec = struct.unpack("<II", head) if len(head) == 8 else (RECORDIO_MAGIC, 1 << 29)
             if magic != RECORDIO_MAGIC:
                 raise UserError(f"{path} is not a RecordIO file or is damaged (bad magic at byte {offset})")
             cflag, length = lrec >> 29, lrec & ((1 << 29) - 1)
-            padded = (length + 3) // 4 * 4
+            padded = (length + 3) // 4 * 4  # every record is padded to 4 bytes, the last one too
+            if len(head) < 8 or offset + 8 + padded > size:
+                raise UserError(f"{path} ends inside a record (byte {offset}): the file is cut short")
             if cflag in (0, 1) and length >= IR_HEADER.size:  # a whole record, or the first part of a split one
                 header = handle.read(IR_HEADER.size)
                 if len(header) < IR_HEADER.size:
