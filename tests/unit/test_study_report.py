@@ -184,14 +184,22 @@ def test_timelines_are_found_by_listing_the_store_not_from_record_content(tmp_pa
     store = store_with_timelines(tmp_path / "store")
     outside = tmp_path / "outside" / "runs" / "x" / "attempt-1"
     write_trace(outside / "timeline-worker-0.json", "p3")
+    originals = {}
     for path in store.records_dir.glob("*300mbit--r1.json"):  # records that point outside the store
         record = json.loads(path.read_text())
+        originals[path] = path.read_text()
         record["run_folder"] = "../outside/runs/x/attempt-1"
         path.unlink()
         path.write_text(json.dumps(record))
+    with pytest.raises(UserError, match=r"is invalid: run_folder must be runs/<record_id>/attempt-N, "
+                                        r"got '\.\./outside/runs/x/attempt-1'"):  # the record schema refuses them
+        write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
+    assert not (tmp_path / "report").exists()
+    for path, text in originals.items():
+        path.write_text(text)
     data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
                       ["json"].read_text())
-    assert data["timeline"]["bandwidth"] == "1gbit"  # the 300mbit pair has no traces it may use
+    assert data["timeline"]["bandwidth"] == "300mbit"
     for path in store.records_dir.glob("*.json"):
         path.unlink()
     data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())

@@ -94,8 +94,9 @@ def import_bundle(i: dict) -> dict:
     study = load_study(str(i.get("data_uoa", "") or "") or bundle.bundle_study(given))
     done = bundle.import_bundle(study_store(str(i.get("store", "") or ""), study), given)
     if done["already"]:
-        print(f"study: bundle already imported as {done['path']}; nothing changed", flush=True)
+        print(f"study: every run of this bundle was imported before ({done['path']}); nothing changed", flush=True)
     else:
-        print(f"study: imported {done['records']} run(s) into {done['path']}; "
+        again = f" ({done['skipped']} imported before, left out)" if done["skipped"] else ""
+        print(f"study: imported {done['records']} run(s){again} into {done['path']}; "
               f"see them beside yours with: ck report study:{study.name}", flush=True)
     return {"return": 0, "imported": str(done["path"]), "already": done["already"]}

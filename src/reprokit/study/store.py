@@ -2,7 +2,8 @@
 
 Layout (default root: ``<CK local repo>/study-results/<study>``, or ``--store=DIR``)::
 
-    origin.json                 who this store belongs to (a random id and the host), made once
+    origin.json                 who this store belongs to (its id and host), made once
+    origin.key                  the store's signing key (identity.py): never exported
     sweeps/<sweep>.json         a sweep's plan: target, matrix, run settings, the ck command's options
     records/<record>.json       one run: its configuration, unified result and provenance
     runs/<record>/attempt-N/    the run folder ck used for attempt N (logs, p3-run.json, p3-result.json)
@@ -16,11 +17,21 @@ folder, so the logs of the killed attempt stay too.
 
 The documents are typed: ``Origin``, ``Record`` (its ``RecordConfig``) and
 ``Sweep``, each with ``to_dict``/``from_dict`` for exactly the JSON on disk.
+A record is checked against RECORD_SCHEMA before it becomes a ``Record``,
+whether read from this store or from a bundle: identifiers are plain names,
+numbers the analysis reads are finite and in range, text has no control
+characters.
+
+Which runs are this evaluator's own: those in ``records/``, which only
+``ck reproduce`` writes (import writes under ``imported/`` only). A run is
+known by its run id, its origin's id and its record id, which export and
+re-export keep, so the same run imported twice is counted once.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -30,8 +41,10 @@ from typing import Any, Mapping
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
 from reprokit.jsonfile import read_json
+from reprokit.study import identity
+from reprokit.study import schema as s
 from reprokit.study.choice import BandwidthChoice
-from reprokit.study.claims import RunConfig, Target, plan_runs
+from reprokit.study.claims import NATIVE, RATE, RunConfig, Target, plan_runs
 
 RECORD_FORMAT = "reprokit-study-run/1"
 SWEEP_FORMAT = "reprokit-study-sweep/1"
@@ -95,6 +108,51 @@ def _parse(cls: type, data: Any, what: str, parse) -> Any:
         raise UserError(f"{what} is malformed ({cls.__name__}: {exc})") from None
 
 
+# --- what a record may hold (checked before a Record is built from JSON) ---------------------------
+
+NAME = s.Name()
+BANDWIDTH = s.Where(s.Text(32), lambda v: v == NATIVE or bool(RATE.match(v)), "a rate like 100mbit or 4gbit, or native")
+ORIGIN_SCHEMA = s.Obj(required={"id": NAME, "host": s.Host(), "study": NAME})
+TARGET_SCHEMA = s.Obj(
+    required={"name": s.Name(allow_empty=True), "kind": s.OneOf(("embedded", "testbed", "cluster")),
+              "hosts": s.ListOf(s.Host(), max_items=1024, min_items=1), "shaping": s.Bool()},
+    optional={"link_capacity": s.Optional(BANDWIDTH), "testbed": s.Optional(NAME), "label": s.Text(200)})
+CONFIG_SCHEMA = s.Obj(required={"model": NAME, "variant": NAME, "bandwidth": BANDWIDTH,
+                                "repetition": s.Int(1, 100_000), "profile": NAME, "target": TARGET_SCHEMA},
+                      optional={"engine": s.OneOf(tuple(ENGINE_KINDS))})  # records before engines: none
+_SECONDS = s.Optional(s.Number(0, 1e9))
+# The unified result's keys the study reads, typed; any other key is bounded JSON (engines add their own).
+RESULT_SCHEMA = s.Obj(optional={
+    "run_success": s.Bool(), "failure_reason": s.Optional(s.Text()),
+    **{key: s.Optional(s.Text(200)) for key in ("model", "network", "profile", "variant", "engine", "data",
+                                                "image_shape", "run_id")},
+    **{key: s.Optional(s.Int(0, 10**9)) for key in ("batch_size", "num_epochs", "num_workers", "num_servers")},
+    "wall_time_s": _SECONDS, "launch_time_s": _SECONDS, "comm_wait_s_per_iter": _SECONDS, "comm_s_per_iter": _SECONDS,
+    "compute_s_per_iter": _SECONDS, "overlap": s.Optional(s.Number(-1e6, 1e6)),
+    "throughput_samples_per_sec": s.Optional(s.Number(0, 1e9)), "params_in_sync": s.Optional(s.Bool()),
+}, extra=s.Json())
+# Provenance: what the report shows is text; the rest bounded JSON.
+PROVENANCE_SCHEMA = s.Obj(optional={key: s.Optional(s.Text(300)) for key in (
+    "repo_revision", "ck_version", "python_version", "engine", "engine_python_version", "mxnet_version",
+    "controller_host")}, extra=s.Json())
+RECORD_SCHEMA = s.Obj(required={
+    "format": s.OneOf((RECORD_FORMAT,)), "record_id": s.Name(200), "study": NAME, "sweep_id": NAME,
+    "origin": ORIGIN_SCHEMA, "config": CONFIG_SCHEMA, "status": s.OneOf((OK, FAILED)),
+    "failure_reason": s.Optional(s.Text()), "result": s.Optional(RESULT_SCHEMA), "provenance": PROVENANCE_SCHEMA,
+    "run_folder": s.Optional(s.Text(400)),
+})
+
+
+def check_record(data: Any) -> None:
+    """Raise schema.Invalid unless ``data`` is a record this study can hold (RECORD_SCHEMA, and its run folder
+    is its own: ``runs/<record_id>/attempt-N``)."""
+    RECORD_SCHEMA.check(data, "")
+    folder = data["run_folder"]
+    if folder is not None and not re.fullmatch(rf"runs/{re.escape(data['record_id'])}/attempt-[1-9][0-9]{{0,5}}",
+                                               folder):
+        raise s.Invalid("run_folder", f"must be runs/<record_id>/attempt-N, got {s.shown(folder)}")
+
+
 @dataclass(frozen=True)
 class Origin:
     """Whose store a record or sweep comes from: a random id made once per store, and its host."""
@@ -107,7 +165,11 @@ class Origin:
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "an origin") -> "Origin":
-        return _parse(cls, data, what, lambda d: cls(id=str(d["id"]), host=str(d["host"]), study=str(d["study"])))
+        try:
+            ORIGIN_SCHEMA.check(data, "")
+        except s.Invalid as exc:
+            raise UserError(f"{what} is invalid: {exc}") from None
+        return cls(id=data["id"], host=data["host"], study=data["study"])
 
 
 @dataclass(frozen=True)
@@ -161,6 +223,11 @@ class Record:
     def ok(self) -> bool:
         return self.status == OK
 
+    @property
+    def run_id(self) -> str:
+        """Which run this is, wherever it was read from: export and re-export keep it."""
+        return f"{self.origin.id}/{self.record_id}"
+
     def to_dict(self) -> dict:
         """The stored document (without imported_from, which is where it was read from)."""
         return {"format": RECORD_FORMAT, "record_id": self.record_id, "study": self.study, "sweep_id": self.sweep_id,
@@ -170,20 +237,19 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "a run record", imported_from: str | None = None) -> "Record":
-        def parse(d: Mapping) -> Record:
-            _check_format(d, RECORD_FORMAT, what)
-            if d["status"] not in (OK, FAILED):
-                raise ValueError(f"status {d['status']!r}")
-            if d["result"] is not None and not isinstance(d["result"], dict):
-                raise ValueError("result is not an object")
-            return cls(record_id=str(d["record_id"]), study=str(d["study"]), sweep_id=str(d["sweep_id"]),
-                       origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
-                       config=RecordConfig.from_dict(d["config"], dict(d["provenance"]).get("engine")),
-                       status=d["status"],
-                       failure_reason=d["failure_reason"], result=d["result"], provenance=dict(d["provenance"]),
-                       run_folder=d["run_folder"], imported_from=imported_from)
-
-        return _parse(cls, data, what, parse)
+        """The record in ``data``, checked in full (check_record); UserError naming ``what`` and the field."""
+        if isinstance(data, Mapping) and "format" in data:
+            _check_format(data, RECORD_FORMAT, what)
+        try:
+            check_record(data)
+        except s.Invalid as exc:
+            raise UserError(f"{what} is invalid: {exc}") from None
+        d = data
+        return cls(record_id=d["record_id"], study=d["study"], sweep_id=d["sweep_id"],
+                   origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
+                   config=RecordConfig.from_dict(d["config"], d["provenance"].get("engine")), status=d["status"],
+                   failure_reason=d["failure_reason"], result=d["result"], provenance=dict(d["provenance"]),
+                   run_folder=d["run_folder"], imported_from=imported_from)
 
 
 @dataclass(frozen=True)
@@ -271,12 +337,18 @@ class Store:
     def imported_dir(self) -> Path:
         return self.root / "imported"
 
+    def signing_key(self):
+        """The store's Ed25519 key (identity.py), made on first use; never exported."""
+        return identity.load_or_create_key(self.root / identity.KEY_FILE)
+
     def origin(self) -> Origin:
-        """This store's identity, created on first use; imported records keep their own."""
+        """This store's identity, created on first use (its id: the fingerprint of its signing key; a store
+        made before keys keeps its random id); imported records keep their own."""
         path = self.root / "origin.json"
         if not path.exists():
             try:
-                write_once(path, Origin(uuid.uuid4().hex, socket.gethostname(), self.study).to_dict())
+                own_id = identity.fingerprint(identity.public_hex(self.signing_key()))
+                write_once(path, Origin(own_id, socket.gethostname(), self.study).to_dict())
             except AlreadyStored:
                 pass  # another process made it first: use theirs
         raw = read_json(path, "the store's origin")
@@ -324,7 +396,14 @@ class Store:
         return records
 
     def all_records(self) -> list[Record]:
-        return self.local_records() + self.imported_records()
+        """Local records, then imported ones; a run already read (its run id) is counted once."""
+        seen: set[str] = set()
+        records = []
+        for record in self.local_records() + self.imported_records():
+            if record.run_id not in seen:
+                seen.add(record.run_id)
+                records.append(record)
+        return records
 
     # run folders
     def new_attempt_dir(self, record_id: str) -> Path:

@@ -1,0 +1,75 @@
+"""A results store's signing key: what proves which evaluator a bundle comes from.
+
+Each store has an Ed25519 key pair made once (``origin.key``, mode 0600, beside
+``origin.json``). The private key never leaves the store: export takes only
+``records/`` and ``runs/``, and signs the bundle's manifest (which holds the
+sha256 of every file) with it. A new store's origin id is the fingerprint of
+its public key, so a bundle can claim only the origin whose key signed it; a
+store made before stores had keys keeps its random id, and an importer pins the
+first key it sees for such an id (bundle.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from reprokit.errors import UserError
+
+KEY_FILE = "origin.key"
+
+
+def load_or_create_key(path: Path) -> Ed25519PrivateKey:
+    """The key at ``path``, made (exclusively, so concurrent makers agree on one) when there is none."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pem = Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(pem)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+        finally:
+            tmp.unlink(missing_ok=True)
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except (ValueError, TypeError, OSError) as exc:
+        raise UserError(f"the store's signing key {path} is unreadable ({exc}); restore it from a backup, or move "
+                        f"the store's origin.json and {path.name} aside to start a new identity") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UserError(f"the store's signing key {path} is not an Ed25519 key; restore the file")
+    return key
+
+
+def public_hex(key: Ed25519PrivateKey) -> str:
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+def fingerprint(public_key_hex: str) -> str:
+    """The origin id a public key proves: the first 40 hex digits of its sha256 (ids made before keys are
+    32: uuid4().hex)."""
+    return hashlib.sha256(bytes.fromhex(public_key_hex)).hexdigest()[:40]
+
+
+def sign(key: Ed25519PrivateKey, payload: bytes) -> str:
+    return key.sign(payload).hex()
+
+
+def verify(public_key_hex: str, signature_hex: str, payload: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key_hex)).verify(bytes.fromhex(signature_hex), payload)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
