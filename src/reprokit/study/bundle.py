@@ -213,7 +213,7 @@ class _Budget:
 def _archive(bundle: Path, first_grant: int) -> Iterator[tuple[tarfile.TarFile, _Budget]]:
     """The bundle as a tar stream whose reads are bounded by grants; every read problem as one refusal."""
     if not bundle.is_file():
-        raise UserError(f"no bundle at {bundle}; give the file written by: ck export study:NAME --out=FILE.tar.gz")
+        raise _refuse(bundle, "there is no such file (give the one written by: ck export study:NAME --out=FILE.tar.gz)")
     try:
         with open(bundle, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             budget = _Budget(gz)
@@ -277,7 +277,7 @@ def _check_origin(manifest: dict, store: Store, imported: "_Imported") -> None:
     """Refuse a bundle whose origin it cannot prove: the signing key must be its origin's."""
     origin, key = manifest["origin"], manifest["public_key"]
     own = store.origin()
-    own_key = identity.public_hex(store.signing_key())
+    own_key = store.public_key()
     if origin["id"] == own.id or key == own_key:
         if origin["id"] == own.id and key == own_key:
             raise _Refused(f"it was exported from this store ({store.root}); its runs are here already")
@@ -419,8 +419,8 @@ def import_bundle(store: Store, bundle: Path) -> dict:
     """Check ``bundle`` in full, then add the runs not imported yet under ``imported/<bundle id>``, at once."""
     bundle = bundle.expanduser().resolve()
     if not bundle.is_file():
-        raise UserError(f"no bundle at {bundle}; give the file written by: ck export study:{store.study} "
-                        f"--out=FILE.tar.gz")
+        raise _refuse(bundle, f"there is no such file (give the one written by: ck export study:{store.study} "
+                              f"--out=FILE.tar.gz)")
     store.origin()  # the store's identity (and folder), made before the lock
     with _import_lock(store):
         for stale in store.root.glob(f"{STAGING}*"):  # left by an import that was killed: never visible

@@ -341,6 +341,10 @@ class Store:
         """The store's Ed25519 key (identity.py), made on first use; never exported."""
         return identity.load_or_create_key(self.root / identity.KEY_FILE)
 
+    def public_key(self) -> str | None:
+        """The store's public key, or None when it has no key yet (made before keys, never exported since)."""
+        return identity.public_hex(self.signing_key()) if (self.root / identity.KEY_FILE).exists() else None
+
     def origin(self) -> Origin:
         """This store's identity, created on first use (its id: the fingerprint of its signing key; a store
         made before keys keeps its random id); imported records keep their own."""
