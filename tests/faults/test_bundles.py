@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import tarfile
@@ -25,6 +26,7 @@ from reprokit.study.store import Store
 from support.bundles import Forgery, Member, filled_store, forgery_of, write_members
 from support.ckcli import REPO_ROOT, CkCli
 from support.faults import expect, finishes, no_traceback, one_clear_line
+from support.runs import wait_for
 
 pytestmark = pytest.mark.fault("bundle")
 STUDY = "study:sysml19-p3"
@@ -417,6 +419,32 @@ def test_member_order_duplicates_and_strays_are_refused(cli, workspace, tmp_path
     forgery.members.append(Member("runs/no-such-record/attempt-1/x.log", b"x"))
     refused(cli, forgery.write(tmp_path / "bundles" / "stray.tar.gz"), workspace, "no-such-record",
             "has no record in it")
+
+
+def test_an_import_killed_or_interrupted_midway_stores_nothing(cli, workspace, tmp_path):
+    forgery = forgery_of(workspace)
+    log = next(m for m in forgery.members if m.name.endswith(".log"))
+    log.data = b"\0" * (400 << 20)  # long enough to stop it while it streams
+    bundle = forgery.write(tmp_path / "bundles" / "large.tar.gz")
+    before = snapshot(workspace.root)
+    for sig in (signal.SIGKILL, signal.SIGINT):
+        stale = set(workspace.root.glob(".import-staging-*"))  # the killed import's
+        proc = cli.popen("import", "study", f"--in={bundle}", f"--store={workspace.root}")
+        staging = wait_for(lambda: set(workspace.root.glob(".import-staging-*")) - stale, timeout=120, interval=0.01)
+        assert staging, "the import never started streaming"
+        proc.send_signal(sig)
+        code = finishes(proc, 60)
+        out = proc.stdout.read()
+        expect(code != 0, "unclear", f"an import stopped by {sig.name} exited 0:\n{out}")
+        if sig == signal.SIGINT:
+            one_clear_line(out, "interrupted", "nothing was imported")
+            expect(not list(workspace.root.glob(".import-staging-*")), "data-lost", "Ctrl-C left the staging folder")
+        expect(not workspace.imported_dir.exists(), "data-lost", f"a stopped import left runs visible:\n{out}")
+        expect({k: v for k, v in snapshot(workspace.root).items() if not k.startswith(".import-staging-")} == before,
+               "data-lost", "a stopped import changed the store")
+    log.data = b"x"
+    assert "imported 6 run(s)" in imported(cli, forgery.write(tmp_path / "bundles" / "small.tar.gz"), workspace)
+    assert not list(workspace.root.glob(".import-staging-*"))  # the killed import's, removed by the next one
 
 
 # --- concurrent imports -------------------------------------------------------------------------------

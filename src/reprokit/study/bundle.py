@@ -357,7 +357,7 @@ def _unpack(tar: tarfile.TarFile, budget: _Budget, manifest: dict, staging: Path
             raise _Refused(f"{s.shown(name)} appears twice")
         if member.size != listed[name]["size"]:
             raise _Refused(f"{name} is {member.size} bytes in the archive, not the {listed[name]['size']} its manifest "
-                           f"lists")
+                           f"lists (corrupted or tampered with)")
         is_record = name.startswith("records/")
         if is_record and member.size > MAX_RECORD_BYTES:
             raise _Refused(f"{name} is {member.size} bytes, more than a record may be ({MAX_RECORD_BYTES})")
@@ -430,6 +430,8 @@ def import_bundle(store: Store, bundle: Path) -> dict:
             return _import_locked(store, bundle, staging)
         except OSError as exc:
             raise UserError(f"could not write into {store.root}: {exc.strerror or exc}; nothing was imported") from None
+        except KeyboardInterrupt:  # Ctrl-C: the staging folder goes (below); say so in one line
+            raise UserError(f"import of {bundle} interrupted; nothing was imported") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
