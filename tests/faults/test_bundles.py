@@ -167,7 +167,8 @@ def test_missing_and_mistyped_fields_are_refused_naming_the_field(cli, workspace
 
 
 def test_free_text_with_paths_and_script_tags_is_imported_shown_escaped_and_names_no_file(cli, workspace, tmp_path):
-    hostile = f"../../../../../../..{tmp_path}/escaped <script>alert('x')</script> <img src=x onerror=alert(1)>"
+    hostile = (f"../../../../../../..{tmp_path}/escaped <script>alert('x')</script> <img src=x onerror=alert(1)> "
+               f"![t](http://example.invalid/t.png) `code")
     forgery = forgery_of(workspace)
     names = [m.name[len("records/"):-len(".json")] for m in forgery.members if m.name.startswith("records/")]
     for i, record_id in enumerate(names):
@@ -187,7 +188,8 @@ def test_free_text_with_paths_and_script_tags_is_imported_shown_escaped_and_name
     md = (workspace.root / "report" / "report.md").read_text()
     expect("<script>alert" not in html and "<img src=x" not in html, "injection", "record text reached the HTML raw")
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html  # shown, escaped
-    expect("<script>" not in md and "<img" not in md, "injection", "record text reached the Markdown raw")
+    expect("<script>" not in md and "<img" not in md and "](http" not in md and " `code" not in md, "injection",
+           "record text reached the Markdown raw")
     assert sorted(p.name for p in (workspace.root / "report" / "plots").iterdir()) == ["resnet.png", "resnet.svg"]
 
 

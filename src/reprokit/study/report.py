@@ -11,8 +11,8 @@ and P3 builds, our baseline and P3 on stock MXNet, analysis.SIDE_BY_SIDE) with
 both P3/baseline ratios; one without runs is shown as "not measured".
 
 Record content (imported records come from other evaluators) is text only:
-the HTML template is autoescaped, Markdown output escapes ``<``, ``>``, ``&``
-and ``|``, plot text has no mathtext, and file names come from the study
+the HTML template is autoescaped, Markdown output escapes ``<``, ``>``, ``&``,
+``|``, backticks and link syntax (``](``), plot text has no mathtext, and file names come from the study
 entry (its models) or are fixed, never from records.
 """
 from __future__ import annotations
@@ -283,7 +283,8 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
 def _md(value) -> str:
     """Markdown output of one expression: no HTML, no table breaks, one line."""
     text = "" if value is None else str(value)
-    for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " ")):
+    for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " "), ("\r", " "),
+                      ("](", "]\\("), ("`", "\\`")):  # no links, images or code spans from records
         text = text.replace(raw, safe)
     return text
 

@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from reprokit.run.result import RESULT_FILE
+from reprokit.study.schema import CONTROL
 
 from reprokit.paths import REPO_ROOT
 GUARD_GRACE_S = 15.0  # the launcher needs a few seconds to tear its roles down
@@ -126,7 +127,7 @@ def _tail(log: Path, lines: int = 3) -> str:
     except OSError:
         return ""
     wanted = [l for l in text if l.startswith(("p3: error:", "p3: FAILED:", "CK error:"))]
-    return " | ".join((wanted or text)[-lines:])[:500]
+    return CONTROL.sub("", " | ".join((wanted or text)[-lines:])[:500])  # the record schema refuses terminal escapes
 
 
 # --- provenance ----------------------------------------------------------------------------------

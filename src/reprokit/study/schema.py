@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 HOST_NAME = re.compile(r"[A-Za-z0-9\[][A-Za-z0-9._:@\[\]-]*\Z")  # names, IPv4/IPv6 addresses, user@host
 HEX = re.compile(r"[0-9a-f]+\Z")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # newline and tab are text; escapes and NUL are not
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # tab, newline, CR are text; terminal escapes, NUL are not
 
 
 class Invalid(ValueError):
@@ -79,7 +79,8 @@ class Hex(Spec):
 
 @dataclass(frozen=True)
 class Text(Spec):
-    """Free text, shown escaped wherever it is rendered: bounded, no control characters but newline and tab."""
+    """Free text, shown escaped wherever it is rendered: bounded, no control characters but tab, newline and CR
+    (a terminal escape in a record would act on the terminal of whoever prints the Markdown report)."""
     max_len: int = 4000
 
     def check(self, value, where):
@@ -87,7 +88,7 @@ class Text(Spec):
             raise Invalid(where, f"must be text, got {shown(value)}")
         if len(value) > self.max_len:
             raise Invalid(where, f"is longer than {self.max_len} characters")
-        if _CONTROL.search(value):
+        if CONTROL.search(value):
             raise Invalid(where, f"holds a control character: {shown(value)}")
 
 
