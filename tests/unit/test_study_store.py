@@ -84,6 +84,7 @@ def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_
     write_once(tmp_path / "records" / f"{old['record_id']}.json", old)
     artifact = json.loads(json.dumps(old))
     artifact["record_id"] += "-artifact"
+    artifact["run_folder"] = f"runs/{artifact['record_id']}/attempt-1"  # a record's run folder is its own
     artifact["provenance"]["engine"] = "sysml19-p3-baseline@c647954abcde"  # ENGINE was empty: the artifact ran
     write_once(tmp_path / "records" / f"{artifact['record_id']}.json", artifact)
     read = {r.record_id: r for r in Store(tmp_path, "sysml19-p3").local_records()}
@@ -95,7 +96,7 @@ def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda r: r["config"].update(engine="gpu"), "is malformed (Record: engine 'gpu')"),
+    (lambda r: r["config"].update(engine="gpu"), "config.engine must be one of embedded, artifact; got 'gpu'"),
     (lambda r: r.pop("config"), "has no 'config'"),
     (lambda r: r["config"]["target"].pop("kind"), "config.target has no 'kind'"),
     (lambda r: r.update(status="maybe"), "status must be one of ok, failed; got 'maybe'"),
