@@ -278,10 +278,12 @@ def _check_origin(manifest: dict, store: Store, imported: "_Imported") -> None:
     origin, key = manifest["origin"], manifest["public_key"]
     own = store.origin()
     own_key = store.public_key()
-    if origin["id"] == own.id or key == own_key:
-        if origin["id"] == own.id and key == own_key:
-            raise _Refused(f"it was exported from this store ({store.root}); its runs are here already")
-        raise _Refused(f"it claims this store's origin or key ({own.id}) without both: it is forged")
+    if origin["id"] == own.id and key == own_key:
+        raise _Refused(f"it was exported from this store ({store.root}); its runs are here already")
+    if origin["id"] == own.id:
+        raise _Refused(f"it claims this store's origin ({own.id}) but is not signed with its key: it is forged")
+    if key == own_key:
+        raise _Refused(f"it is signed with this store's key but claims origin {origin['id']}: it is forged")
     if re.fullmatch(r"[0-9a-f]{40}", origin["id"]) and origin["id"] != identity.fingerprint(key):
         # an id made from a key (identity.fingerprint) can be claimed only with that key
         raise _Refused(f"its origin {origin['id']} is not the fingerprint of the key that signed it: it is forged")
@@ -311,8 +313,9 @@ class _Imported:
                 self.runs.setdefault(record.run_id, (bundle.name, hashlib.sha256(path.read_bytes()).hexdigest()))
                 self.origins.add(record.origin.id)
             info = bundle / "bundle.json"
-            manifest = read_json(info, "an imported bundle's description").get("manifest", {}) if info.is_file() else {}
-            if isinstance(manifest, dict) and isinstance(manifest.get("public_key"), str) and isinstance(manifest.get("origin"), dict):
+            manifest = read_json(info, "an imported bundle's description").get("manifest") if info.is_file() else None
+            if (isinstance(manifest, dict) and isinstance(manifest.get("public_key"), str)
+                    and isinstance(manifest.get("origin"), dict)):  # bundles imported before signatures have none
                 self.keys.setdefault(str(manifest["origin"].get("id")), manifest["public_key"])
 
 
