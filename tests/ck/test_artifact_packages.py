@@ -212,3 +212,19 @@ def test_failed_first_install_registers_nothing(bare_ck, standin):
     assert artifact_envs(bare_ck) == {}
     installed = list(Path(bare_ck.env["CK_TOOLS"]).glob("sysml19-p3-baseline-github*/artifact*"))
     assert installed == []
+
+
+def test_a_second_install_rebuilds_in_place_with_one_registration(artifact_ck, standin, github_install):
+    before = {uid: v for uid, v in artifact_envs(artifact_ck).items() if v["CK_ENV_TOOL_SYSML19_P3_BUILD"] == "p3"
+              and "sysml19-p3-github" in v["CK_ENV_TOOL_SYSML19_P3"]}
+    [(uid, variables)] = before.items()
+    install_dir = Path(variables["CK_ENV_TOOL_SYSML19_P3"]).parent.parent
+    listing = sorted(p.name for p in install_dir.iterdir())
+    proc = install(artifact_ck, "sysml19-p3-github", *settings(standin, "sysml19-p3-github"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    after = {u: v for u, v in artifact_envs(artifact_ck).items() if "sysml19-p3-github" in v["CK_ENV_TOOL_SYSML19_P3"]
+             and v["CK_ENV_TOOL_SYSML19_P3_BUILD"] == "p3"}
+    assert list(after) == [uid] and after[uid]["CK_ENV_TOOL_SYSML19_P3"] == variables["CK_ENV_TOOL_SYSML19_P3"]
+    assert sorted(p.name for p in install_dir.iterdir()) == listing  # nothing nested, nothing left over
+    assert not (Path(variables["CK_ENV_TOOL_SYSML19_P3"]).parent / "artifact").exists()
+    assert build_info(after[uid]["CK_ENV_TOOL_SYSML19_P3_PYTHON"])["build"] == "p3"
