@@ -16,6 +16,12 @@ files are written into ``DIR/recordio.partial`` and swapped in as
 ``DIR/recordio`` only when complete, with ``recordio.json`` (what was
 converted, how) written last. An interrupted conversion leaves at most a
 ``.partial`` folder that nothing registers and the next attempt removes.
+
+The authors' own conversion (package dataset-imagenet-2012-train-p3-ready) goes
+into the same layout, with the .idx files written from the records' headers;
+that needs no MXNet (the framework's interpreter runs it)::
+
+    python -m reprokit.data.recordio --ready-url URL_OR_FOLDER --dest DIR
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 from reprokit.errors import UserError
 
@@ -127,7 +133,7 @@ def index_records(rec: Path) -> tuple[int, int]:
     return images, top + 1
 
 
-def fetch_ready(base_url: str, dest: Path, progress=print) -> dict:
+def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = print) -> dict:
     """The authors' converted ImageNet (imagenet1k_train.rec, imagenet1k_val.rec under ``base_url``) into ``dest/recordio``.
 
     Downloaded, or linked when ``base_url`` is a local folder (a hard link, else
