@@ -239,6 +239,49 @@ def test_a_bundle_claiming_to_be_this_store_is_refused_and_the_local_setup_holds
         assert all(n == "manifest.json" or n.startswith(("records/", "runs/")) for n in tar.getnames())
 
 
+def test_a_store_made_before_keys_is_pinned_to_the_first_key_an_importer_sees(cli, workspace, tmp_path):
+    legacy = Store(tmp_path / "legacy", "sysml19-p3")
+    legacy_id = "0123456789abcdef0123456789abcdef"  # uuid4().hex, as stores were named before keys
+    (legacy.root).mkdir()
+    (legacy.root / "origin.json").write_text(json.dumps({"id": legacy_id, "host": "old", "study": "sysml19-p3"}))
+    filled_store(legacy.root, "old")
+    bundle = tmp_path / "bundles" / "legacy.tar.gz"
+    code, out = run_ck(cli, "export", STUDY, f"--store={legacy.root}", f"--out={bundle}")
+    assert code == 0, out
+    assert "imported 6 run(s)" in imported(cli, bundle, workspace)
+    forgery = forgery_of(legacy, key=Ed25519PrivateKey.generate())  # someone else, claiming the old id
+    origin = legacy.origin().to_dict()
+    forgery.origin = origin
+    for m in forgery.members:
+        if m.name.startswith("records/"):
+            data = json.loads(m.data)
+            data["origin"] = origin
+            data["record_id"] = data["record_id"].replace("s--", "x--", 1)
+            data["sweep_id"] = "x"
+            data["run_folder"] = data["run_folder"].replace("runs/s--", "runs/x--", 1)
+            m.data = json.dumps(data).encode()
+            m.name = m.name.replace("records/s--", "records/x--", 1)
+        else:
+            m.name = m.name.replace("runs/s--", "runs/x--", 1)
+    refused(cli, forgery.write(tmp_path / "bundles" / "legacy-forged.tar.gz"), workspace,
+            f"its origin {legacy_id} was imported before signed by another key")
+
+
+def test_a_bundle_imported_before_records_were_checked_is_left_out_of_the_report_with_the_fix(
+        cli, workspace, evaluator_a, tmp_path):
+    old = workspace.imported_dir / "0123456789ab-0123456789ab"
+    record = json.loads(next(workspace.records_dir.glob("*.json")).read_text())
+    record.pop("config")  # what an earlier import let through
+    (old / "records").mkdir(parents=True)
+    (old / "records" / f"{record['record_id']}.json").write_text(json.dumps(record))
+    code, out = run_ck(cli, "report", STUDY, f"--store={workspace.root}")
+    no_traceback(out)
+    assert code == 0, out
+    one_clear_line(out, "warning", "has no 'config'", "its bundle is left out", f"remove {old}")
+    assert "imported 6 run(s)" in imported(cli, evaluator_a[1], workspace)  # later imports still work
+    assert (old / "records").is_dir()  # nothing removed for the user
+
+
 def test_an_unsigned_bundle_of_the_earlier_format_is_refused_naming_the_fix(cli, workspace, tmp_path):
     forgery = forgery_of(workspace, key=None)
     forgery.manifest.update(format="reprokit-study-bundle/1")

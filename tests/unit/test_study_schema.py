@@ -161,3 +161,20 @@ def test_a_run_read_twice_is_counted_once(tmp_path):
         write_once(tmp_path / "imported" / bundle / "records" / f"{record.record_id}.json", record.to_dict())
     assert [r.run_id for r in store.all_records()] == [f"o-local/{record.record_id}"]
     assert Record.from_dict(record.to_dict()).run_id == record.run_id
+
+
+def test_an_imported_bundle_with_an_unreadable_record_is_left_out_whole_when_asked(tmp_path):
+    store = Store(tmp_path, "sysml19-p3")
+    good, bad = records("resnet", "4gbit", [100.0, 101.0], [])
+    write_once(tmp_path / "imported" / "b1" / "records" / f"{good.record_id}.json", good.to_dict())
+    broken = bad.to_dict()
+    broken["result"]["throughput_samples_per_sec"] = "fast"
+    write_once(tmp_path / "imported" / "b2" / "records" / f"{good.record_id}-2.json", good.to_dict())
+    write_once(tmp_path / "imported" / "b2" / "records" / f"{bad.record_id}.json", broken)
+    with pytest.raises(UserError, match="result.throughput_samples_per_sec must be a finite number"):
+        store.all_records()
+    left_out: list[str] = []
+    assert [r.imported_from for r in store.all_records(left_out)] == ["b1"]
+    [problem] = left_out
+    assert "must be a finite number, got 'fast'" in problem and problem.endswith(
+        f"its bundle is left out: remove {tmp_path / 'imported' / 'b2'} and import the bundle again")

@@ -304,14 +304,12 @@ class _Imported:
         self.runs: dict[str, tuple[str, str]] = {}  # run id -> (bundle folder, sha256 of the record file)
         self.keys: dict[str, str] = {}
         self.origins: set[str] = set()
+        for path, record in store.imported_record_files(left_out=[]):  # unreadable ones: the report says so
+            self.runs.setdefault(record.run_id, (record.imported_from, hashlib.sha256(path.read_bytes()).hexdigest()))
+            self.origins.add(record.origin.id)
         folder = store.imported_dir
-        bundles = sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")) \
-            if folder.is_dir() else []
-        for bundle in bundles:
-            for path in sorted(bundle.glob("records/*.json")):
-                record = store.read_record(path, imported_from=bundle.name)
-                self.runs.setdefault(record.run_id, (bundle.name, hashlib.sha256(path.read_bytes()).hexdigest()))
-                self.origins.add(record.origin.id)
+        for bundle in sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")) \
+                if folder.is_dir() else []:
             info = bundle / "bundle.json"
             manifest = read_json(info, "an imported bundle's description").get("manifest") if info.is_file() else None
             if (isinstance(manifest, dict) and isinstance(manifest.get("public_key"), str)

@@ -342,7 +342,10 @@ def write_report(study: Study, store: Store, program_models: set[str], out_dir: 
 
     ``timeline_config`` (model, bandwidth): the configuration whose timelines are drawn; by default the
     one with the highest speedup where both variants have timelines."""
-    records = store.all_records()
+    left_out: list[str] = []
+    records = store.all_records(left_out)
+    for problem in left_out:
+        print(f"study: warning: {problem}", file=console, flush=True)
     analysis = analyse(study, records, program_models)
     pair = pick_pair(analysis.speedups, records, timeline_traces(store), timeline_config)
     choices = [(s.sweep_id, c) for s in store.sweeps() for c in s.choices]

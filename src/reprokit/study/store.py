@@ -392,18 +392,31 @@ class Store:
     def local_records(self) -> list[Record]:
         return [record for _, record in self.local_record_files()]
 
-    def imported_records(self) -> list[Record]:
-        records = []
-        if self.imported_dir.is_dir():
-            for bundle in sorted(d for d in self.imported_dir.iterdir() if d.is_dir() and not d.name.startswith(".")):
-                records.extend(self.read_record(p, imported_from=bundle.name) for p in _json_files(bundle / "records"))
-        return records
+    def imported_record_files(self, left_out: list[str] | None = None) -> list[tuple[Path, Record]]:
+        """Every imported record with its file. A bundle with an unreadable record (imported by a version that
+        did not check records) raises, or, given ``left_out``, is left out whole and named there with the fix."""
+        out = []
+        bundles = sorted(d for d in self.imported_dir.iterdir() if d.is_dir() and not d.name.startswith(".")) \
+            if self.imported_dir.is_dir() else []
+        for bundle in bundles:
+            try:
+                out.extend((p, self.read_record(p, imported_from=bundle.name)) for p in _json_files(bundle / "records"))
+            except UserError as exc:
+                if left_out is None:
+                    raise
+                out = [(p, r) for p, r in out if r.imported_from != bundle.name]
+                left_out.append(f"{exc}; its bundle is left out: remove {bundle} and import the bundle again")
+        return out
 
-    def all_records(self) -> list[Record]:
-        """Local records, then imported ones; a run already read (its run id) is counted once."""
+    def imported_records(self, left_out: list[str] | None = None) -> list[Record]:
+        return [record for _, record in self.imported_record_files(left_out)]
+
+    def all_records(self, left_out: list[str] | None = None) -> list[Record]:
+        """Local records, then imported ones (``left_out``: see imported_record_files); a run already read (its
+        run id) is counted once."""
         seen: set[str] = set()
         records = []
-        for record in self.local_records() + self.imported_records():
+        for record in self.local_records() + self.imported_records(left_out):
             if record.run_id not in seen:
                 seen.add(record.run_id)
                 records.append(record)
