@@ -29,7 +29,7 @@ def check(i):
 
 def testbed(i):
     """
-    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--dir=DIR]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
     """
