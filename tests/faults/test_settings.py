@@ -85,3 +85,22 @@ def test_a_cluster_run_checks_each_hosts_cores_and_folders_before_any_role_start
     one_clear_line(proc.stdout + proc.stderr, *names)
     expect(not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir()), "other",
            "a role started before the settings were refused")
+
+
+@pytest.mark.root
+def test_the_output_folder_check_on_a_host_passes_where_a_file_can_be_written_and_leaves_nothing(testbed2, tmp_path):
+    from reprokit.cluster import rundir
+    from reprokit.cluster.hosts import load
+    from reprokit.cluster.ssh import Connection, resolve
+    from reprokit.errors import UserError
+
+    _, state = testbed2
+    cluster = load(str(state / "hosts.json"))
+    conn = Connection(resolve(cluster.hosts[0], cluster)).open()
+    try:
+        rundir.check_output(conn, "SAVE_PARAMS", str(tmp_path / "p.npz"))  # the hosts share this file system
+        assert list(tmp_path.iterdir()) == []
+        with pytest.raises(UserError, match=r"SAVE_PARAMS='/sys/p.npz': cannot write into /sys there"):
+            rundir.check_output(conn, "SAVE_PARAMS", "/sys/p.npz")
+    finally:
+        conn.close()
