@@ -24,12 +24,11 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
     @ck_command
     @functools.wraps(setup)
     def hook(i: dict) -> dict:
-        out = setup(i)
+        refuse_shell_syntax({**i.get("new_env", {}),
+                             **({"INSTALL_DIR": i["install_path"]} if i.get("install_path") else {})})
+        out = setup(i)  # only plain values reach it: shell syntax is named before any other complaint
         if out.get("return", 0) == 0:
-            written = {**i.get("new_env", {}), **out.get("install_env", {})}
-            if i.get("install_path"):
-                written["INSTALL_DIR"] = i["install_path"]
-            refuse_shell_syntax(written)
+            refuse_shell_syntax(out.get("install_env", {}))
         return out
     return hook
 
