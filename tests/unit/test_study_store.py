@@ -217,3 +217,20 @@ def test_bundles_leave_the_workers_timelines_out_and_count_them(tmp_path):
     assert manifest["left_out"] == done["left_out"]
     dest = filled_store(tmp_path / "b", "host-b")
     assert import_bundle(dest, done["path"])["records"] == 6  # the manifest lists exactly what the bundle holds
+
+
+def test_a_run_whose_own_text_carries_terminal_escapes_or_a_long_log_is_stored_readable(tmp_path):
+    store = Store(tmp_path, "sysml19-p3")
+    record = Store(tmp_path / "read", "sysml19-p3").read_record(write_json_record(tmp_path / "r.json"))
+    failure = "x" * 9000 + "\nworker#1 said \x1b[31mERROR\x1b[0m: the cause at the end"
+    store.put_record(replace(record, status="failed", failure_reason=failure,
+                             result={**record.result, "warnings": ["roles \x07still running"], "overlap": float("nan")}))
+    [stored] = store.local_records()  # every later read checks the schema: it must pass
+    assert "\\x1b[31mERROR" in stored.failure_reason and stored.failure_reason.endswith("the cause at the end")
+    assert len(stored.failure_reason) <= 4000 and stored.result["warnings"] == ["roles \\x07still running"]
+    assert stored.result["overlap"] is None
+
+
+def write_json_record(path: Path) -> Path:
+    path.write_text(json.dumps(STORED_RECORD))
+    return path

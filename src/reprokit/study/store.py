@@ -30,6 +30,7 @@ re-export keep, so the same run imported twice is counted once.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -141,6 +142,21 @@ RECORD_SCHEMA = s.Obj(required={
     "failure_reason": s.Optional(s.Text()), "result": s.Optional(RESULT_SCHEMA), "provenance": PROVENANCE_SCHEMA,
     "run_folder": s.Optional(s.Text(400)),
 })
+
+
+def _fit_text(value: Any, limit: int = s.Text.max_len) -> Any:
+    """``value`` with control characters in its text shown escaped (as repr shows them), text longer than a
+    Text field may hold cut (its end kept: a failure's cause is at the end of a log), no NaN or infinity."""
+    if isinstance(value, str):
+        value = s.CONTROL.sub(lambda m: repr(m.group())[1:-1], value)
+        return value if len(value) <= limit else "..." + value[-(limit - 3):]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; the schema refuses it
+    if isinstance(value, dict):
+        return {k: _fit_text(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fit_text(v, limit) for v in value]
+    return value
 
 
 def check_record(data: Any) -> None:
@@ -369,8 +385,16 @@ class Store:
         return self.record_path(record_id).exists()
 
     def put_record(self, record: Record) -> Path:
+        """Store a run's record, made fit for the schema every later read checks (a run's own text, such as a
+        log tail with terminal escapes or a long failure, must not make the store unreadable); refused here,
+        not at every later read, if it still does not fit."""
         path = self.record_path(record.record_id)
-        write_once(path, record.to_dict())
+        data = _fit_text(record.to_dict())
+        try:
+            check_record(data)
+        except s.Invalid as exc:
+            raise UserError(f"run record {record.record_id} cannot be stored: {exc}") from None
+        write_once(path, data)
         return path
 
     @staticmethod
