@@ -128,3 +128,22 @@ def test_a_package_variable_holding_shell_syntax_is_refused_before_the_install_s
     envs_before = cli("show", "env", check=True).stdout
     each_injection(tmp_path, attempt)
     expect(cli("show", "env", check=True).stdout == envs_before, "data-lost", "a refused install registered an env")
+
+
+@pytest.mark.parametrize("option, name", [("-DX={value}", "X="), ("--param={value}", "CK_PARAM=")])
+def test_install_parameters_holding_shell_syntax_are_refused_too(repo_ck, tmp_path, option, name):
+    """-DNAME=VALUE and --param=VALUE reach CK's install script without passing any hook's input."""
+    def attempt(kind, value, case_dir):
+        proc = repo_ck("install", "package:dataset-iwslt15-en-vi-synthetic", "--quiet", option.format(value=value),
+                       timeout=300)
+        return proc.returncode, proc.stdout + proc.stderr, name.rstrip("=")
+
+    each_injection(tmp_path, attempt)
+
+
+def test_arguments_after_the_double_dash_are_refused_before_the_run_script_runs(repo_ck, tmp_path):
+    marker = tmp_path / "MARKER"
+    proc, _ = repo_ck.run_p3(tmp_path, "--cmd_key=resnet", "--", f"$(touch {marker})", timeout=120)
+    not_injected(marker)
+    expect(proc.returncode != 0, "other", "exit code 0 for refused arguments")
+    one_clear_line(proc.stdout + proc.stderr, "program:p3 takes no arguments after --", "refused before anything runs")

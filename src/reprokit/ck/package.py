@@ -7,6 +7,7 @@ import sys
 from typing import Callable
 
 from reprokit.ck.errors import access, ck_command
+from reprokit.ck.script import install_parameters
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.values import decimal, plain_setting, whole_number
@@ -28,7 +29,8 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
                              **({"INSTALL_DIR": i["install_path"]} if i.get("install_path") else {})})
         out = setup(i)  # only plain values reach it: shell syntax is named before any other complaint
         if out.get("return", 0) == 0:
-            refuse_shell_syntax(out.get("install_env", {}))
+            # -DNAME=VALUE and --param=VALUE reach the script without passing any hook (see ck/script.py)
+            refuse_shell_syntax({**out.get("install_env", {}), **install_parameters()})
         return out
     return hook
 

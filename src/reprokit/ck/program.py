@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from reprokit.ck.registry import env_entries, find_engine
+from reprokit.ck.script import run_arguments
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -76,6 +77,11 @@ def refuse_shell_syntax(env: dict, ours: dict, run_dir: Path) -> None:
             plain_setting(str(name), value, SCRIPT_WRITES_SETTINGS)
         for name, value in ours.items():
             plain_setting(name, value, SCRIPT_WRITES_PATHS)
+        arguments = run_arguments()  # `ck run ... -- ARGS`: appended to the run command (see ck/script.py)
+        if arguments:
+            raise UserError(f"program:p3 takes no arguments after -- (got {arguments!r}), and stock CK would append "
+                            f"them unquoted to its run script, so they are refused before anything runs: drop "
+                            f"them, and give settings as --env.NAME=VALUE")
     except UserError as exc:
         print(f"p3: error: {exc}", file=sys.stderr, flush=True)
         RunSpec.refused(str(exc)).save(run_dir)  # the run folder says why, as for any refused input

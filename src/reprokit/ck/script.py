@@ -1,0 +1,40 @@
+"""What stock CK 2.6.4 is about to write into a shell script beside the env lines, read where CK keeps it.
+
+Some user input reaches CK's scripts without passing any hook: `ck install ... -DNAME=VALUE` and
+`--param=VALUE` (written as `export NAME=VALUE` / `export CK_PARAM=VALUE` into the install script) and the
+arguments after `--` of `ck run` (appended to the run command). CK hands none of them to our hooks, but they
+are local variables of the CK function that calls the hook and renders the script afterwards (package's
+``install``, program's ``process_in_dir``), so the hook reads them from that frame. CK is pinned at 2.6.4;
+tests/faults/test_injection.py fails if these names move.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def ck_locals(function: str, module_dir: str) -> dict:
+    """The local variables of the nearest calling frame of ``function`` in CK's ``module/<module_dir>/module.py``;
+    empty when the hook was not called from there."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        path = Path(code.co_filename)
+        if code.co_name == function and path.name == "module.py" and path.parent.name == module_dir:
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return {}
+
+
+def install_parameters() -> dict[str, str]:
+    """`-DNAME=VALUE` (CK's ``params``) and `--param=VALUE` (``CK_PARAM``) of the running `ck install`."""
+    found = ck_locals("install", "package")
+    written = {str(k): "" if v is None else str(v) for k, v in (found.get("params") or {}).items()}
+    if found.get("param") is not None:
+        written["CK_PARAM"] = str(found["param"])
+    return written
+
+
+def run_arguments() -> str:
+    """The arguments after `--` of the running `ck run`, as CK appends them to the run command."""
+    return str(ck_locals("process_in_dir", "program").get("sunparsed", "") or "")
