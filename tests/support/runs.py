@@ -22,7 +22,7 @@ def fake_plan(*role_args: str, workers: int = 2, servers: int = 1, timeout_s: in
     """A plan whose roles are fake_role.py processes on this host."""
     hosts = ["127.0.0.1"]
     return RolePlan(run_id=uuid.uuid4().hex, hosts=hosts, roles=layout_roles(hosts, workers, servers),
-                    scheduler_host=hosts[0], scheduler_port=9999,
+                    scheduler_host=hosts[0], scheduler_port=0,  # 0: the launcher holds a free one
                     command=[sys.executable, str(FAKE_ROLE), *role_args],
                     worker_threads=1, timeout_s=timeout_s)
 

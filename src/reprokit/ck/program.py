@@ -9,9 +9,17 @@ Except shell syntax: stock CK has already written every setting into its run
 script (`export NAME=VALUE`, unquoted) when it calls the preprocess, and runs
 that script next. A value a shell would read as syntax therefore stops ck right
 here, with one line and exit code 2: nothing of the script runs.
+
+Run folder: ``--tmp_dir=DIR`` is the run folder; without it (CK's shared
+``program/p3/tmp``) each run gets its own (``run.folders``), the run command is
+started there (a ``cd`` in the script CK writes) and the postprocess finds it in
+``misc``, which CK hands to both hooks. While the run command runs, ck's own
+SIGINT/SIGTERM/SIGHUP go to the launcher (``run.lifeline``).
 """
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -24,6 +32,9 @@ from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run.command import EXIT_BAD_INPUT
+from reprokit.run import lifeline
+from reprokit.run.folders import new_run_folder
+from reprokit.run.procscan import process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
@@ -54,7 +65,7 @@ def _cluster_data(i: dict):
     return (i.get("device_cfg") or {}).get("remote_params", {}).get("cluster_config")
 
 
-def make_spec(i: dict) -> RunSpec:
+def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     env = i.get("env", {})
     cluster_data = _cluster_data(i)
     cluster = None
@@ -67,7 +78,8 @@ def make_spec(i: dict) -> RunSpec:
     if cluster is not None and cluster.allocation:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
-    return build_spec(settings, engine, data, cluster, cluster.to_data() if cluster is not None else None)
+    return build_spec(settings, engine, data, cluster, cluster.to_data() if cluster is not None else None,
+                      run_dir=str(run_dir) if run_dir else None)
 
 
 def refuse_shell_syntax(env: dict, ours: dict, run_dir: Path) -> None:
@@ -91,27 +103,42 @@ def refuse_shell_syntax(env: dict, ours: dict, run_dir: Path) -> None:
         raise SystemExit(EXIT_BAD_INPUT) from None
 
 
+RUN_FOLDER_KEY = "p3_run_folder"  # in CK's misc: where the preprocess put this run
+
+
+def run_folder(i: dict) -> Path:
+    """--tmp_dir names the run folder; CK's shared default (program/p3/tmp) gets a new one per run."""
+    shared = Path.cwd()
+    if str(i.get("misc", {}).get("tmp_dir", "tmp")) not in ("", "tmp"):
+        return shared
+    return new_run_folder(shared)
+
+
 def preprocess(i: dict) -> dict:
-    """Write the run specification and the hosts file into the run folder."""
-    run_dir = Path.cwd()
+    """Choose the run folder; write the run specification and the hosts file into it."""
+    run_dir = run_folder(i)
+    i.setdefault("misc", {})[RUN_FOLDER_KEY] = str(run_dir)
     for stale in (RESULT_FILE, "launch.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    ours = {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}
+    ours = {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR),
+            lifeline.CK_PROCESS_ENV: process_identity(os.getpid()) or ""}
     refuse_shell_syntax(i.get("env", {}), ours, run_dir)
+    lifeline.clear(run_dir)
+    lifeline.forward_stops(run_dir)
     try:
-        spec = make_spec(i)
+        spec = make_spec(i, run_dir)
     except UserError as exc:
         spec = RunSpec.refused(str(exc))
     else:
         (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.plan.hosts))
         print(f"p3: plan: {spec.describe()}", flush=True)
     spec.save(run_dir)
-    return {"return": 0, "new_env": ours}
+    return {"return": 0, "bat": f"cd {shlex.quote(str(run_dir))}", "new_env": ours}
 
 
 def postprocess(i: dict) -> dict:
     """Hand the unified result to CK as the run's characteristics."""
-    run_dir = Path.cwd()
+    run_dir = Path(i.get("misc", {}).get(RUN_FOLDER_KEY) or Path.cwd())
     if (run_dir / RESULT_FILE).exists():
         result = Result.load(run_dir)
     else:
@@ -121,6 +148,11 @@ def postprocess(i: dict) -> dict:
             spec = RunSpec()
         if spec.error:
             result = Result.failed(spec.error)  # already printed by the run command
+        elif (run_dir / lifeline.LAUNCHER_FILE).exists():  # it started, and was killed before it could finish
+            result = Result.failed(f"the launcher was killed before it finished (no {RESULT_FILE} in {run_dir}); "
+                                   f"the run was interrupted", interrupted=True)
+            result.save(run_dir)
+            print(f"p3: FAILED: {result.failure_reason}", flush=True)
         else:
             result = Result.failed(f"the run wrote no {RESULT_FILE} in {run_dir}")
             print(f"p3: FAILED: {result.failure_reason}", flush=True)

@@ -22,15 +22,30 @@ def pick_free_port(host: str = LOCALHOST) -> int:
         return sock.getsockname()[1]
 
 
+def _port_in_use(port: int, host: str) -> UserError:
+    return UserError(f"port {port} on {host} is already in use; choose another with "
+                     f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
+
+
 def check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            raise UserError(
-                f"port {port} on {host} is already in use; choose another with "
-                f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one"
-            ) from None
+    hold_port(port, host).close()
+
+
+def hold_port(port: int = 0, address: str = LOCALHOST) -> socket.socket:
+    """Bind ``port`` (0: a free one) and keep it bound until the socket is closed, so no other run takes it.
+
+    Bound without SO_REUSEADDR, so the kernel gives us a port nobody uses and no later bind without it (another
+    run's choice, a check) gets it; SO_REUSEADDR is set after, so the role meant to listen there can still bind
+    it (Linux lets a socket with SO_REUSEADDR, as ZeroMQ's listener has, bind beside one that does not listen).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, port))
+    except OSError:
+        sock.close()
+        raise _port_in_use(port, address) from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
 
 
 def free_port(conn: "Connection", python: str, address: str, port: int = 0) -> int:

@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -34,6 +35,10 @@ logging.getLogger("paramiko").propagate = False
 
 CONNECT_TIMEOUT_S = 10.0
 CHUNK_BYTES = 1 << 16
+# While roles run, sshd must answer within HEARTBEAT_TIMEOUT_S every HEARTBEAT_S: a lost host is named within
+# about 11 s. (paramiko's keepalive expects no answer, so a cut link would go unnoticed for TCP's many minutes.)
+HEARTBEAT_S = 3.0
+HEARTBEAT_TIMEOUT_S = 8.0
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
@@ -129,6 +134,8 @@ class Connection:
     timeout: float = CONNECT_TIMEOUT_S
     client: paramiko.SSHClient | None = field(default=None, init=False)
     proxy: subprocess.Popen | None = field(default=None, init=False)
+    lost: str | None = field(default=None, init=False)  # why the host counts as gone (a heartbeat went unanswered)
+    _heartbeat: threading.Thread | None = field(default=None, init=False)
 
     def open(self) -> "Connection":
         ep = self.endpoint
@@ -189,7 +196,29 @@ class Connection:
         return self.client.get_transport()
 
     def is_alive(self) -> bool:
-        return self.client is not None and self.transport is not None and self.transport.is_active()
+        return (self.lost is None and self.client is not None and self.transport is not None
+                and self.transport.is_active())
+
+    def start_heartbeat(self, interval_s: float = HEARTBEAT_S, timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
+        """Until the connection closes, ask sshd for an answer every ``interval_s`` (a session channel opened
+        and closed at once); none within ``timeout_s`` marks the host lost, and ``is_alive()`` turns False."""
+        if self._heartbeat is not None:
+            return
+
+        def beat() -> None:
+            while self.is_alive():
+                time.sleep(interval_s)
+                try:
+                    self.transport.open_session(timeout=timeout_s).close()
+                except paramiko.ChannelException:  # refused (MaxSessions, ...): still an answer
+                    continue
+                except (paramiko.SSHException, OSError, EOFError, AttributeError):
+                    if self.client is not None and self.transport is not None and self.transport.is_active():
+                        self.lost = f"no answer from {self.endpoint.label} within {timeout_s:.0f} s"
+                    return
+
+        self._heartbeat = threading.Thread(target=beat, name=f"heartbeat {self.endpoint.label}", daemon=True)
+        self._heartbeat.start()
 
     def run(self, command: str, timeout: float = 30.0, stdin: BinaryIO | None = None,
             stdout: BinaryIO | None = None) -> Result:

@@ -108,6 +108,10 @@ def _write_sshd_config(host_dir: Path, address: str, state: Path, sftp: bool = T
         "StrictModes no",  # the state folder may live under /tmp
         "MaxSessions 64",
         "MaxStartups 64",
+        # A client that stops answering (its link cut) is dropped after ~9 s, which closes its sessions' stdin:
+        # the role watchdogs stop their roles (they also stop on their own after REMOTE_SILENCE_S of silence).
+        "ClientAliveInterval 3",
+        "ClientAliveCountMax 3",
         "LogLevel ERROR",
         *(["Subsystem sftp internal-sftp"] if sftp else []),
         "",

@@ -5,15 +5,19 @@
 Reads the run specification the preprocess wrote, launches and supervises every
 role, parses the workers' logs into the unified result (``p3-result.json``),
 prints one summary line, and exits 0 only if the run succeeded: stock CK's
-program module turns this exit code into ``run_success``.
+program module turns this exit code into ``run_success``. A run stopped from
+outside (a signal to it or to ck, ck gone: see ``lifeline``) is torn down,
+marked ``interrupted`` in its result, and exits 130.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
+from reprokit.run import lifeline
 from reprokit.run.forecast import EpochForecast
 from reprokit.run.launch import Outcome, StopRequest, run_local
 from reprokit.run.result import build
@@ -21,9 +25,12 @@ from reprokit.run.spec import SPEC_FILE, RunSpec
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a command ended by SIGINT
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop = StopRequest()
+    stop.install()  # first: a Ctrl-C from here on tears the run down instead of printing a traceback
     argv = sys.argv[1:] if argv is None else argv
     spec_path = Path(argv[0] if argv else SPEC_FILE).resolve()
     run_dir = spec_path.parent
@@ -36,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"p3: error: {spec.error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    stop = StopRequest()
-    stop.install()
+    lifeline.launcher_started(run_dir, stop.request)
+    lifeline.watch(os.environ.get(lifeline.CK_PROCESS_ENV), stop.request, "the ck run that started it")
     forecast = EpochForecast.for_run(spec, sys.stdout)
     watch = forecast.watch if forecast is not None else None
     try:
@@ -60,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     result = build(spec, outcome, run_dir)
     result.save(run_dir)
     print(result.summary_line(), flush=True)
-    return 0 if result.run_success else EXIT_FAILED
+    if result.run_success:
+        return 0
+    return EXIT_INTERRUPTED if outcome.interrupted else EXIT_FAILED
 
 
 if __name__ == "__main__":

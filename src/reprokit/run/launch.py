@@ -2,7 +2,8 @@
 
 Stock MXNet roles hang forever when a peer dies, so the supervisor owns the
 job: the first role that exits non-zero, the global timeout, or a stop request
-(SIGINT/SIGTERM) tears every role down, and the outcome names the role. Role
+(SIGINT/SIGTERM/SIGHUP, or the end of a process the run depends on: see
+``lifeline``) tears every role down, and the outcome names the role. Role
 processes run in their own process groups, are killed as whole groups, and
 receive SIGKILL from the kernel if the launcher itself dies (PR_SET_PDEATHSIG),
 so no process of a run survives it.
@@ -12,7 +13,6 @@ local one. Remote launchers implement the same interface.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import re
@@ -25,6 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, TextIO
 
+from reprokit.errors import UserError
+from reprokit.cluster.ports import hold_port
+from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
 
@@ -100,19 +103,13 @@ class OutputSink:
         return thread
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGKILL if the launcher dies, whatever kills it."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class LocalRoleProcess:
     def __init__(self, role: Role, command: list[str], env: dict[str, str], cwd: Path, sink: OutputSink):
         self.role = role
         self.popen = subprocess.Popen(
             command, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent,
+            start_new_session=True, preexec_fn=parent_death_signal,  # SIGKILL if the launcher dies, whatever kills it
         )
         self.pid = self.popen.pid
         self.output = sink.pump(role, self.popen.stdout)
@@ -158,6 +155,7 @@ class Outcome:
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    interrupted: bool = False  # a stop request (a signal, a lost parent) ended it, not the run itself
     # Wall-clock stamps (time.time()) for launch-latency measurements.
     began_at: float = 0.0  # the launcher began (before any connection)
     all_running_at: float = 0.0  # every role's process had been started
@@ -190,7 +188,7 @@ class StopRequest:
         def handler(signum, _frame):
             self.request(f"stopped by {signal.Signals(signum).name}")
 
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, handler)
 
 
@@ -237,7 +235,7 @@ def supervise(
                 outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}",
                                   failed.role.name, failed.role.host)
             elif stop.reason:
-                outcome = Outcome(False, f"run {stop.reason}; every role was torn down")
+                outcome = Outcome(False, f"run {stop.reason}; every role was torn down", interrupted=True)
             elif all(code == 0 for code in codes.values()) and len(procs) == len(plan.roles):
                 outcome = Outcome(True, "")
             elif now - begin > plan.timeout_s:
@@ -304,7 +302,14 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.argv(role), local_environment(plan, role), run_dir, sink)
 
-    outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+    # The scheduler's port stays held until the run ends, so a run started beside this one cannot take it.
+    try:
+        held = hold_port(plan.scheduler_port, "0.0.0.0")
+    except UserError as exc:
+        return Outcome(False, str(exc))
+    with held:
+        plan.scheduler_port = held.getsockname()[1]
+        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)
     if leftovers:

@@ -31,3 +31,20 @@ def kill_run_processes(run_id: str) -> list[int]:
         except ProcessLookupError:
             pass
     return pids
+
+
+def process_identity(pid: int) -> str | None:
+    """``PID:START`` (start time in clock ticks since boot): names one process, even after its PID is reused."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):  # exited, not yet reaped: gone for our purposes
+        return None
+    return f"{pid}:{fields[19]}"
+
+
+def is_running(identity: str) -> bool:
+    """Whether the process ``process_identity`` named is still running."""
+    pid = identity.split(":", 1)[0]
+    return pid.isdigit() and process_identity(int(pid)) == identity

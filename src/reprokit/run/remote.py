@@ -2,9 +2,12 @@
 
 Each role runs under a small POSIX-sh wrapper in its own SSH session (sshd
 makes the session's shell a process-group leader, so ``$$`` names the whole
-group). A watchdog in the group reads the channel's stdin: when the launcher
-closes it (teardown) or the connection drops, the watchdog SIGTERMs the group
-and SIGKILLs it a few seconds later. Every value is shell-quoted; names are
+group). A watchdog in the group reads the channel's stdin, where the launcher
+writes a heartbeat byte every HEARTBEAT_S: when the launcher closes it
+(teardown), the connection drops, or nothing arrives for REMOTE_SILENCE_S (a
+cut link whose sshd never notices), the watchdog SIGTERMs the group and SIGKILLs
+it a few seconds later. The launcher's side of a lost host is
+``Connection.start_heartbeat``. Every value is shell-quoted; names are
 validated, so neither a host name nor an environment value can run a command.
 """
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -32,6 +36,8 @@ from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer, choose as choose_transfer
 
 WATCHDOG_GRACE_S = 3
+HEARTBEAT_S = 3.0  # the launcher writes a byte to every role's stdin this often
+REMOTE_SILENCE_S = 15  # a role that hears nothing for this long stops: its launcher is unreachable
 LOST_CONNECTION = 1000  # not an exit code any process can have
 OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -50,7 +56,10 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
     inner = (
         f'echo "{_PGID_MARK}$$"; '
         "exec 3<&0 </dev/null; "
-        "(cat <&3 >/dev/null 2>&1; kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
+        # One byte at a time, each within REMOTE_SILENCE_S; EOF and silence both end the loop. --foreground keeps
+        # timeout (and dd) in the role's process group, so tearing the group down reaches them too.
+        f'(while [ -n "$(timeout --foreground {REMOTE_SILENCE_S} dd bs=1 count=1 <&3 2>/dev/null)" ]; do :; done; '
+        "kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
         "exec 3<&-; "
         "trap : TERM; stopping=; "
         f"trap 'stopping=1; kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
@@ -111,7 +120,17 @@ class RemoteRoleProcess:
         return None
 
     def describe(self, code: int) -> str:
-        return "lost its SSH connection" if code == LOST_CONNECTION else describe_exit(code)
+        if code == LOST_CONNECTION:
+            return f"lost its SSH connection ({self.conn.lost})" if self.conn.lost else "lost its SSH connection"
+        return describe_exit(code)
+
+    def beat(self) -> None:
+        """The heartbeat the remote watchdog waits for (see REMOTE_SILENCE_S)."""
+        try:
+            if not self.channel.closed and self.channel.send_ready():
+                self.channel.send(b".")
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
 
     def terminate(self) -> None:
         try:
@@ -158,8 +177,12 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
         return outcome
     finally:
         # Every host's run folder goes, and anything still carrying the run's id, after a failed
-        # preparation as after a run.
-        swept = on_each(plan.hosts, lambda h: conns[h].run(
+        # preparation as after a run; a lost host cannot be reached (its roles stop on their own).
+        lost = [h for h in plan.hosts if not conns[h].is_alive()]
+        for host in lost:
+            outcome.warnings.append(f"{host}: unreachable after the run ({conns[host].lost or 'connection closed'}); "
+                                    f"its roles stop on their own within {REMOTE_SILENCE_S + WATCHDOG_GRACE_S} s")
+        swept = on_each([h for h in plan.hosts if h not in lost], lambda h: conns[h].run(
             sweep_command(plan.run_id) + "; " + rundir.remove_command(remote_dir), timeout=30))
         for host, error in swept.failed.items():
             outcome.warnings.append(f"{host}: could not check for leftover processes: {error}")
@@ -196,12 +219,29 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
             workers_here = sum(1 for r in plan.workers if r.host == host)
             plan.host_threads[host] = max(1, ready.cores // max(1, workers_here))
 
+    started: list[RemoteRoleProcess] = []
+    ended = threading.Event()
+
     def start(role: Role) -> RemoteRoleProcess:
         argv = plan.argv(role)
         argv[0] = cluster.host(role.host).python or argv[0]
-        return RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv), sink)
+        started.append(RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv),
+                                         sink))
+        return started[-1]
 
-    outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+    def beat() -> None:
+        while not ended.wait(HEARTBEAT_S):
+            for proc in list(started):
+                proc.beat()
+
+    for conn in conns.values():
+        conn.start_heartbeat()
+    threading.Thread(target=beat, name="role heartbeat", daemon=True).start()
+    try:
+        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+    finally:
+        ended.set()
+    outcome.scheduler_port = plan.scheduler_port
     # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
     wanted = TIMELINE_FILE in plan.command
     fetched = on_each(sorted({r.host for r in plan.workers if wanted and conns[r.host].is_alive()}),

@@ -36,6 +36,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     # Present only where they apply (dropped from the JSON when None):
+    interrupted: bool | None = None  # True: stopped from outside (a signal, a lost parent), not a result of the run
     p3_slice_size: int | None = None  # our P3 only; the artifact's slicing is compiled in
     p3_priority: bool | None = None
     p3_credit: int | None = None  # bytes in flight per worker; 0: unscheduled
@@ -73,8 +74,8 @@ class Result:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     @classmethod
-    def failed(cls, reason: str) -> "Result":
-        return cls(run_success=False, failure_reason=reason)
+    def failed(cls, reason: str, interrupted: bool = False) -> "Result":
+        return cls(run_success=False, failure_reason=reason, interrupted=interrupted or None)
 
     def save(self, run_dir: Path) -> Path:
         from reprokit.jsonfile import write_json
@@ -114,6 +115,7 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         wall_time_s=round(outcome.wall_s, 3),
         launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
         warnings=list(outcome.warnings),
+        interrupted=outcome.interrupted or None,
     )
     parse_worker_logs(result, plan, run_dir)
     return result

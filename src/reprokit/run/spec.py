@@ -20,7 +20,7 @@ from reprokit.engines.choice import EngineChoice
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.paths import PROGRAM_DIR
-from reprokit.cluster.ports import LOCALHOST, check_port_free, pick_free_port
+from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
 from reprokit.run.settings import RunSettings, absolute_outputs, local_layout, output_paths, with_local_outputs
 
@@ -113,14 +113,15 @@ class RunSpec:
 
 
 def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster: ClusterConfig | None = None,
-               cluster_data: Any = None) -> RunSpec:
-    """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here)."""
+               cluster_data: Any = None, run_dir: str | None = None) -> RunSpec:
+    """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here).
+
+    ``run_dir``: the run folder, where relative output paths of a run on this machine go (default: here)."""
     if cluster is None:
-        settings = with_local_outputs(settings, os.getcwd())  # the preprocess runs in the run folder
+        settings = with_local_outputs(settings, run_dir or os.getcwd())
         num_workers, num_servers = local_layout(settings)
-        if settings.ps_root_port is None:
-            port = pick_free_port(LOCALHOST)
-        else:
+        port = 0  # the launcher holds a free one from before the scheduler starts until the run ends
+        if settings.ps_root_port is not None:
             check_port_free(LOCALHOST, settings.ps_root_port)
             port = settings.ps_root_port
         plan = RolePlan(run_id=uuid.uuid4().hex, hosts=[LOCALHOST],

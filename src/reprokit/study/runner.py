@@ -5,9 +5,11 @@ recorded (and can be typed again), its output goes to the run folder instead
 of over the progress bar, and it has a timeout. The child runs under a small
 guard (``python -m reprokit.study.runner --guard -- ck run ...``) in a session
 of its own. The guard reads a pipe from the sweep; when the pipe closes (the
-sweep stopped, timed out, or died, even by SIGKILL) it sends SIGTERM to its
-whole session (ck, its shell and the launcher, which tears every role down),
-then SIGKILL after a grace period. So no run outlives its sweep.
+sweep stopped, timed out, or died, even by SIGKILL), or the guard itself gets
+SIGINT/SIGTERM/SIGHUP, it sends ck SIGTERM (ck passes it to its launcher, which
+tears every role down), then SIGKILLs what is left of its session after a grace
+period; if the guard is SIGKILLed, ck gets SIGTERM from the kernel. So no run
+outlives its sweep, and a run stopped from outside is ``interrupted``, not failed.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.result import RESULT_FILE
 from reprokit.study.schema import CONTROL
 
@@ -111,6 +114,9 @@ def run_once(command: list[str], run_dir: Path, timeout_s: float, on_start=None)
     if run.stop_reason:
         return RunOutcome(False, run.stop_reason, result, started, ended, code,
                           stopped=not run.stop_reason.startswith("timed out"))
+    if (result is not None and result.get("interrupted")) or (code is not None and code < 0):
+        reason = (result or {}).get("failure_reason") or f"its guard was killed by signal {-code}"
+        return RunOutcome(False, f"interrupted: {reason}", result, started, ended, code, stopped=True)
     if result is not None and result.get("run_success"):
         return RunOutcome(True, None, result, started, ended, code)
     if result is not None:
@@ -198,50 +204,56 @@ def _iso(t: float) -> str:
 
 # --- the guard -----------------------------------------------------------------------------------
 
-def _others_in_group() -> bool:
-    me, group = os.getpid(), os.getpgrp()
+def _others_in_group() -> list[int]:
+    """The live processes of the guard's process group (its session: ck, CK's shell, the launcher), but itself."""
+    me, group, found = os.getpid(), os.getpgrp(), []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != me:
             try:
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue
-            if int(fields[2]) == group and fields[0] != "Z":
-                return True
-    return False
+            if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                found.append(int(entry))
+    return found
 
 
 def guard(command: list[str]) -> int:
-    """Run command in this session; tear the whole session down when stdin (the sweep's pipe) closes."""
-    # The watchdog's SIGTERM to the session is for the run, not for the guard. Only the main thread may set a
-    # handler, and a handler (unlike SIG_IGN) is reset for the child at exec, so the child still dies of SIGTERM.
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-    finished, tearing_down = threading.Event(), threading.Event()
+    """Run command in this session; stop it when stdin (the sweep's pipe) closes or the guard gets
+    SIGINT/SIGTERM/SIGHUP, and when the guard dies (SIGKILL), the command gets SIGTERM from the kernel.
 
-    def watchdog() -> None:
+    Stopping sends ck SIGTERM, which ck passes on to its launcher (``run.lifeline``): the launcher tears the
+    run down and ck reports it as interrupted. Whatever of the session is left GUARD_GRACE_S later is killed.
+    """
+    stop: list[str] = []  # why the run must stop; a plain list, safe to append to from a signal handler
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: stop.append(signal.Signals(signum).name))
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=lambda: parent_death_signal(signal.SIGTERM))
+
+    def watch_stdin() -> None:
         sys.stdin.buffer.read()  # returns at EOF: the sweep closed the pipe or died
-        if finished.is_set():
-            return
-        tearing_down.set()
-        os.killpg(0, signal.SIGTERM)
-        deadline = time.monotonic() + GUARD_GRACE_S
-        while _others_in_group() and time.monotonic() < deadline:  # the launcher tears its roles down
-            time.sleep(0.1)
-        os.killpg(0, signal.SIGKILL)  # whatever is left, the guard included
+        stop.append("end of the sweep's pipe")
 
-    thread = threading.Thread(target=watchdog, daemon=True)
-    thread.start()
-    code = child.wait()
-    finished.set()
-    if tearing_down.is_set():
-        thread.join()  # ck ended first; the launcher may still be tearing its roles down: the watchdog waits for it
-    return code
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    while child.poll() is None and not stop:
+        time.sleep(0.1)
+    if stop and child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + GUARD_GRACE_S
+    while (child.poll() is None or _others_in_group()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the launcher tears its roles down; ck reports the run
+    for pid in _others_in_group():  # whatever is left
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    code = child.poll()
+    return code if code is not None else child.wait()
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--guard" and sys.argv[2] == "--":
         code = guard(sys.argv[3:])
         sys.stdout.flush()
-        os._exit(code)  # not sys.exit: the watchdog thread still blocks in a read of stdin
+        os._exit(128 - code if code < 0 else code)  # ck killed by signal N: 128+N, as a shell says it  # not sys.exit: the watchdog thread still blocks in a read of stdin
     sys.exit("usage: python -m reprokit.study.runner --guard -- COMMAND...")

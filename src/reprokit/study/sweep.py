@@ -3,9 +3,10 @@
 Runs are interleaved (study.plan_runs), links are shaped per bandwidth where
 the target allows it (a testbed: testbed.shape), and every run ends as a
 record in the store: ``ok`` with its unified result, or ``failed`` with its
-reason. A run interrupted by a stop request (SIGINT, SIGTERM, SIGHUP) is not a
-result and is not stored; ``--resume`` runs it again and skips every run
-already stored.
+reason. A run interrupted by a stop request (SIGINT, SIGTERM, SIGHUP to the
+sweep, or to the run's own ck, launcher or guard) is not a result and is not
+stored: its attempt folder says why in ``interrupted.json``, the sweep stops,
+and ``--resume`` runs it again and skips every run already stored.
 
 On a testbed whose matrix gives target ratios instead of bandwidths (the quick
 matrix), a new sweep first runs one baseline probe per model on the unshaped
@@ -33,12 +34,14 @@ from reprokit.engines.choice import EMBEDDED, engine_kind
 from reprokit.run import settings as run_settings
 from reprokit.study import runner as study_runner
 from reprokit.errors import UserError
+from reprokit.jsonfile import write_json
 from reprokit.study.choice import BandwidthChoice, choose
 from reprokit.cluster.testbed import testbed_of
 from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso
 from reprokit.study.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
 from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
 
+INTERRUPTED_FILE = "interrupted.json"  # in an attempt folder whose run was stopped: why, and when
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
 
 MachineConfig = Callable[[str], object]  # a machine entry's name -> its cluster description (hosts.json data)
@@ -273,7 +276,9 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
         outcome = study_runner.RunOutcome(False, shape_error, None, now, now, None)
     else:
         outcome = _guarded(command, run_dir, run_timeout(sweep.profile, env), stop)
-        if outcome.stopped:
+        if outcome.stopped:  # by the sweep's own stop, or from outside (a signal to ck, its launcher or guard)
+            stop.reason = stop.reason or f"stopped because run {config.label()} was {outcome.reason}"
+            write_json(run_dir / INTERRUPTED_FILE, {"reason": outcome.reason, "at": now_iso()})
             return None
     provenance = {**environment, **study_runner.run_provenance(run_dir, command, outcome, env)}
     ran = provenance.get("engine")

@@ -1,0 +1,108 @@
+"""How a stop reaches every process of a run, whichever of them is signalled or killed.
+
+A run is a chain: ck's Python -> CK's shell script -> the launcher (``reprokit.run.command``) -> the roles
+(under a study: ck reproduce -> guard -> ck run -> ...). Whatever stops one link stops the ones below it:
+
+* SIGINT/SIGTERM/SIGHUP to ck's Python: ``forward_stops`` (installed by the preprocess) records the signal in the
+  run folder (``STOP_FILE``) and passes it on to the launcher named in ``LAUNCHER_FILE``; the launcher tears the run
+  down and writes its result, which ck then reports (no KeyboardInterrupt traceback).
+* SIGKILL of ck's Python: the launcher watches it (``CK_PROCESS_ENV``, see ``watch``) and stops when it is gone.
+* The launcher handles the three signals itself, stops when its parent (CK's shell) dies (``parent_death_signal``),
+  and if it is SIGKILLed its local roles get SIGKILL from the kernel and its SSH connections close, which the
+  remote watchdogs see.
+
+Either side may come first (ck may be signalled before the launcher has started): ck writes the stop file before
+it reads the launcher's file, and the launcher writes its file before it reads the stop file, so one of them
+always sees the other.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from reprokit.run.procscan import is_running, process_identity
+
+STOP_FILE = "stop-requested"  # the signal ck's Python got, one line
+LAUNCHER_FILE = "launcher.pid"  # the launcher's process identity (PID:START)
+CK_PROCESS_ENV = "REPROKIT_CK_PROCESS"  # ck's Python's process identity, for the launcher to watch
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WATCH_INTERVAL_S = 0.2
+
+
+def parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent (the thread that started it) dies.
+
+    Used before exec in children (roles, the guard's ck) and by the launcher for itself.
+    """
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
+
+
+def forward_stops(run_dir: Path) -> None:
+    """In ck's Python: pass SIGINT/SIGTERM/SIGHUP on to this run's launcher instead of dying with a traceback.
+
+    Only the main thread may set handlers; anywhere else (ck driven from a thread) the defaults stay.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, _frame):
+        name = signal.Signals(signum).name
+        try:
+            (run_dir / STOP_FILE).write_text(name + "\n")
+        except OSError:  # the run folder is gone: nothing left to stop
+            return
+        launcher = _read(run_dir / LAUNCHER_FILE)
+        if launcher and is_running(launcher):
+            try:
+                os.kill(int(launcher.split(":")[0]), signum)
+            except ProcessLookupError:
+                pass
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+
+def launcher_started(run_dir: Path, request_stop: Callable[[str], None]) -> None:
+    """In the launcher, before any role starts: say who we are, then honour a stop ck received before that."""
+    parent = os.getppid()
+    identity = process_identity(os.getpid())
+    if identity:
+        (run_dir / LAUNCHER_FILE).write_text(identity + "\n")
+    name = _read(run_dir / STOP_FILE)
+    if name:
+        request_stop(f"stopped by {name}")
+    parent_death_signal(signal.SIGTERM)  # the shell that started us died (a closed terminal, a kill): stop too
+    if os.getppid() != parent or not process_identity(parent):  # it died before we asked
+        request_stop(f"stopped: the process that started it (pid {parent}) is gone")
+
+
+def watch(identity: str | None, request_stop: Callable[[str], None], what: str) -> None:
+    """Request a stop as soon as the process ``identity`` names is gone (a daemon thread polls it)."""
+    if not identity:
+        return
+
+    def poll() -> None:
+        while is_running(identity):
+            time.sleep(WATCH_INTERVAL_S)
+        request_stop(f"stopped: {what} (pid {identity.split(':')[0]}) is gone")
+
+    threading.Thread(target=poll, name=f"watch {what}", daemon=True).start()
+
+
+def clear(run_dir: Path) -> None:
+    """Before a run reuses a folder: no stop or launcher of an earlier run may count for this one."""
+    for name in (STOP_FILE, LAUNCHER_FILE):
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
