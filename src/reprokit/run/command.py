@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     write_json(run_dir / "launch.json", outcome.to_dict())
     result = build(spec, outcome, run_dir)
     result.save(run_dir)
-    print(result.summary_line(), flush=True)
+    try:
+        print(result.summary_line(), flush=True)
+    except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
+        pass
     if result.run_success:
         return 0
     return EXIT_INTERRUPTED if outcome.interrupted else EXIT_FAILED

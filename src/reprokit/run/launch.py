@@ -72,6 +72,17 @@ class OutputSink:
         self.finish = re.compile(finish_pattern) if finish_pattern else None
         self.done: set[str] = set()  # roles whose output matched finish_pattern
 
+    def _show(self, text: str) -> None:
+        """To the console while there is one: a closed terminal or pipe (the reader was killed) must not stop
+        the copy into the log, nor leave the role blocked on a full pipe."""
+        if self.console is None:
+            return
+        try:
+            self.console.write(text)
+            self.console.flush()
+        except (OSError, ValueError):
+            self.console = None
+
     def finished(self) -> set[str]:
         with self.lock:
             return set(self.done)
@@ -92,8 +103,7 @@ class OutputSink:
                     with self.lock:
                         if self.finish is not None and self.finish.search(line):
                             self.done.add(role.name)
-                        self.console.write(prefix + line if line.endswith("\n") else prefix + line + "\n")
-                        self.console.flush()
+                        self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
                         if self.watch is not None:
                             self.watch(role, line)
             stream.close()
@@ -155,6 +165,7 @@ class Outcome:
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    scheduler_port: int = 0  # the port the roles were given
     interrupted: bool = False  # a stop request (a signal, a lost parent) ended it, not the run itself
     # Wall-clock stamps (time.time()) for launch-latency measurements.
     began_at: float = 0.0  # the launcher began (before any connection)
@@ -310,6 +321,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     with held:
         plan.scheduler_port = held.getsockname()[1]
         outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+    outcome.scheduler_port = plan.scheduler_port
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)
     if leftovers:

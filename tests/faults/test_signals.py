@@ -1,0 +1,110 @@
+"""Signals to any process of ours stop the whole run: SIGINT, SIGTERM, SIGHUP and SIGKILL, sent to ck run's Python,
+to the launcher, to `ck reproduce` and to its guard. Within 5 s no process of the run is left, its result says
+it was interrupted, and nobody printed a traceback."""
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from support.faults import expect, no_orphans, no_traceback
+from support.runs import long_run, run_processes, wait_for
+from reprokit.run.lifeline import LAUNCHER_FILE
+from reprokit.run.procscan import is_running, process_identity
+
+pytestmark = pytest.mark.fault("signal")
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
+STUDY = "study:sysml19-p3"
+LONG = ["--env.NUM_BATCHES=1000", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
+
+
+def launcher_of(run_dir: Path) -> str:
+    identity = wait_for(lambda: (run_dir / LAUNCHER_FILE).exists() and (run_dir / LAUNCHER_FILE).read_text().strip(), 30)
+    assert identity, f"no launcher recorded in {run_dir}"
+    return identity
+
+
+def alive(run_id: str, *identities: str):
+    """What is left of the run: its roles (by run id) and the given processes (ck, launcher, guard)."""
+    return lambda: run_processes(run_id) + [i for i in identities if i and is_running(i)]
+
+
+def interrupted(run_dir: Path) -> None:
+    path = run_dir / "p3-result.json"
+    expect(wait_for(path.exists, 5), "data-lost", f"the interrupted run left no {path}")
+    result = json.loads(path.read_text())
+    expect(result.get("interrupted") is True and not result["run_success"], "unclear",
+           f"the result does not say the run was interrupted: {result.get('failure_reason')!r}")
+
+
+@pytest.mark.parametrize("target", ["ck", "launcher"])
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_to_ck_run_or_its_launcher_stops_the_whole_run(ck, tmp_path, sig, target):
+    with long_run(ck, tmp_path, "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1") as (run, run_id):
+        ck_process = process_identity(run.pid)
+        launcher = launcher_of(tmp_path)
+        os.kill(int((ck_process if target == "ck" else launcher).split(":")[0]), sig)
+        no_orphans(alive(run_id, ck_process, launcher), 5, f"{sig.name} to {target}")
+        output = run.stdout.read()
+    interrupted(tmp_path)
+    if sig != signal.SIGKILL:
+        no_traceback(output)
+        assert "p3: FAILED: run stopped by " in output
+
+
+def _training_attempt(store: Path):
+    for spec in store.glob("runs/*/attempt-*/p3-run.json"):
+        log = spec.parent / "logs" / "worker-1.log"
+        if log.exists() and "worker rank" in log.read_text():
+            return spec.parent, json.loads(spec.read_text())["plan"]["run_id"]
+    return None
+
+
+def _guard_of(store: Path) -> str | None:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"--guard" in cmdline and str(store).encode() in cmdline:
+            return process_identity(int(pid))
+    return None
+
+
+@pytest.mark.parametrize("target", ["reproduce", "guard"])
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_to_the_study_or_its_guard_stops_the_run(ck, tmp_path, sig, target):
+    store = tmp_path / "store"
+    sweep = ck.popen("reproduce", STUDY, f"--store={store}", "--models=resnet", "--variants=baseline",
+                     "--repetitions=1", "--profile=smoke", *(f"--env.{a[len('--env.'):]}" for a in LONG), new_session=True)
+    try:
+        found = wait_for(lambda: _training_attempt(store), timeout=180)
+        assert found, "the sweep's run never started training"
+        attempt, run_id = found
+        guard, launcher = _guard_of(store), launcher_of(attempt)
+        ck_run = next((process_identity(int(p)) for p in filter(str.isdigit, os.listdir("/proc"))
+                       if guard and _parent(int(p)) == int(guard.split(":")[0])), None)
+        reproduce = process_identity(sweep.pid)
+        os.kill(int((reproduce if target == "reproduce" else guard).split(":")[0]), sig)
+        no_orphans(alive(run_id, ck_run, launcher, guard), 5, f"{sig.name} to {target}")
+        if sig != signal.SIGKILL or target == "guard":  # the sweep itself lives to say so
+            output, _ = sweep.communicate(timeout=30)
+            no_traceback(output)
+            assert sweep.returncode == 1, output
+            assert "--resume" in output
+            assert (attempt / "interrupted.json").exists()
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait()
+    interrupted(attempt)
+    assert not list((store / "records").glob("*.json")), "an interrupted run was stored as a result"
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
