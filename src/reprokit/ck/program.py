@@ -34,7 +34,7 @@ from reprokit.paths import SRC_DIR
 from reprokit.run.command import EXIT_BAD_INPUT
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
-from reprokit.run.procscan import process_identity
+from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
@@ -149,6 +149,9 @@ def postprocess(i: dict) -> dict:
         if spec.error:
             result = Result.failed(spec.error)  # already printed by the run command
         elif (run_dir / lifeline.LAUNCHER_FILE).exists():  # it started, and was killed before it could finish
+            # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.
+            if spec.plan is not None:
+                kill_run_processes(spec.plan.run_id)
             result = Result.failed(f"the launcher was killed before it finished (no {RESULT_FILE} in {run_dir}); "
                                    f"the run was interrupted", interrupted=True)
             result.save(run_dir)
