@@ -10,7 +10,7 @@ from support.faults import FaultFailure, expect, no_traceback
 
 pytestmark = pytest.mark.fault("concurrent")
 
-SMALL = ["--cmd_key=resnet", "--env.NUM_BATCHES=11", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1",
+SMALL = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1",
          "--treat_return_code_as_exit_code=yes", "--out=json_file"]
 
 
