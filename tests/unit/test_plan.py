@@ -3,7 +3,7 @@ import socket
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.cluster.ports import check_port_free, pick_free_port
+from reprokit.cluster.ports import check_port_free, hold_port, pick_free_port
 from reprokit.run.plan import RolePlan, layout_roles, worker_threads_per_host
 
 
@@ -62,3 +62,15 @@ def test_port_in_use_is_refused_with_the_fix():
         with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is already in use.*--env.PS_ROOT_PORT"):
             check_port_free("127.0.0.1", port)
     check_port_free("127.0.0.1", pick_free_port())
+
+
+def test_a_held_port_is_nobody_elses_but_its_role_can_still_listen_there():
+    with hold_port(0, "0.0.0.0") as held:
+        port = held.getsockname()[1]
+        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is already in use"):
+            check_port_free("127.0.0.1", port)  # another run's check, or its explicit PS_ROOT_PORT
+        assert port not in {pick_free_port() for _ in range(200)}  # another run's automatic choice
+        with socket.socket() as scheduler:  # ZeroMQ's listener sets SO_REUSEADDR, as here
+            scheduler.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            scheduler.bind(("0.0.0.0", port))
+            scheduler.listen()

@@ -3,6 +3,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -107,3 +108,29 @@ def test_sweep_kills_exactly_the_processes_of_the_run():
         theirs.kill()
         ours.wait()
         theirs.wait()
+
+
+def test_a_role_that_hears_no_heartbeat_stops_on_its_own_and_one_that_does_keeps_running(tmp_path):
+    """A cut link gives neither EOF nor data: silence alone must stop the role's group (SIGTERM, then SIGKILL)."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    quiet_id, beating_id = uuid.uuid4().hex, uuid.uuid4().hex
+    quiet = subprocess.Popen(["/bin/sh", "-c", role_command(str(tmp_path / "q"), {"REPROKIT_RUN_ID": quiet_id}, sleeper,
+                                                           silence_s=2)],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
+    beating = subprocess.Popen(["/bin/sh", "-c", role_command(str(tmp_path / "b"), {"REPROKIT_RUN_ID": beating_id},
+                                                             sleeper, silence_s=2)],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert wait_for(lambda: run_processes(quiet_id) and run_processes(beating_id), 10)
+        for _ in range(12):  # 6 s of heartbeats, three times the silence allowed
+            beating.stdin.write(b".")
+            beating.stdin.flush()
+            time.sleep(0.5)
+        quiet.wait(timeout=10)  # stopped: the group, wrapper included, is killed (its exit code no longer matters)
+        assert no_process_left(quiet_id, timeout=5)
+        assert beating.poll() is None, "a role whose launcher kept beating was stopped"
+    finally:
+        beating.stdin.close()
+        quiet.stdin.close()
+        beating.wait(timeout=15)
+    assert no_process_left(beating_id, timeout=5)

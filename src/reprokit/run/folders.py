@@ -25,7 +25,8 @@ def new_run_folder(shared: Path) -> Path:
     runs = shared / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     while True:
-        folder = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        now = time.time()  # microseconds in the name: runs sort by start, as pruning needs
+        folder = runs / f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}.{int(now * 1e6) % 1000000:06d}-{uuid.uuid4().hex[:6]}"
         try:
             folder.mkdir()
             break

@@ -42,8 +42,9 @@ LOST_CONNECTION = 1000  # not an exit code any process can have
 OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
-def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
-    """The shell command line that runs ``argv`` as a role, in ``run_dir``, with ``env``."""
+def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: int = REMOTE_SILENCE_S) -> str:
+    """The shell command line that runs ``argv`` as a role, in ``run_dir``, with ``env``; it stops when its
+    stdin ends or stays silent for ``silence_s``."""
     bad = [k for k in env if not _ENV_NAME.match(k)]
     if bad:
         raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
@@ -58,7 +59,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str]) -> str:
         "exec 3<&0 </dev/null; "
         # One byte at a time, each within REMOTE_SILENCE_S; EOF and silence both end the loop. --foreground keeps
         # timeout (and dd) in the role's process group, so tearing the group down reaches them too.
-        f'(while [ -n "$(timeout --foreground {REMOTE_SILENCE_S} dd bs=1 count=1 <&3 2>/dev/null)" ]; do :; done; '
+        f'(while [ -n "$(timeout --foreground {int(silence_s)} dd bs=1 count=1 <&3 2>/dev/null)" ]; do :; done; '
         "kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
         "exec 3<&-; "
         "trap : TERM; stopping=; "
