@@ -103,6 +103,8 @@ def test_ctrl_c_tears_every_role_down(ck, tmp_path):
         output, _ = run.communicate(timeout=60)
     assert run.returncode != 0
     assert "p3: FAILED: run stopped by SIGINT; every role was torn down" in output
+    assert "Traceback" not in output  # ck's own KeyboardInterrupt included
+    assert json.loads((tmp_path / "p3-result.json").read_text())["interrupted"] is True
     assert no_process_left(run_id)
 
 

@@ -148,11 +148,12 @@ def postprocess(i: dict) -> dict:
             spec = RunSpec()
         if spec.error:
             result = Result.failed(spec.error)  # already printed by the run command
-        elif (run_dir / lifeline.LAUNCHER_FILE).exists():  # it started, and was killed before it could finish
+        elif (run_dir / lifeline.LAUNCHER_FILE).exists() or (run_dir / lifeline.STOP_FILE).exists():
+            # It started and was killed before it could finish, or was stopped before it could start.
             # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.
             if spec.plan is not None:
                 kill_run_processes(spec.plan.run_id)
-            result = Result.failed(f"the launcher was killed before it finished (no {RESULT_FILE} in {run_dir}); "
+            result = Result.failed(f"the launcher was stopped before it finished (no {RESULT_FILE} in {run_dir}); "
                                    f"the run was interrupted", interrupted=True)
             result.save(run_dir)
             print(f"p3: FAILED: {result.failure_reason}", flush=True)
