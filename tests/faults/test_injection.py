@@ -147,3 +147,21 @@ def test_arguments_after_the_double_dash_are_refused_before_the_run_script_runs(
     not_injected(marker)
     expect(proc.returncode != 0, "other", "exit code 0 for refused arguments")
     one_clear_line(proc.stdout + proc.stderr, "program:p3 takes no arguments after --", "refused before anything runs")
+
+
+@pytest.mark.parametrize("option", ["--extra_tags=a\ntouch {marker}", "--extra_version=$(touch {marker})",
+                                    "--env.X=$(touch {marker})"])
+def test_soft_detection_refuses_shell_syntax_in_what_it_writes_into_the_env_script(repo_ck, tmp_path, option):
+    """Tags and the version go into the env script's comment lines, variables into its export lines; the
+    script is sourced by every later run and install that uses the entry."""
+    from reprokit.data.iwslt import make_synthetic
+
+    make_synthetic(tmp_path / "data" / "plain", train_pairs=30)
+    marker = tmp_path / "MARKER"
+    proc = repo_ck("detect", "soft:dataset.iwslt15.en-vi", f"--search_dirs={tmp_path / 'data'}", "--quiet",
+                   option.format(marker=marker), timeout=120)
+    for script in Path(repo_ck.env["CK_REPOS"]).glob("local/env/*/env.sh"):
+        expect(str(marker) not in script.read_text(), "injection", f"{script} holds the injected command")
+    not_injected(marker)
+    expect(proc.returncode != 0, "other", "exit code 0 for a refused detection")
+    one_clear_line(proc.stdout + proc.stderr, "CK error: [soft]", "holds a", "refused before anything runs")

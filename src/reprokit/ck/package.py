@@ -10,7 +10,7 @@ from reprokit.ck.errors import access, ck_command
 from reprokit.ck.script import install_parameters
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
-from reprokit.values import decimal, plain_setting, whole_number
+from reprokit.values import decimal, plain_setting, refuse_shell_syntax_in_labels, whole_number
 
 INSTALL_SCRIPT_WRITES = "stock CK writes every install variable into the install script (quoted only around spaces)"
 
@@ -27,6 +27,7 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
     def hook(i: dict) -> dict:
         refuse_shell_syntax({**i.get("new_env", {}),
                              **({"INSTALL_DIR": i["install_path"]} if i.get("install_path") else {})})
+        refuse_shell_syntax_in_labels(i, INSTALL_SCRIPT_WRITES)  # the env entry registered next carries them
         out = setup(i)  # only plain values reach it: shell syntax is named before any other complaint
         if out.get("return", 0) == 0:
             # -DNAME=VALUE and --param=VALUE reach the script without passing any hook (see ck/script.py)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from reprokit.ck.errors import access, ck_command
 from reprokit.errors import UserError
-from reprokit.values import plain_setting
+from reprokit.values import plain_setting, refuse_shell_syntax_in_labels
 
 ENV_SCRIPT_WRITES = ("stock CK writes the env entry's variables into its env script (quoted only around spaces), "
                      "which every run and install using it sources")
@@ -72,6 +72,7 @@ def _plain_env(i: dict) -> dict:
     written = {**i["env"], "path_install": i["customize"].get("path_install", "")}
     for name, value in written.items():
         plain_setting(str(name), value, ENV_SCRIPT_WRITES, spaces_quoted=True)
+    refuse_shell_syntax_in_labels(i, ENV_SCRIPT_WRITES)
     return {"return": 0, "bat": ""}
 
 
