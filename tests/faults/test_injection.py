@@ -165,3 +165,12 @@ def test_soft_detection_refuses_shell_syntax_in_what_it_writes_into_the_env_scri
     not_injected(marker)
     expect(proc.returncode != 0, "other", "exit code 0 for a refused detection")
     one_clear_line(proc.stdout + proc.stderr, "CK error: [soft]", "holds a", "refused before anything runs")
+
+
+def test_a_run_batch_name_holding_shell_syntax_is_refused(repo_ck, tmp_path):
+    """CK runs its run script by this name, unquoted, inside bash -c "..."."""
+    marker = tmp_path / "MARKER"
+    proc, _ = repo_ck.run_p3(tmp_path, "--cmd_key=resnet", f'--run_batch_name=x.sh";touch {marker};"', timeout=120)
+    not_injected(marker)
+    expect(proc.returncode != 0, "other", "exit code 0 for a refused script name")
+    one_clear_line(proc.stdout + proc.stderr, "run_batch_name=", "a double quote", "refused before anything runs")

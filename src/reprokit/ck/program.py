@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from reprokit.ck.registry import env_entries, find_engine
-from reprokit.ck.script import run_arguments
+from reprokit.ck.script import run_arguments, run_batch_name
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -41,6 +41,7 @@ from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
 from reprokit.values import plain_setting
 
 SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"
+SCRIPT_RUNS_BY_NAME = "stock CK runs its run script by this name, unquoted, through bash -c"
 SCRIPT_WRITES_PATHS = "stock CK writes this path unquoted into its run script: move it to a plain path"
 
 
@@ -89,6 +90,7 @@ def refuse_shell_syntax(env: dict, ours: dict, run_dir: Path) -> None:
             plain_setting(str(name), value, SCRIPT_WRITES_SETTINGS)
         for name, value in ours.items():
             plain_setting(name, value, SCRIPT_WRITES_PATHS)
+        plain_setting("run_batch_name", run_batch_name(), SCRIPT_RUNS_BY_NAME)
         arguments = run_arguments()  # `ck run ... -- ARGS`: appended to the run command (see ck/script.py)
         if arguments:
             raise UserError(f"program:p3 takes no arguments after -- (got {arguments!r}), and stock CK would append "

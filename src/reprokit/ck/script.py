@@ -3,7 +3,7 @@
 Some user input reaches CK's scripts without passing any hook: `ck install ... -DNAME=VALUE` and
 `--param=VALUE` (written as `export NAME=VALUE` / `export CK_PARAM=VALUE` into the install script) and the
 arguments after `--` of `ck run` (appended to the run command). CK hands none of them to our hooks, but they
-are local variables of the CK function that calls the hook and renders the script afterwards (package's
+are local variables (as is `--run_batch_name`, the script's own name) of the CK function that calls the hook and renders the script afterwards (package's
 ``install``, program's ``process_in_dir``), so the hook reads them from that frame. CK is pinned at 2.6.4;
 tests/faults/test_injection.py fails if these names move.
 """
@@ -38,3 +38,8 @@ def install_parameters() -> dict[str, str]:
 def run_arguments() -> str:
     """The arguments after `--` of the running `ck run`, as CK appends them to the run command."""
     return str(ck_locals("process_in_dir", "program").get("sunparsed", "") or "")
+
+
+def run_batch_name() -> str:
+    """`ck run --run_batch_name=FILE`: the run script's name, which CK puts unquoted into `bash -c "... . FILE"`."""
+    return str(ck_locals("process_in_dir", "program").get("rbn", "") or "")
