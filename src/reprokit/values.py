@@ -86,10 +86,3 @@ def plain_setting(name: str, value: object, why: str, spaces_quoted: bool = Fals
                         f"a plain value ({PLAIN_CHARACTERS}{', inner spaces' if spaces_quoted else ''}; for a path "
                         f"with other characters, a symlink to it)")
 
-
-def refuse_shell_syntax_in_labels(i: dict, why: str) -> None:
-    """Tags (--extra_tags) and the version (--extra_version) of a CK hook's input: CK writes them into the
-    comment lines of the env script, which a line break in one of them would end."""
-    for tag in i.get("tags") or []:
-        plain_setting("tag", tag, why)
-    plain_setting("version", i.get("version") or "", why, spaces_quoted=True)

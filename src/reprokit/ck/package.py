@@ -7,10 +7,10 @@ import sys
 from typing import Callable
 
 from reprokit.ck.errors import access, ck_command
-from reprokit.ck.script import install_parameters
+from reprokit.ck.script import install_parameters, refuse_shell_syntax_in_labels
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
-from reprokit.values import decimal, plain_setting, refuse_shell_syntax_in_labels, whole_number
+from reprokit.values import decimal, plain_setting, whole_number
 
 INSTALL_SCRIPT_WRITES = "stock CK writes every install variable into the install script (quoted only around spaces)"
 

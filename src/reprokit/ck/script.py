@@ -1,16 +1,19 @@
-"""What stock CK 2.6.4 is about to write into a shell script beside the env lines, read where CK keeps it.
+"""What stock CK 2.6.4 writes into shell scripts besides the env lines: read where CK keeps it, and checked.
 
 Some user input reaches CK's scripts without passing any hook: `ck install ... -DNAME=VALUE` and
-`--param=VALUE` (written as `export NAME=VALUE` / `export CK_PARAM=VALUE` into the install script) and the
-arguments after `--` of `ck run` (appended to the run command). CK hands none of them to our hooks, but they
-are local variables (as is `--run_batch_name`, the script's own name) of the CK function that calls the hook and renders the script afterwards (package's
-``install``, program's ``process_in_dir``), so the hook reads them from that frame. CK is pinned at 2.6.4;
-tests/faults/test_injection.py fails if these names move.
+`--param=VALUE` (written as `export NAME=VALUE` / `export CK_PARAM=VALUE` into the install script), the
+arguments after `--` of `ck run` (appended to the run command) and its `--run_batch_name` (the script's own
+name). CK hands none of them to our hooks, but they are local variables of the CK function that calls the
+hook and renders the script afterwards (package's ``install``, program's ``process_in_dir``), so the hook
+reads them from that frame. CK is pinned at 2.6.4; tests/faults/test_injection.py fails if these names move.
+Tags and versions come in the hooks' input and go into the env script's comment lines.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+from reprokit.values import plain_setting
 
 
 def ck_locals(function: str, module_dir: str) -> dict:
@@ -43,3 +46,11 @@ def run_arguments() -> str:
 def run_batch_name() -> str:
     """`ck run --run_batch_name=FILE`: the run script's name, which CK puts unquoted into `bash -c "... . FILE"`."""
     return str(ck_locals("process_in_dir", "program").get("rbn", "") or "")
+
+
+def refuse_shell_syntax_in_labels(i: dict, why: str) -> None:
+    """Tags (--extra_tags) and the version (--extra_version) in a soft or package hook's input: CK writes them
+    into the comment lines of the env script, which a line break in one of them would end."""
+    for tag in i.get("tags") or []:
+        plain_setting("tag", tag, why)
+    plain_setting("version", i.get("version") or "", why, spaces_quoted=True)
