@@ -8,12 +8,18 @@ from typing import TYPE_CHECKING
 from reprokit.errors import UserError
 
 if TYPE_CHECKING:  # paramiko only where a remote host is asked
+    from paramiko import Channel
+
     from reprokit.cluster.ssh import Connection
 
 LOCALHOST = "127.0.0.1"
 PORT_CHECK_TIMEOUT_S = 60
 FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
                      "print(s.getsockname()[1])")
+# As hold_port, then wait for the end of stdin (the launcher's channel) before letting the port go.
+HOLD_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
+                     "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); print(s.getsockname()[1], flush=True); "
+                     "sys.stdin.read()")
 
 
 def pick_free_port(host: str = LOCALHOST) -> int:
@@ -53,13 +59,39 @@ def free_port(conn: "Connection", python: str, address: str, port: int = 0) -> i
     command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
     result = conn.run(command, timeout=PORT_CHECK_TIMEOUT_S)
     if result.exit_code != 0:
-        from reprokit.cluster.interpreter import NOT_RUNNABLE, not_there
-
-        if result.exit_code in NOT_RUNNABLE:  # the interpreter, not the port, is the problem
-            raise not_there(conn, python, result.stderr)
-        if "Address already in use" in result.stderr:
-            raise UserError(f"port {port} on {conn.endpoint.label} is already in use; choose another with "
-                            f"--env.PS_ROOT_PORT=N or leave PS_ROOT_PORT empty to pick a free one")
-        raise UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
-                        f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+        raise _remote_bind_failed(conn, python, address, port, result.exit_code, result.stderr)
     return int(result.stdout.strip())
+
+
+def hold_remote_port(conn: "Connection", python: str, address: str, port: int = 0) -> tuple[int, "Channel"]:
+    """``hold_port`` on a remote host: the port stays held by a small process of the host's interpreter until
+    the returned channel closes (the launcher closes it at the end of the run; a lost connection closes it too)."""
+    command = " ".join(shlex.quote(a) for a in [python, "-c", HOLD_PORT_SNIPPET, address, str(port)])
+    channel = conn.start(command)
+    channel.settimeout(PORT_CHECK_TIMEOUT_S)
+    try:
+        output = channel.makefile("rb")
+        first = output.readline().decode(errors="replace")
+        if first.strip().isdigit():
+            channel.settimeout(None)  # held for the whole run
+            return int(first), channel
+        rest = output.read().decode(errors="replace")
+        code = channel.recv_exit_status()
+    except (socket.timeout, OSError):
+        channel.close()
+        raise UserError(f"{conn.endpoint.label}: no answer within {PORT_CHECK_TIMEOUT_S} s while binding a port "
+                        f"on {address}") from None
+    channel.close()
+    raise _remote_bind_failed(conn, python, address, port, code, first + rest)
+
+
+def _remote_bind_failed(conn: "Connection", python: str, address: str, port: int, exit_code: int,
+                        stderr: str) -> UserError:
+    from reprokit.cluster.interpreter import NOT_RUNNABLE, not_there
+
+    if exit_code in NOT_RUNNABLE:  # the interpreter, not the port, is the problem
+        return not_there(conn, python, stderr)
+    if "Address already in use" in stderr:
+        return _port_in_use(port, conn.endpoint.label)
+    return UserError(f"{conn.endpoint.label}: cannot bind a port on {address}: "
+                     f"{(stderr.strip().splitlines() or ['no output'])[-1]}")

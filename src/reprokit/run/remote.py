@@ -31,7 +31,7 @@ from reprokit.run.plan import Role, RolePlan
 from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.group import connect_all, on_each
-from reprokit.cluster.ports import free_port
+from reprokit.cluster.ports import hold_remote_port
 from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer, choose as choose_transfer
 
@@ -155,6 +155,7 @@ class RemoteRoleProcess:
 class _Prepared:
     transfer: Transfer
     port: int | None  # on the scheduler's host
+    holder: "paramiko.Channel | None"  # keeps that port held until it closes
     cores: int | None  # when threads are automatic, on hosts with workers
 
 
@@ -206,50 +207,56 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
                            transfers: dict[str, Transfer]) -> Outcome:
     # One parallel step per host: the run folder with the plan's files, and where needed a free port and the cores.
     prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir, transfers))
-    if not prepared.ok:
-        return Outcome(False, str(prepared.first_failure()[1]))
+    # The scheduler's port stays held on its host until the run ends (see ports.hold_remote_port).
+    holders = [ready.holder for ready in prepared.succeeded.values() if ready.holder is not None]
     try:
-        check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
-                        {host: ready.cores for host, ready in prepared.succeeded.items()})
-    except UserError as exc:
-        return Outcome(False, str(exc))
-    for host, ready in prepared.succeeded.items():
-        if ready.port is not None:
-            plan.scheduler_port = ready.port
-        if ready.cores is not None and plan.worker_threads == 0:
-            workers_here = sum(1 for r in plan.workers if r.host == host)
-            plan.host_threads[host] = max(1, ready.cores // max(1, workers_here))
+        if not prepared.ok:
+            return Outcome(False, str(prepared.first_failure()[1]))
+        try:
+            check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+                            {host: ready.cores for host, ready in prepared.succeeded.items()})
+        except UserError as exc:
+            return Outcome(False, str(exc))
+        for host, ready in prepared.succeeded.items():
+            if ready.port is not None:
+                plan.scheduler_port = ready.port
+            if ready.cores is not None and plan.worker_threads == 0:
+                workers_here = sum(1 for r in plan.workers if r.host == host)
+                plan.host_threads[host] = max(1, ready.cores // max(1, workers_here))
 
-    started: list[RemoteRoleProcess] = []
-    ended = threading.Event()
+        started: list[RemoteRoleProcess] = []
+        ended = threading.Event()
 
-    def start(role: Role) -> RemoteRoleProcess:
-        argv = plan.argv(role)
-        argv[0] = cluster.host(role.host).python or argv[0]
-        started.append(RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv),
-                                         sink))
-        return started[-1]
+        def start(role: Role) -> RemoteRoleProcess:
+            argv = plan.argv(role)
+            argv[0] = cluster.host(role.host).python or argv[0]
+            started.append(RemoteRoleProcess(role, conns[role.host], role_command(remote_dir, plan.role_env(role), argv),
+                                             sink))
+            return started[-1]
 
-    def beat() -> None:
-        while not ended.wait(HEARTBEAT_S):
-            for proc in list(started):
-                proc.beat()
+        def beat() -> None:
+            while not ended.wait(HEARTBEAT_S):
+                for proc in list(started):
+                    proc.beat()
 
-    for conn in conns.values():
-        conn.start_heartbeat()
-    threading.Thread(target=beat, name="role heartbeat", daemon=True).start()
-    try:
-        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+        for conn in conns.values():
+            conn.start_heartbeat()
+        threading.Thread(target=beat, name="role heartbeat", daemon=True).start()
+        try:
+            outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+        finally:
+            ended.set()
+        outcome.scheduler_port = plan.scheduler_port
+        # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
+        wanted = TIMELINE_FILE in plan.command
+        fetched = on_each(sorted({r.host for r in plan.workers if wanted and conns[r.host].is_alive()}),
+                          lambda h: _fetch_outputs(transfers[h], remote_dir, run_dir))
+        for host, error in fetched.failed.items():
+            outcome.warnings.append(f"{host}: could not fetch the workers' timelines: {error}")
+        return outcome
     finally:
-        ended.set()
-    outcome.scheduler_port = plan.scheduler_port
-    # Only what the run asked for, and only from hosts still reachable (a lost one is reported already).
-    wanted = TIMELINE_FILE in plan.command
-    fetched = on_each(sorted({r.host for r in plan.workers if wanted and conns[r.host].is_alive()}),
-                      lambda h: _fetch_outputs(transfers[h], remote_dir, run_dir))
-    for host, error in fetched.failed.items():
-        outcome.warnings.append(f"{host}: could not fetch the workers' timelines: {error}")
-    return outcome
+        for holder in holders:
+            holder.close()
 
 
 def _fetch_outputs(transfer: Transfer, remote_dir: str, run_dir: Path) -> list[str]:
@@ -272,9 +279,9 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
     interpreter.version(conn, python)
     rundir.create(conn, remote_dir)
     rundir.upload(transfer, remote_dir, plan.files)
-    port = None
+    port = holder = None
     if host == plan.scheduler_host:
-        port = free_port(conn, python, "0.0.0.0", plan.scheduler_port)
+        port, holder = hold_remote_port(conn, python, "0.0.0.0", plan.scheduler_port)
     cores = None
     if any(r.host == host and r.kind != "scheduler" for r in plan.roles):  # for threads and the roles-per-core limit
         # An allocation's slots are the cores the job may use there (OAR/PBS reserve per core).
@@ -282,4 +289,4 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
     if any(r.host == host for r in plan.workers):  # MXNet's rank 0 may be any worker: every worker host checks
         for name, path in plan.outputs.items():
             rundir.check_output(conn, name, path)
-    return _Prepared(transfer, port, cores)
+    return _Prepared(transfer, port, holder, cores)
