@@ -8,13 +8,16 @@ from reprokit.errors import UserError
 
 
 def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
-    """A CK hook or action: a UserError becomes {"return": 1, "error": one line}, which ck prints and exits 1 on."""
+    """A CK hook or action: a UserError becomes {"return": 1, "error": one line}, which ck prints and exits 1 on;
+    so does Ctrl-C (the action's own cleanup has run by then), instead of a KeyboardInterrupt traceback."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> dict:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
             return {"return": 1, "error": str(exc)}
+        except KeyboardInterrupt:
+            return {"return": 1, "error": "interrupted (SIGINT); stopped before it finished"}
     return wrapper
 
 
