@@ -4,11 +4,12 @@ it was interrupted, and nobody printed a traceback."""
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from support.faults import expect, no_orphans, no_traceback
+from support.faults import expect, finishes, no_orphans, no_traceback, one_clear_line
 from support.runs import long_run, run_processes, wait_for
 from reprokit.run.lifeline import LAUNCHER_FILE
 from reprokit.run.procscan import is_running, process_identity
@@ -108,3 +109,20 @@ def _parent(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def test_ctrl_c_in_a_ck_action_of_ours_is_one_line(ck, tmp_path):
+    """Ctrl-C while `ck check cluster` waits for a host (its ProxyCommand never answers): one line, exit 1."""
+    hosts = tmp_path / "hosts.json"
+    hosts.write_text(json.dumps({"hosts": [{"host": "silent", "proxy_command": "sleep 60"}]}))
+    ck("add", "machine:sgsilent", "--type=cluster", f"--config_file={hosts}", "--quiet", check=True)
+    try:
+        check = ck.popen("check", "cluster:sgsilent", new_session=True)
+        time.sleep(3)  # connecting: the proxy is started and says nothing
+        os.killpg(check.pid, signal.SIGINT)
+        code = finishes(check, 30)
+        output = check.stdout.read()
+        one_clear_line(output, "interrupted")
+        expect(code == 1, "unclear", f"exit code {code} after Ctrl-C:\n{output}")
+    finally:
+        ck("rm", "machine:sgsilent", "--force")
