@@ -32,6 +32,10 @@ LAUNCHER_FILE = "launcher.pid"  # the launcher's process identity (PID:START)
 CK_PROCESS_ENV = "REPROKIT_CK_PROCESS"  # ck's Python's process identity, for the launcher to watch
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WATCH_INTERVAL_S = 0.2
+_PR_SET_PDEATHSIG = 1
+# Loaded once here: in a child between fork and exec (preexec_fn) only the call itself is safe, not a dlopen
+# that another thread of the parent might have been holding the loader's lock for.
+_LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
 
 
 def parent_death_signal(sig: int = signal.SIGKILL) -> None:
@@ -39,8 +43,7 @@ def parent_death_signal(sig: int = signal.SIGKILL) -> None:
 
     Used before exec in children (roles, the guard's ck) and by the launcher for itself.
     """
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
+    _LIBC.prctl(_PR_SET_PDEATHSIG, int(sig))
 
 
 def forward_stops(run_dir: Path) -> None:
