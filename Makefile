@@ -14,8 +14,8 @@ STAMP := $(VENV)/.installed
 demo: setup
 	$(VPY) -m reprokit.bootstrap
 	$(CK) run program:p3 --cmd_key=resnet --treat_return_code_as_exit_code=yes < /dev/null
-	@echo "Unified result ($$($(CK) find program:p3)/tmp/p3-result.json):"
-	@cat "$$($(CK) find program:p3)/tmp/p3-result.json"
+	@echo "Unified result ($$($(CK) find program:p3)/tmp/latest/p3-result.json):"
+	@cat "$$($(CK) find program:p3)/tmp/latest/p3-result.json"
 
 test: setup testbed-deps
 	$(VPY) -m pytest
