@@ -126,3 +126,27 @@ def test_ctrl_c_in_a_ck_action_of_ours_is_one_line(ck, tmp_path):
         expect(code == 1, "unclear", f"exit code {code} after Ctrl-C:\n{output}")
     finally:
         ck("rm", "machine:sgsilent", "--force")
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig,target", [(signal.SIGINT, "ck"), (signal.SIGKILL, "launcher")],
+                         ids=["SIGINT-ck", "SIGKILL-launcher"])
+def test_a_signal_stops_the_run_on_every_host_of_a_testbed(ck, tmp_path, sig, target):
+    """On a cluster too: the launcher tears the remote roles down, or, killed, its closed connections do."""
+    from support.testbed import make_testbed
+
+    name = "sgsig"  # this test's own testbed: rk-sgsig-h1, rk-sgsig-h2
+    make_testbed(ck, name, 2)
+    try:
+        with long_run(ck, tmp_path, f"--target={name}", "--env.PROFILE=smoke", "--env.WORKER_THREADS=1",
+                      "--env.BATCH_SIZE=8") as (run, run_id):
+            ck_process, launcher = process_identity(run.pid), launcher_of(tmp_path)
+            os.kill(int((ck_process if target == "ck" else launcher).split(":")[0]), sig)
+            no_orphans(alive(run_id, ck_process, launcher), 5, f"{sig.name} to {target} on a testbed")
+            output = run.stdout.read()
+        interrupted(tmp_path)
+        if sig != signal.SIGKILL:
+            no_traceback(output)
+    finally:
+        ck("testbed", f"cluster:{name}", "--down", timeout=60)
+        ck("rm", f"machine:{name}", "--force")
