@@ -615,6 +615,7 @@ def functional_badge(df: pd.DataFrame) -> Badge:
             reasons.append(f"{what}: {out_of_sync} run(s) ended with workers' parameters NOT in sync")
         else:
             sync = "workers' parameters in sync" if checked == len(ok) else \
+                "workers' parameters not checked (no run saved them)" if not checked else \
                 f"workers' parameters in sync in the {checked} run(s) that check them"
             reasons.append(f"{what}: {len(ok)} of {len(group)} run(s) succeeded, {sync}")
     return Badge("Artifacts Evaluated - Functional", NOT_RECOMMENDED if broken else RECOMMENDED, tuple(reasons))
