@@ -24,23 +24,23 @@ def not_there(conn: Connection, python: str, stderr: str) -> UserError:
                      f"in hosts.json")
 
 
-def version(conn: Connection, python: str) -> str:
-    """The interpreter's Python version; raises when it is missing or does not run."""
-    result = conn.run(" ".join(shlex.quote(a) for a in [python, "-c", "import sys; print(sys.version.split()[0])"]),
-                      timeout=CHECK_TIMEOUT_S)
+def _probe(conn: Connection, python: str, code: str, failed: str) -> str:
+    """The last line ``python -c code`` prints on the host; a missing interpreter named as such, any other
+    failure as ``failed``: the error's last line."""
+    result = conn.run(" ".join(shlex.quote(a) for a in [python, "-c", code]), timeout=CHECK_TIMEOUT_S)
     if result.exit_code in NOT_RUNNABLE:
         raise not_there(conn, python, result.stderr)
     if result.exit_code != 0 or not result.stdout.strip():
-        raise UserError(f"{conn.endpoint.label}: the engine's interpreter {python} fails: {_last_line(result.stderr)}")
-    return result.stdout.strip()
+        raise UserError(f"{conn.endpoint.label}: {failed}: {_last_line(result.stderr)}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def version(conn: Connection, python: str) -> str:
+    """The interpreter's Python version; raises when it is missing or does not run."""
+    return _probe(conn, python, "import sys; print(sys.version.split()[0])",
+                  f"the engine's interpreter {python} fails")
 
 
 def mxnet_version(conn: Connection, python: str) -> str:
     """The MXNet version the interpreter imports; raises naming the import's error."""
-    result = conn.run(" ".join(shlex.quote(a) for a in [python, "-c", "import mxnet; print(mxnet.__version__)"]),
-                      timeout=CHECK_TIMEOUT_S)
-    if result.exit_code in NOT_RUNNABLE:
-        raise not_there(conn, python, result.stderr)
-    if result.exit_code != 0 or not result.stdout.strip():
-        raise UserError(f"{conn.endpoint.label}: {python} cannot import mxnet: {_last_line(result.stderr)}")
-    return result.stdout.strip().splitlines()[-1]
+    return _probe(conn, python, "import mxnet; print(mxnet.__version__)", f"{python} cannot import mxnet")

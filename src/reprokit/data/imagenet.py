@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.errors import UserError
+from reprokit.errors import UserError, one_line_errors
 
 KIND_IMAGENET = "imagenet"
 KIND_MIN = "imagenet-min"
@@ -368,17 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"dataset: {message}", flush=True)
 
-    try:
+    with one_line_errors("dataset", "nothing was installed"):
         if args.command == "fetch":
             folder = fetch(args.url, args.md5, args.dest, args.kind, progress=say)
         else:
             folder = make_synthetic(args.dest, args.classes, args.images_per_class, args.seed)
-    except UserError as exc:
-        print(f"dataset: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("dataset: error: interrupted; nothing was installed", file=sys.stderr, flush=True)
-        return 130
     say(f"{folder.kind} train folder with {folder.classes} classes at {folder.root}")
     return 0
 

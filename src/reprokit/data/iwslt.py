@@ -27,7 +27,8 @@ from reprokit.data.fetch import download, fresh_staging, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 from reprokit.data.imagenet import (read_marker,
                        write_marker)
-from reprokit.errors import UserError
+from reprokit.errors import UserError, one_line_errors
+from reprokit.values import whole_number
 from reprokit.paths import PROGRAM_DIR
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
@@ -155,26 +156,19 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--dest", required=True, type=Path)
     s = sub.add_parser("synthetic", help="generate the deterministic synthetic corpus")
     s.add_argument("--dest", required=True, type=Path)
-    s.add_argument("--train-pairs", type=int, default=0)
+    s.add_argument("--train-pairs", default="0")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up the staging folder on SIGTERM too
 
     def say(message: str) -> None:
         print(f"iwslt15: {message}", flush=True)
 
-    try:
+    with one_line_errors("iwslt15", "nothing was installed"):
         if args.command == "fetch":
             corpus = fetch(args.url, args.dest, progress=say)
         else:
-            if args.train_pairs < 0:
-                raise UserError(f"--train-pairs must be at least 1, got {args.train_pairs}")
-            corpus = make_synthetic(args.dest, args.train_pairs or None)
-    except UserError as exc:
-        print(f"iwslt15: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("iwslt15: error: interrupted; nothing was installed", file=sys.stderr, flush=True)
-        return 130
+            pairs = whole_number(args.train_pairs, "--train-pairs", "--train-pairs=N (0: the default size)")
+            corpus = make_synthetic(args.dest, pairs or None)
     say(f"{corpus.name} corpus with {corpus.train_pairs} training pairs at {corpus.folder}")
     return 0
 

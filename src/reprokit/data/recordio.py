@@ -43,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, TextIO
 
-from reprokit.errors import UserError
+from reprokit.errors import UserError, one_line_errors
 
 OUTPUT_DIR = "recordio"
 MANIFEST = "recordio.json"
@@ -431,18 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"recordio: {message}", flush=True)
 
-    try:
+    with one_line_errors("recordio", "no partial output was kept"):
         if args.ready_url:
             manifest = fetch_ready(args.ready_url, args.dest, progress=say)
         else:
             manifest = convert(args.source, args.dest, args.kind, args.threads, args.train_ratio, args.resize,
                                args.quality)
-    except UserError as exc:
-        print(f"recordio: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("recordio: error: interrupted; no partial output was kept", file=sys.stderr, flush=True)
-        return 130
     parts = ", ".join(f"{p['name']} {p['images']}" for p in manifest["parts"].values())
     if args.ready_url:
         say(f"registered the authors' set: {manifest['images']} images ({parts}), {manifest['classes']} classes, "
