@@ -1,6 +1,7 @@
 """Totals of the fault and hostile-input suite (tests/faults), for the README.
 
     .venv/bin/python benchmarks/fault_totals.py [--json FILE] [pytest arguments ...]
+    .venv/bin/python benchmarks/fault_totals.py --from FILE   # totals of a run made with REPROKIT_FAULT_TOTALS=FILE
 
 Runs every case of tests/faults (as root, as CI does: signals to every process of ours, a cut link on a
 testbed host, hostile bundles, injection strings in every setting, concurrent runs and imports) and prints,
@@ -26,14 +27,22 @@ BAD = ("traceback", "hang", "orphan", "injection", "data-lost", "unclear", "othe
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="", help="also write the totals here")
+    parser.add_argument("--from", dest="source", type=Path, default=None,
+                        help="count the cases a test run recorded (REPROKIT_FAULT_TOTALS=FILE, e.g. `make test`) "
+                             "instead of running the suite")
     args, pytest_args = parser.parse_known_args()
-    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as handle:
-        lines = Path(handle.name)
-    env = {**os.environ, "REPROKIT_FAULT_TOTALS": str(lines)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/faults",
-                           *pytest_args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL)
+    returncode = 0
+    if args.source:
+        lines = args.source
+    else:
+        with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as handle:
+            lines = Path(handle.name)
+        env = {**os.environ, "REPROKIT_FAULT_TOTALS": str(lines)}
+        returncode = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/faults",
+                                     *pytest_args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL).returncode
     cases = [json.loads(line) for line in lines.read_text().splitlines() if line.strip()]
-    lines.unlink()
+    if not args.source:
+        lines.unlink()
     totals: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for case in cases:
         for key in (case["class"], "all"):
@@ -48,7 +57,7 @@ def main() -> int:
         print("  ".join([f"{name:>10s}", *(f"{totals[name][h]:>10d}" for h in header[1:])]))
     if args.json:
         Path(args.json).write_text(json.dumps({k: dict(v) for k, v in totals.items()}, indent=2) + "\n")
-    return proc.returncode
+    return returncode or int(totals["all"]["cases"] != totals["all"]["clear"] + totals["all"]["skipped"])
 
 
 if __name__ == "__main__":

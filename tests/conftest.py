@@ -5,6 +5,7 @@ Root tests need root (network namespaces, sshd, tc): they skip for a developer w
 which runs as root, so they never skip silently there.
 """
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,12 @@ import pytest
 from support.ckcli import REPO_ROOT, CkCli, bootstrap
 
 TESTS = Path(__file__).resolve().parent
+
+# A suite started in the background by a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and an
+# ignored signal stays ignored across exec: every process the tests send Ctrl-C to would then never see it.
+# A handler (unlike SIG_IGN) is reset to the default in children, so they get the SIGINT a terminal would send.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
