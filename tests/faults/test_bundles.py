@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reprokit.study import identity
 from reprokit.study.bundle import MAX_MANIFEST_BYTES, MAX_RECORD_BYTES
 from reprokit.study.store import Store
 
-from support.bundles import Forgery, Member, filled_store, forgery_of, write_members
-from support.ckcli import REPO_ROOT, CkCli
+from support.bundles import Member, filled_store, forgery_of
+from support.ckcli import CkCli, own_ck
 from support.faults import expect, finishes, no_traceback, one_clear_line
 from support.runs import wait_for
 
@@ -41,9 +40,7 @@ def snapshot(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory) -> CkCli:
-    cli = CkCli(tmp_path_factory.mktemp("ck"))
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    return cli
+    return own_ck(tmp_path_factory.mktemp("ck"))
 
 
 @pytest.fixture(scope="module")
@@ -199,12 +196,7 @@ def test_a_record_edited_and_its_manifest_rehashed_is_refused(cli, workspace, ev
     store_a, _ = evaluator_a
     forgery = forgery_of(store_a, key=store_a.signing_key())  # A's own bundle, as export makes it
     origin_a = store_a.origin().to_dict()
-    for m in forgery.members:
-        if m.name.startswith("records/"):
-            data = json.loads(m.data)
-            data["origin"] = origin_a
-            m.data = json.dumps(data).encode()
-    forgery.origin = origin_a
+    forgery.claim_origin(origin_a)
     signed = forgery.build_manifest()["signature"]
     record = forgery.record()
     record["result"]["throughput_samples_per_sec"] *= 10
@@ -220,13 +212,7 @@ def test_a_record_edited_and_its_manifest_rehashed_is_refused(cli, workspace, ev
 def test_a_bundle_claiming_to_be_this_store_is_refused_and_the_local_setup_holds_only_local_runs(
         cli, workspace, evaluator_a, tmp_path):
     forgery = forgery_of(workspace)
-    own = workspace.origin().to_dict()
-    forgery.origin = own
-    for m in forgery.members:
-        if m.name.startswith("records/"):
-            data = json.loads(m.data)
-            data["origin"] = own
-            m.data = json.dumps(data).encode()
+    forgery.claim_origin(workspace.origin().to_dict())
     refused(cli, forgery.write(tmp_path / "bundles" / "local.tar.gz"), workspace, "claims this store's origin",
             "forged")
     forgery.manifest["public_key"] = workspace.public_key()  # this store's public key, signed by another
@@ -326,12 +312,7 @@ def test_the_same_run_with_other_content_is_refused(cli, workspace, evaluator_a,
     imported(cli, bundle, workspace)
     forgery = forgery_of(store_a, key=store_a.signing_key())  # A itself, after editing a stored record
     origin_a = store_a.origin().to_dict()
-    forgery.origin = origin_a
-    for m in forgery.members:
-        if m.name.startswith("records/"):
-            data = json.loads(m.data)
-            data["origin"] = origin_a
-            m.data = json.dumps(data, indent=2, sort_keys=True).encode() + b"\n"
+    forgery.claim_origin(origin_a)
     record = forgery.record()
     record["result"]["throughput_samples_per_sec"] = 1000.0
     forgery.set_record(record)

@@ -69,6 +69,15 @@ class Forgery:
                       and (record_id is None or m.name == f"records/{record_id}.json"))
         member.data = json.dumps(data, indent=2, sort_keys=True).encode()
 
+    def claim_origin(self, origin: dict) -> None:
+        """The bundle and every record in it claim ``origin``; records written back as export writes them."""
+        self.origin = origin
+        for member in self.members:
+            if member.name.startswith("records/"):
+                data = json.loads(member.data)
+                data["origin"] = origin
+                member.data = json.dumps(data, indent=2, sort_keys=True).encode() + b"\n"
+
     def build_manifest(self) -> dict:
         listed = [m for m in self.members if m.listed and m.type in (tarfile.REGTYPE, tarfile.AREGTYPE)]
         files = {m.name: {"sha256": hashlib.sha256(m.data).hexdigest(), "size": len(m.data)} for m in listed}
