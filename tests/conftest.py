@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import REPO_ROOT, CkCli, bootstrap
+from support.ckcli import CkCli, bootstrap, own_ck
 
 TESTS = Path(__file__).resolve().parent
 
@@ -51,9 +51,6 @@ def ck(tmp_path_factory) -> CkCli:
 @pytest.fixture
 def bare_ck(tmp_path) -> CkCli:
     """CK with this repository registered and nothing installed."""
-    cli = CkCli(tmp_path / "ck")
-    cli.root.mkdir()
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    return cli
+    return own_ck(tmp_path / "ck")
 
 

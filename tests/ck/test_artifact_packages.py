@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip, standin_settings, write_patches
-from support.ckcli import CkCli, REPO_ROOT
+from support.ckcli import CkCli, REPO_ROOT, own_ck
 from support.loopback import FileServer
 from reprokit.engines.artifact import detect_cuda
 
@@ -44,9 +44,7 @@ def settings(standin, package: str) -> list[str]:
 @pytest.fixture(scope="module")
 def artifact_ck(tmp_path_factory) -> CkCli:
     """A CK of its own: registered artifact builds change which engine later runs use."""
-    cli = CkCli(tmp_path_factory.mktemp("ck-artifact"))
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    return cli
+    return own_ck(tmp_path_factory.mktemp("ck-artifact"))
 
 
 def install(ck: CkCli, package: str, *env: str):

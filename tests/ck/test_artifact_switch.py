@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, standin_settings, write_patches
-from support.ckcli import CkCli, REPO_ROOT
+from support.ckcli import CkCli, own_ck
 
 
 SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.WORKER_THREADS=1"]
@@ -42,9 +42,7 @@ def stock_engine_prefix(ck: CkCli) -> str:
 
 def world(root: Path, stock_prefix: str) -> CkCli:
     """A CK of its own (artifact builds change engine selection) with the session's stock engine detected."""
-    cli = CkCli(root)
-    root.mkdir()
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
+    cli = own_ck(root)
     cli("detect", "soft:lib.mxnet", f"--search_dirs={stock_prefix}", "--quiet", check=True, timeout=300)
     return cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import CkCli, REPO_ROOT
+from support.ckcli import CkCli, own_ck
 from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball, recordio_file
 from reprokit.data import iwslt
 from reprokit.data.imagenet import RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
@@ -131,11 +131,7 @@ def test_an_env_entry_of_an_older_reprokit_is_repaired_and_the_reinstall_does_no
 @pytest.fixture(scope="module")
 def converted_ck(ck, tmp_path_factory) -> CkCli:
     """Own CK: the session's engine (detected), the synthetic set converted twice."""
-    cli = CkCli(tmp_path_factory.mktemp("converted-ck"))
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    [engine] = envs(ck, "lib,mxnet")
-    cli("detect", "soft:lib.mxnet", f"--search_dirs={engine['meta']['env']['CK_ENV_LIB_MXNET']}", "--quiet",
-        check=True)
+    cli = own_ck(tmp_path_factory.mktemp("converted-ck"), engine_from=ck)
     cli("install", "package:imagenet-2012-train-synthetic", "--quiet", "--env.CLASSES=4", "--env.IMAGES_PER_CLASS=20",
         check=True)
     for _ in range(2):
@@ -166,11 +162,7 @@ def test_the_ready_set_served_from_a_conversion_indexes_as_im2rec_did_and_a_run_
     [conversion] = [e for e in envs(converted_ck, RECORDIO_TAGS)
                     if e["meta"]["env"][f"{RECORDIO_ENV}_KIND"] == "imagenet-synthetic"]
     folder = Path(conversion["meta"]["env"][f"{RECORDIO_ENV}_REC"]).parent
-    cli = CkCli(tmp_path / "ck")
-    cli.root.mkdir()
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    [engine] = envs(ck, "lib,mxnet")
-    cli("detect", "soft:lib.mxnet", f"--search_dirs={engine['meta']['env']['CK_ENV_LIB_MXNET']}", "--quiet", check=True)
+    cli = own_ck(tmp_path / "ck", engine_from=ck)
     with FileServer() as ftp:
         for name in ("imagenet1k_train.rec", "imagenet1k_val.rec"):
             ftp.add(f"pub/{name}", (folder / name).read_bytes(), "application/octet-stream")

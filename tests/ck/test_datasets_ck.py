@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import CkCli, REPO_ROOT
+from support.ckcli import CkCli, REPO_ROOT, own_ck
 from support.loopback import FileServer, imagenet_like_tarball
 from reprokit.data.imagenet import MARKER, RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
 
@@ -111,9 +111,7 @@ def test_conversion_without_a_train_folder_says_how_to_get_one(bare_ck):
 @pytest.fixture(scope="module")
 def data_ck(ck, tmp_path_factory) -> CkCli:
     """Own CK: the session's engine (detected, not reinstalled), the synthetic set, converted with 2 processes."""
-    cli = CkCli(tmp_path_factory.mktemp("data-ck"))
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    cli("detect", "soft:lib.mxnet", f"--search_dirs={engine_env(ck)['CK_ENV_LIB_MXNET']}", "--quiet", check=True)
+    cli = own_ck(tmp_path_factory.mktemp("data-ck"), engine_from=ck)
     cli("install", "package:imagenet-2012-train-synthetic", "--quiet", check=True)
     cli("install", "package:dataset-imagenet-2012-train-p3", "--env.NUM_THREADS=2", "--quiet", check=True)
     return cli

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import CkCli, REPO_ROOT
+from support.ckcli import CkCli, own_ck
 from support.loopback import FileServer
 from reprokit.data.iwslt import ENV, FILES, TAGS, make_synthetic
 
@@ -68,11 +68,7 @@ def test_detect_registers_an_existing_corpus_folder(bare_ck, tmp_path):
 
 def test_a_sockeye_run_reads_the_registered_corpus_and_says_so(ck, tmp_path):
     """Own CK with the session's engine (Sockeye already on its path) and a registered corpus."""
-    cli = CkCli(tmp_path / "ck")
-    cli.root.mkdir()
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    [engine] = json.loads(ck("search", "env", "--tags=lib,mxnet", "--add_meta", "--out=json", check=True).stdout)["lst"]
-    cli("detect", "soft:lib.mxnet", f"--search_dirs={engine['meta']['env']['CK_ENV_LIB_MXNET']}", "--quiet", check=True)
+    cli = own_ck(tmp_path / "ck", engine_from=ck)
     [sockeye] = json.loads(ck("search", "env", "--tags=lib,sockeye", "--add_meta", "--out=json", check=True).stdout)["lst"]
     site = Path(sockeye["meta"]["env"]["CK_ENV_LIB_SOCKEYE"])
     cli("detect", "soft:lib.sockeye", f"--search_dirs={site.parent}", "--quiet", check=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import REPO_ROOT, CkCli
+from support.ckcli import REPO_ROOT, CkCli, own_ck
 from support.faults import expect, not_injected, one_clear_line
 
 pytestmark = pytest.mark.fault("injection")
@@ -63,20 +63,13 @@ def each_injection(tmp_path: Path, attempt) -> None:
 @pytest.fixture(scope="module")
 def repo_ck(tmp_path_factory) -> CkCli:
     """CK with this repository registered and nothing installed: every refusal comes before an engine is needed."""
-    cli = CkCli(tmp_path_factory.mktemp("injection-ck"))
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    return cli
+    return own_ck(tmp_path_factory.mktemp("injection-ck"))
 
 
 @pytest.fixture(scope="module")
 def engine_ck(ck, tmp_path_factory) -> CkCli:
     """CK with the session's engine registered (detected, not reinstalled), for packages that depend on it."""
-    found = json.loads(ck("search", "env", "--tags=lib,mxnet", "--add_meta", "--out=json", check=True).stdout)["lst"]
-    cli = CkCli(tmp_path_factory.mktemp("injection-engine-ck"))
-    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
-    cli("detect", "soft:lib.mxnet", f"--search_dirs={found[0]['meta']['env']['CK_ENV_LIB_MXNET']}", "--quiet",
-        check=True, timeout=300)
-    return cli
+    return own_ck(tmp_path_factory.mktemp("injection-engine-ck"), engine_from=ck)
 
 
 @pytest.mark.parametrize("name", SETTINGS)

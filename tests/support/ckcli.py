@@ -1,4 +1,6 @@
 """The real ck CLI in isolated CK_REPOS/CK_TOOLS, stdin closed."""
+from __future__ import annotations
+
 import json
 import sys
 from pathlib import Path
@@ -49,3 +51,17 @@ def bootstrap(ck: CkCli) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+
+
+def own_ck(root: Path, engine_from: CkCli | None = None) -> CkCli:
+    """A CK of its own in ``root`` with this repository registered; given ``engine_from``, that CK's installed
+    MXNet engine is detected here (not reinstalled)."""
+    root.mkdir(parents=True, exist_ok=True)
+    cli = CkCli(root)
+    cli("import", "repo", f"--path={REPO_ROOT}", "--quiet", check=True)
+    if engine_from is not None:
+        found = engine_from("search", "env", "--tags=lib,mxnet", "--add_meta", "--out=json", check=True)
+        [engine] = json.loads(found.stdout)["lst"]
+        cli("detect", "soft:lib.mxnet", f"--search_dirs={engine['meta']['env']['CK_ENV_LIB_MXNET']}", "--quiet",
+            check=True, timeout=300)
+    return cli
