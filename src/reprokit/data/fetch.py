@@ -8,7 +8,6 @@ import hashlib
 import http.client
 import os
 import shutil
-import tarfile
 import time
 import urllib.error
 import urllib.parse

@@ -14,7 +14,6 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
 
-from reprokit.cluster.ports import LOCALHOST  # noqa: F401  (the role plan of a run on this machine)
 
 
 @dataclass(frozen=True)

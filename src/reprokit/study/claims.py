@@ -10,7 +10,6 @@ store), shaping the links per configuration where the target allows it.
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
