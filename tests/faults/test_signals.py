@@ -4,7 +4,6 @@ it was interrupted, and nobody printed a traceback."""
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +110,19 @@ def _parent(pid: int) -> int | None:
         return None
 
 
+def child_running(parent: int, argv: list[str]) -> bool:
+    """A child of ``parent`` runs ``argv`` (its parent pid: the 2nd field after the command name in /proc's stat)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")[:-1]
+            stat = (proc / "stat").read_text()
+        except (OSError, ValueError):
+            continue  # not a process, or gone meanwhile
+        if [a.decode() for a in cmdline] == argv and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            return True
+    return False
+
+
 def test_ctrl_c_in_a_ck_action_of_ours_is_one_line(ck, tmp_path):
     """Ctrl-C while `ck check cluster` waits for a host (its ProxyCommand never answers): one line, exit 1."""
     hosts = tmp_path / "hosts.json"
@@ -118,7 +130,8 @@ def test_ctrl_c_in_a_ck_action_of_ours_is_one_line(ck, tmp_path):
     ck("add", "machine:sgsilent", "--type=cluster", f"--config_file={hosts}", "--quiet", check=True)
     try:
         check = ck.popen("check", "cluster:sgsilent", new_session=True)
-        time.sleep(3)  # connecting: the proxy is started and says nothing
+        # connecting: ck has started the proxy, which says nothing
+        assert wait_for(lambda: child_running(check.pid, ["sleep", "60"]), 30), "the proxy never started"
         os.killpg(check.pid, signal.SIGINT)
         code = finishes(check, 30)
         output = check.stdout.read()
