@@ -79,14 +79,13 @@ def forward_reach_times(start, forward_end):
 
 
 class _Iteration:
-    __slots__ = ("grad_ready", "weight_ready", "forward_end", "forward_pushed", "slices")
+    __slots__ = ("grad_ready", "weight_ready", "forward_end", "forward_pushed")
 
     def __init__(self, n, layers):
         self.grad_ready = {}
         self.weight_ready = [None] * n
         self.forward_end = [None] * layers
         self.forward_pushed = None
-        self.slices = []  # (param, name, nbytes, priority, ready, released, push_done, pull_done)
 
 
 class CommMeter:
@@ -140,11 +139,6 @@ class CommMeter:
         with self._lock:
             self._it(k).weight_ready[i] = t
 
-    def slice_done(self, k, i, name, nbytes, priority, ready, released, push_done, pull_done):
-        if self.keep_trace:
-            with self._lock:
-                self._it(k).slices.append((i, name, nbytes, priority, ready, released, push_done, pull_done))
-
     # -- reduction --
     def _complete(self, k):
         it, nxt = self._its.get(k), self._its.get(k + 1)
@@ -163,8 +157,6 @@ class CommMeter:
                 for k in list(self._its):
                     if self._its[k].grad_ready and k != last:
                         self.skipped += 1  # incomplete records (e.g. the run stopped mid-iteration)
-                    if self.keep_trace:
-                        self._trace_slices(k, self._its[k])
                 self._its.clear()
 
     def _reduce(self, k):
@@ -182,7 +174,6 @@ class CommMeter:
         self.computes.append(compute)
         if self.keep_trace:
             self._trace_iteration(k, it, start, reach, arrived, max(nxt.grad_ready.values()), first_ready)
-            self._trace_slices(k, it)
         del self._its[k]
 
     def summary(self):
@@ -230,16 +221,6 @@ class CommMeter:
                 self._event("forward reached", "forward", e, tid=lane, args={"iteration": k + 1})
                 if ready is not None:
                     self._event("gradient ready", "backward", ready, tid=lane, args={"iteration": k})
-
-    def _trace_slices(self, k, it):
-        for i, name, nbytes, priority, ready, released, push_done, pull_done in it.slices:
-            lane = 100 + i
-            args = {"iteration": k, "slice": name, "bytes": nbytes, "priority": priority}
-            self._event(f"push released {name}", "comm", released, tid=lane, args=args)
-            if push_done is not None:
-                self._event(f"push done {name}", "comm", push_done, tid=lane, args=args)
-            self._event(f"pull done {name}", "comm", pull_done, tid=lane, args=args)
-        it.slices = []
 
     def chrome_trace(self):
         """The trace format MXNet's profiler writes (chrome://tracing and Perfetto open it)."""

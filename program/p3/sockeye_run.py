@@ -14,12 +14,16 @@ attention 512, bucket width 10) and a dist kvstore. What this launcher adds:
 - two fixes that make Sockeye 1.18 run with a dist kvstore at all: servers load
   Sockeye before serving (they unpickle its optimizer), and checkpoints skip the
   optimizer state, which lives on the servers;
-- for --variant p3, P3's sliced synchronisation with a credit-based priority
-  scheduler in place of Module's one key per parameter
-  (p3_kvstore.use_p3_in_modules); for both variants, the p3-comm line
-  (communication wait and overlap) and, with --timeline, a Chrome trace;
+- for every variant, the p3-comm line (communication wait, overlap and the
+  mechanism that ran) and, with --timeline, a Chrome trace
+  (comm_probes.instrument_modules); with --p3-priority 0, every push and pull
+  at priority 0;
 - afterwards, the checksum of the trained parameters, logged like train.py's,
   so the launcher can check that every worker ended in step.
+
+The variants differ only in the environment every role gets, as for train.py:
+under MXNet's own P3 (DMLC_PS_VAN_TYPE=p3) Module itself updates on the
+workers, since the P3 store reports no server-side optimizer.
 """
 import argparse
 import gc
@@ -27,6 +31,9 @@ import hashlib
 import os
 import sys
 
+import role_van  # shipped beside this file; standard library only
+
+role_van.check()  # before MXNet starts a server or scheduler role: one van for the whole job
 ROLE = os.environ.get("DMLC_ROLE", "worker")
 if ROLE == "worker":
     # Sockeye starts its forkserver before MXNet is loaded (it refuses to otherwise).
@@ -49,8 +56,7 @@ else:
     sys.exit(f"sockeye_run: MXNet did not start the {ROLE} role (DMLC_ROLE={ROLE})")
 
 import synthetic_corpus  # noqa: E402  shipped beside this file
-from p3_kvstore import DEFAULT_CREDIT  # noqa: E402
-from p3_slicing import DEFAULT_SLICE_SIZE  # noqa: E402
+from comm_probes import flatten_priorities, instrument_modules, mechanism  # noqa: E402
 
 # The original workflow's Sockeye architecture (see the program's README).
 ARCHITECTURE = ["--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",
@@ -70,11 +76,11 @@ def parse_args(argv):
     parser.add_argument("--disp-batches", type=int, default=50)
     parser.add_argument("--kv-store", default="dist_sync")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--variant", choices=("baseline", "p3"), default="baseline")
-    parser.add_argument("--p3-slice-size", type=int, default=DEFAULT_SLICE_SIZE)
-    parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1)
-    parser.add_argument("--p3-credit", type=int, default=DEFAULT_CREDIT,
-                        help="bytes of slices in flight per worker; 0: no limit (no scheduling)")
+    parser.add_argument("--variant", required=True, help="the run's variant, for the p3-comm line")
+    parser.add_argument(role_van.VAN_OPTION, default=role_van.DEFAULT_VAN,
+                        help="the ps-lite van every role of the run must have (role_van.py checks it)")
+    parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
+                        help="1: Module's priorities (layers nearer the input first); 0: every push priority 0")
     parser.add_argument("--timeline", default="",
                         help="each worker writes a Chrome trace of its communication here "
                              "({rank} is replaced; otherwise .worker-RANK goes before the suffix)")
@@ -128,18 +134,16 @@ def main(argv=None):
     # fail on saving it ("Cannot save states for distributed training"); Sockeye cannot continue a
     # distributed run from it anyway, so checkpoints keep the parameters only.
     sockeye.training.TrainingModel.save_optimizer_states = lambda self, fname: None
-    from p3_kvstore import instrument_modules, use_p3_in_modules
-
-    if args.variant == "p3":
-        p3_syncs = use_p3_in_modules(args.p3_slice_size, args.p3_priority, args.p3_credit, args.timeline)
-    else:
-        baseline_probes = instrument_modules(args.timeline)
-    ranks = []
+    if not args.p3_priority:
+        flatten_priorities()
+    probes = instrument_modules(args.variant, args.timeline)
+    ranks, updates_on_servers = [], []
     initialize = module_impl._initialize_kvstore
 
-    def initialize_and_note_rank(kvstore, *rest, **named):
+    def initialize_and_note_rank(kvstore, param_arrays, arg_params, param_names, update_on_kvstore):
         ranks.append(kvstore.rank)  # the rank MXNet assigned at registration
-        return initialize(kvstore, *rest, **named)
+        updates_on_servers.append(update_on_kvstore)  # Module's own decision
+        return initialize(kvstore, param_arrays, arg_params, param_names, update_on_kvstore)
 
     module_impl._initialize_kvstore = initialize_and_note_rank
 
@@ -147,26 +151,24 @@ def main(argv=None):
     print("sockeye_run: python -m sockeye.train " + " ".join(sockeye_argv), flush=True)
     sys.argv = ["sockeye.train", *sockeye_argv]
     sockeye.train.main()
-    # Free the kvstore now: its destructor tells the scheduler this worker is done. Left to
-    # interpreter exit (Sockeye's objects hold it in cycles), it is never freed and the process aborts.
-    # Each worker logs its p3-comm line (p3_kvstore.py documents it).
-    if args.variant == "p3":
-        for sync, _ in p3_syncs.values():
-            sync.close()
-        p3_syncs.clear()
-    else:
-        for probes in baseline_probes.values():
-            probes.close()
-        baseline_probes.clear()
-    gc.collect()
+    # Each worker logs its p3-comm line (comm_probes.py documents it).
+    ran = mechanism(bool(updates_on_servers and updates_on_servers[0]), args.p3_priority)
+    for report in probes.values():
+        report.close(ran)
+    probes.clear()
 
     params = trained_parameters(output)
     rank = ranks[0] if ranks else worker
-    print(f"Parameter checksum: rank={rank} sha256={parameter_checksum(params)} params={len(params)}", flush=True)
     if args.save_params and rank == 0:
         import numpy as np
 
         np.savez(args.save_params, **{name: array.asnumpy() for name, array in params.items()})
+    # The last line: every output is written. Under the P3 van the process then never exits by itself
+    # (ps-lite's sender thread is never joined), so the launcher ends it once every worker printed this.
+    print(f"Parameter checksum: rank={rank} sha256={parameter_checksum(params)} params={len(params)}", flush=True)
+    # Free the kvstore now: its destructor tells the scheduler this worker is done. Left to
+    # interpreter exit (Sockeye's objects hold it in cycles), it is never freed and the process aborts.
+    gc.collect()
     return 0
 
 

@@ -8,6 +8,14 @@ import time, driven by DMLC_ROLE).
 
 Workers log MXNet's own Speedometer lines, so one log parser serves these runs
 and the original artifact's logs alike.
+
+Every variant trains through Gluon's stock Trainer; what differs is the
+environment the run gives every role (reprokit.run.settings): ``baseline``
+updates on the servers, ``baseline-worker-update`` on the workers
+(MXNET_UPDATE_ON_KVSTORE=0), and ``p3`` runs MXNet 1.9.1's own P3
+(DMLC_PS_VAN_TYPE=p3: P3StoreDist slices every array and ps-lite's P3 van sends
+the slices in priority order), which updates on the workers because its store
+cannot update on the servers. The Trainer already passes ``priority=-index``.
 """
 import argparse
 import hashlib
@@ -16,13 +24,16 @@ import os
 import sys
 import time
 
-import mxnet as mx  # starts and finishes the server/scheduler roles at import
-import numpy as np
-from mxnet import autograd, gluon
-from mxnet.gluon.model_zoo import vision
+import role_van  # shipped beside this file; standard library only
 
-from p3_kvstore import DEFAULT_CREDIT, BaselineProbes, P3Sync, timeline_path  # shipped beside this file
-from p3_slicing import DEFAULT_SLICE_SIZE
+role_van.check()  # before MXNet starts a server or scheduler role: one van for the whole job
+
+import mxnet as mx  # noqa: E402  starts and finishes the server/scheduler roles at import
+import numpy as np  # noqa: E402
+from mxnet import autograd, gluon  # noqa: E402
+from mxnet.gluon.model_zoo import vision  # noqa: E402
+
+from comm_probes import CommProbes, flatten_priorities, mechanism, timeline_path  # noqa: E402
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data
 
@@ -40,14 +51,12 @@ def parse_args(argv):
     parser.add_argument("--kv-store", default="dist_sync")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--variant", choices=("baseline", "p3"), default="baseline",
-                        help="baseline: stock dist_sync through gluon.Trainer; p3: sliced keys with priorities")
-    parser.add_argument("--p3-slice-size", type=int, default=DEFAULT_SLICE_SIZE,
-                        help="elements per slice; 0 keeps every parameter whole")
+    parser.add_argument("--variant", required=True,
+                        help="the run's variant, for the p3-comm line (the environment makes the difference)")
+    parser.add_argument(role_van.VAN_OPTION, default=role_van.DEFAULT_VAN,
+                        help="the ps-lite van every role of the run must have (role_van.py checks it)")
     parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
-                        help="1: layers nearer the input first; 0: every slice priority 0")
-    parser.add_argument("--p3-credit", type=int, default=DEFAULT_CREDIT,
-                        help="bytes of slices in flight per worker; 0: no limit (no scheduling)")
+                        help="1: the Trainer's priorities (layers nearer the input first); 0: every push priority 0")
     parser.add_argument("--timeline", default="",
                         help="each worker writes a Chrome trace of its communication here "
                              "({rank} is replaced; otherwise .worker-RANK goes before the suffix)")
@@ -182,29 +191,12 @@ def main(argv=None):
         params = [p for p in net.collect_params().values() if p.grad_req != "null"]  # forward order
         return [p.name for p in params], [p.data() for p in params], [p.grad() for p in params]
 
-    if args.variant == "p3":
-        net(data.first())  # shapes are known only after a first forward pass (deferred initialisation)
-        names, weights, grads = trainable()
-        sync = P3Sync(kv, [w.size for w in weights], args.p3_slice_size, args.p3_priority,
-                      credit=args.p3_credit, names=names, timeline=timeline)
-        sync.init(weights, mx.optimizer.SGD(rescale_grad=1.0 / global_batch, **sgd), weights)
-        logging.info("P3: %d slices of at most %s elements, priority %s, credit %s bytes", len(sync.slices),
-                     args.p3_slice_size or "unlimited", "on" if args.p3_priority else "off",
-                     args.p3_credit or "unlimited")
-        report = sync
-
-        def step():
-            sync.step(weights, grads)
-    else:
-        # Stock Gluon, as it always ran: parameters initialised by the first training pass, the kvstore
-        # by the first step. Probes observe it (BaselineProbes), made once the shapes are known.
-        trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
-        report = weights = grads = None
-
-        def step():
-            report.before_step(grads)
-            trainer.step(global_batch)
-            report.after_step(weights)
+    if not args.p3_priority:
+        flatten_priorities()
+    # Stock Gluon, as it always ran: parameters initialised by the first training pass, the kvstore by the
+    # first step; the Trainer itself decides where the optimizer runs (on the workers under MXNet's P3).
+    trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
+    probes = weights = grads = None
     num_batches = args.num_batches or data.epoch_batches(global_batch)
 
     metric = mx.metric.Accuracy()
@@ -213,31 +205,35 @@ def main(argv=None):
         tic = time.time()
         metric.reset()
         for nbatch, (images, label) in enumerate(data.take(num_batches)):
-            if report is not None:
-                report.before_forward()
+            if probes is not None:
+                probes.before_forward()
             with autograd.record():
                 output = net(images)
                 loss = loss_fn(output, label)
-            if report is None:
+            if probes is None:  # made once the first forward pass knows the shapes
                 names, weights, grads = trainable()
-                report = BaselineProbes(names, kv.rank, timeline)
-            report.after_forward(weights)
+                probes = CommProbes(names, args.variant, kv.rank, timeline)
+            probes.after_forward(weights)
             loss.backward()
-            step()
+            probes.before_step(grads)
+            trainer.step(global_batch)
+            probes.after_step(weights)
             metric.update([label], [output])
             speedometer(mx.model.BatchEndParam(epoch=epoch, nbatch=nbatch,
                                                eval_metric=metric, locals=None))
         mx.nd.waitall()
         logging.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
 
-    if report is not None:
-        report.close()  # logs the p3-comm line (p3_kvstore.py documents it)
+    if probes is not None:  # logs the p3-comm line (comm_probes.py documents it)
+        probes.close(mechanism(trainer._update_on_kvstore, args.p3_priority))
     digest, count = parameter_checksum(net)
-    logging.info("Parameter checksum: rank=%d sha256=%s params=%d", kv.rank, digest, count)
     if args.save_params and kv.rank == 0:
         params = net.collect_params()
         np.savez(args.save_params, **{name: params[name].data().asnumpy() for name in params.keys()
                                       if params[name].grad_req != "null"})
+    # The last line: every output is written. Under the P3 van the process then never exits by itself
+    # (ps-lite's sender thread is never joined), so the launcher ends it once every worker printed this.
+    logging.info("Parameter checksum: rank=%d sha256=%s params=%d", kv.rank, digest, count)
     return 0
 
 

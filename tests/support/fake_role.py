@@ -22,6 +22,8 @@ kind = os.environ["DMLC_ROLE"]
 name = kind if kind == "scheduler" else f"{kind}#{os.environ.get('DMLC_WORKER_ID', '0')}"
 num_workers = int(os.environ["DMLC_NUM_WORKER"])
 print(f"{name} started pid={os.getpid()}", flush=True)
+# As program/p3/role_van.py logs it: the van this role's environment gives it.
+print(f"ps-van: role={kind} van={os.environ.get('DMLC_PS_VAN_TYPE') or 'zmq'}", flush=True)
 if args.spawn_child:
     import subprocess
     subprocess.Popen(["sleep", "3600"])

@@ -29,6 +29,7 @@ def fake_plan(*role_args: str, workers: int = 2, servers: int = 1, timeout_s: in
 
 def fake_spec(plan: RolePlan, variant: str = "baseline", batch_size: str = "32") -> RunSpec:
     settings = resolve("resnet", {"BATCH_SIZE": batch_size, "VARIANT": variant}, default_profile="smoke")
+    plan.extra_env = {**settings.role_env(), **plan.extra_env}
     return RunSpec(settings=settings, engine=RunEngine(name="fake-engine", python=sys.executable, env_uid="0"),
                    plan=plan)
 

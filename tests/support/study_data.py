@@ -65,7 +65,7 @@ def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
              "net_dense0_bias"]
     n = len(names)
     meter = program_module("p3_timeline").CommMeter(
-        n, names, ready_params=None if variant == "p3" else {0, n - 1}, keep_trace=True, pid=0,
+        n, names, ready_params={0, n - 1}, keep_trace=True, pid=0,
         label=f"worker 0 ({variant})")
     for k in range(iterations):
         t = start + 0.8 * k  # forward k + 1 is pushed as backward k ends: it may wait for weights
@@ -81,8 +81,6 @@ def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
             released = max(ready[i], t + 0.65 + 0.01 * rank)
             done = max(done, released) + 0.1 * slow
             meter.weight_ready(k, i, done)
-            if variant == "p3":
-                meter.slice_done(k, i, f"{names[i]}:0", 4096, i, ready[i], released, done - 0.05, done)
     path.parent.mkdir(parents=True, exist_ok=True)
     meter.write_trace(str(path))
     return meter

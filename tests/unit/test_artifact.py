@@ -390,19 +390,19 @@ def test_image_and_sockeye_runs_carry_the_line_their_training_ends_with(tmp_path
     assert artifact_command(engine, "sockeye", 16, "", 1, 16, 5, workers=2).finish_pattern == r"Training finished\."
 
 
-def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(run_dir, monkeypatch):
+def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(run_dir):
     """As the authors' builds do here: a worker trains, logs its end of training, then waits forever at exit."""
     import reprokit.run.launch as launch
     from support.runs import fake_plan, no_process_left
 
-    monkeypatch.setattr(launch, "TRAINED_GRACE_S", 1.0)
     plan = fake_plan("--hang", "worker#1", timeout_s=20)
-    plan.finish_pattern = r"worker#\d started"
+    plan.finish_pattern, plan.finish_grace_s, plan.finish_note = r"worker#\d started", 1.0, "as expected here"
     outcome = launch.run_local(plan, run_dir, console=io.StringIO())
     assert outcome.success, outcome.reason
     assert outcome.wall_s < 15
     [warning] = outcome.warnings
     assert "worker#1" in warning and "after every worker printed the end of its training" in warning
+    assert warning.endswith("torn down (as expected here)")
     assert no_process_left(plan.run_id)
     # Without the pattern the same run waits for its timeout and fails.
     plan = fake_plan("--hang", "worker#1", timeout_s=3)

@@ -16,6 +16,7 @@ from support.runs import fake_plan, fake_spec
 def paper_spec(cmd_key="resnet", **env):
     base = fake_spec(fake_plan("--speed", "12.5"))
     settings = resolve(cmd_key, {"PROFILE": "paper", **env}, default_profile="smoke")
+    base.plan.extra_env = settings.role_env()
     return replace(base, settings=settings, engine=replace(base.engine, name="mxnet-1.9.1-cpu"))
 
 

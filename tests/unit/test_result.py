@@ -7,14 +7,24 @@ from reprokit.run.launch import Outcome
 from support.runs import fake_plan, fake_spec
 
 
-def spec(plan=None):
-    base = fake_spec(plan or fake_plan(), batch_size="16")
+def spec(plan=None, variant="baseline"):
+    base = fake_spec(plan or fake_plan(), variant=variant, batch_size="16")
     return replace(base, engine=replace(base.engine, name="mxnet-1.9.1-cpu"))
 
 
-def write_worker_log(run_dir, index, speeds, checksum=None, rank=None):
-    lines = [f"Epoch[0] Batch [{10 * i}-{10 * i + 10}]\tSpeed: {s} samples/sec\taccuracy=0.1"
-             for i, s in enumerate(speeds)]
+def write_role_log(run_dir, name, van):
+    """The line program/p3/role_van.py logs first in every role."""
+    (run_dir / "logs").mkdir(exist_ok=True)
+    (run_dir / "logs" / name).write_text(f"ps-van: role={name.split('-')[0].split('.')[0]} van={van}\n")
+
+
+def write_worker_log(run_dir, index, speeds, checksum=None, rank=None, van="zmq"):
+    if index == 0:
+        for name in ("scheduler.log", "server-0.log"):
+            write_role_log(run_dir, name, van)
+    lines = [f"ps-van: role=worker van={van}"]
+    lines += [f"Epoch[0] Batch [{10 * i}-{10 * i + 10}]\tSpeed: {s} samples/sec\taccuracy=0.1"
+              for i, s in enumerate(speeds)]
     if checksum:
         lines.append(f"Parameter checksum: rank={index if rank is None else rank} sha256={checksum} params=2")
     (run_dir / "logs").mkdir(exist_ok=True)
@@ -82,3 +92,44 @@ def test_without_a_communication_summary_the_fields_are_absent(tmp_path):
     write_worker_log(tmp_path, 1, [1.0, 20.0])
     res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
     assert "comm_wait_s_per_iter" not in res and "overlap" not in res and "timelines" not in res
+
+
+def comm_line(rank, van="p3", update_on="workers", slice_threshold="50000", water_mark="10"):
+    return (f"p3-comm: comm_wait_s_per_iter=0.1 overlap=0.5 comm_s_per_iter=0.8 compute_s_per_iter=0.5 iterations=10 "
+            f"priority=1 rank={rank} slice_threshold={slice_threshold} timeline=- update_on={update_on} van={van} "
+            f"variant=p3 water_mark={water_mark}\n")
+
+
+def test_the_result_records_the_mechanism_every_role_ran(tmp_path):
+    for index in (0, 1):
+        write_worker_log(tmp_path, index, [1.0, 30.0], van="p3")
+        with open(tmp_path / "logs" / f"worker-{index}.log", "a") as log:
+            log.write(comm_line(index))
+    res = unified.build(spec(variant="p3"), Outcome(True, ""), tmp_path).to_dict()
+    assert res["run_success"] is True and res["ps_van"] == "p3"
+    assert res["mechanism"] == {"van": "p3", "update_on": "workers", "slice_threshold": 50000, "water_mark": 10,
+                                "priority": True}
+    assert (res["p3_slice_size"], res["p3_priority"], res["p3_water_mark"]) == (50000, True, 10)
+
+
+def test_a_role_without_the_runs_van_fails_the_run_loudly(tmp_path):
+    for index in (0, 1):
+        write_worker_log(tmp_path, index, [1.0, 30.0], van="p3")
+    write_role_log(tmp_path, "server-0.log", "zmq")  # a mixed job: one role lost DMLC_PS_VAN_TYPE
+    result = unified.build(spec(variant="p3"), Outcome(True, ""), tmp_path)
+    assert result.run_success is False and result.ps_van is None
+    assert result.failure_reason.startswith("the run needs the 'p3' ps-lite van in every role, but not every role "
+                                            "ran it (server#0: zmq)")
+    (tmp_path / "logs" / "scheduler.log").write_text("no van line at all\n")
+    result = unified.build(spec(variant="p3"), Outcome(True, ""), tmp_path)
+    assert "(scheduler: none logged, server#0: zmq)" in result.failure_reason
+
+
+def test_a_role_that_refused_its_van_is_the_reason_of_the_failure(tmp_path):
+    for index in (0, 1):
+        write_worker_log(tmp_path, index, [1.0, 30.0], van="p3")
+    refusal = ("ps-van: server runs the 'zmq' van (DMLC_PS_VAN_TYPE) but this run needs 'p3' in every role; a job "
+               "must not mix vans: pass DMLC_PS_VAN_TYPE=p3 to every role")
+    (tmp_path / "logs" / "server-0.log").write_text(refusal + "\n")
+    result = unified.build(spec(variant="p3"), Outcome(False, "server#0 on 127.0.0.1 exited with code 3"), tmp_path)
+    assert result.failure_reason == "server#0 on 127.0.0.1: " + refusal[len("ps-van: "):]

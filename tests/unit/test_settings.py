@@ -44,7 +44,7 @@ def test_explicit_values_beat_the_profile():
     ("IMAGE_SHAPE", "224,224", "IMAGE_SHAPE must be C,H,W"),
     ("PROFILE", "fast", "unknown PROFILE 'fast'; valid ones: paper, smoke"),
     ("PS_ROOT_PORT", "80", "PS_ROOT_PORT must be at least 1024, got 80"),
-    ("VARIANT", "fast", "unknown VARIANT 'fast'; valid ones: baseline, p3"),
+    ("VARIANT", "fast", "unknown VARIANT 'fast'; valid ones: baseline, baseline-worker-update, p3"),
     ("P3_SLICE_SIZE", "-1", "P3_SLICE_SIZE must be at least 0, got -1"),
     ("P3_SLICE_SIZE", "1e5", "P3_SLICE_SIZE must be a whole number, got '1e5'"),
     ("P3_PRIORITY", "yes", "P3_PRIORITY must be 0 or 1, got 'yes'"),
@@ -56,13 +56,36 @@ def test_bad_values_are_refused_with_the_fix(key, value, expected):
     assert "\n" not in str(err.value)
 
 
-def test_p3_is_the_default_variant_with_the_papers_slice_size():
+def test_p3_is_the_default_variant_and_switches_on_mxnets_own_p3_in_every_role():
     s = settings()
-    assert (s.variant, s.p3_slice_size, s.p3_priority) == ("p3", 50_000, True)
+    assert (s.variant, s.p3_slice_size, s.p3_priority, s.p3_water_mark) == ("p3", 50_000, True, 10)
+    assert s.role_env() == {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "10",
+                            "MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}
     args = s.train_args()
-    assert args[args.index("--variant") + 1] == "p3" and args[args.index("--p3-slice-size") + 1] == "50000"
-    s = settings(VARIANT="baseline", P3_SLICE_SIZE="0", P3_PRIORITY="0")
-    assert (s.variant, s.p3_slice_size, s.p3_priority) == ("baseline", 0, False)
+    assert args[args.index("--variant") + 1] == "p3" and args[args.index("--ps-van") + 1] == "p3"
+    assert args[args.index("--p3-priority") + 1] == "1"
+
+
+def test_the_baselines_differ_only_in_where_the_optimizer_runs():
+    stock = settings(VARIANT="baseline")
+    assert stock.role_env() == {} and stock.train_args()[stock.train_args().index("--ps-van") + 1] == "zmq"
+    worker = settings(VARIANT="baseline-worker-update")
+    assert worker.role_env() == {"MXNET_UPDATE_ON_KVSTORE": "0"}
+    assert worker.train_args()[worker.train_args().index("--ps-van") + 1] == "zmq"
+
+
+def test_ablations_set_what_they_claim():
+    slicing_only = settings(P3_PRIORITY="0")
+    assert slicing_only.train_args()[slicing_only.train_args().index("--p3-priority") + 1] == "0"
+    priority_only = settings(P3_SLICE_SIZE="0")
+    # P3StoreDist loops forever on a threshold of 0: no slicing is a bound that no array reaches
+    assert priority_only.role_env()["MXNET_KVSTORE_SLICE_THRESHOLD"] == str(2**31 - 1)
+    assert settings(P3_WATER_MARK="0", P3_SLICE_SIZE="40000").role_env() == {
+        "DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "0", "MXNET_KVSTORE_SLICE_THRESHOLD": "40000"}
+    with pytest.raises(UserError, match="P3_WATER_MARK must be a whole number"):
+        settings(P3_WATER_MARK="ten")
+    with pytest.raises(UserError, match="unknown VARIANT 'worker'; valid ones: baseline, baseline-worker-update, p3"):
+        settings(VARIANT="worker")
 
 
 def test_unknown_cmd_key_lists_the_valid_ones():
@@ -102,16 +125,11 @@ def test_an_explicit_batch_size_beats_every_profile_fill_in():
         assert resolve(key, {**DEFAULTS, "BATCH_SIZE": "4"}, default_profile="smoke").batch_size == 4
 
 
-def test_credit_and_timeline_reach_the_training_script():
-    s = settings()
-    args = s.train_args()
-    assert args[args.index("--p3-credit") + 1] == str(4 << 20) and "--timeline" not in args
-    s = settings(P3_CREDIT="0", TIMELINE="1")
-    args = s.train_args()
-    assert args[args.index("--p3-credit") + 1] == "0"
+def test_timeline_reaches_the_training_script():
+    args = settings().train_args()
+    assert "--timeline" not in args
+    args = settings(TIMELINE="1").train_args()
     assert args[args.index("--timeline") + 1] == "timeline-worker-{rank}.json"
-    with pytest.raises(UserError, match="P3_CREDIT must be a whole number"):
-        settings(P3_CREDIT="4MB")
 
 
 def test_default_profile_is_smoke_here_and_on_a_testbed_paper_on_a_cluster(tmp_path):

@@ -28,7 +28,7 @@ from typing import Callable, Protocol, TextIO
 from reprokit.errors import UserError
 from reprokit.cluster.ports import hold_port
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
-from reprokit.run.plan import Role, RolePlan
+from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
 
 POLL_INTERVAL_S = 0.05
@@ -36,7 +36,6 @@ TERMINATE_GRACE_S = 3.0
 # Once every worker has finished, servers and the scheduler normally exit
 # within milliseconds; past this they are torn down.
 FINISH_GRACE_S = 30.0
-TRAINED_GRACE_S = 10.0  # after every worker logged the plan's finish_pattern: time left for a clean exit
 # Inherited variables that would point the engine's interpreter at the framework's packages.
 _ENV_DROPPED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
 
@@ -151,7 +150,8 @@ class LocalRoleProcess:
 
 
 def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _ENV_DROPPED and not k.startswith("DMLC_")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in _ENV_DROPPED and k not in ENGINE_SWITCHES and not k.startswith("DMLC_")}
     env.update(plan.role_env(role))
     return env
 
@@ -213,8 +213,9 @@ def supervise(
     """Start all roles, watch them, and always tear down what is left.
 
     ``finished``: the roles that printed the plan's finish_pattern (the authors' scripts' end of training). When
-    every worker has, the run counts as done: roles still running TRAINED_GRACE_S later are torn down with a warning
-    (the authors' builds can wait forever in their KVStoreDist destructor after training).
+    every worker has, the run counts as done: roles still running the plan's finish_grace_s later are torn down with a
+    warning (the authors' builds can wait forever in their KVStoreDist destructor after training; under MXNet 1.9.1's
+    P3 van, workers and servers never exit).
     """
     stop = stop or StopRequest()
     begin = clock()
@@ -231,11 +232,11 @@ def supervise(
         workers_done_at: float | None = None
         trained_at: float | None = None
 
-        def torn_down_after(grace_s: float, event: str) -> Outcome:
+        def torn_down_after(grace_s: float, event: str, why: str = "") -> Outcome:
             """Success: the roles still running ``grace_s`` after ``event`` are torn down, with a warning."""
             lingering = [p.role.name for p in procs if codes[p.role.name] is None]
-            return Outcome(True, "", warnings=[f"{', '.join(lingering)} still running {grace_s:.0f} s after "
-                                               f"{event}; torn down"])
+            return Outcome(True, "", warnings=[f"{', '.join(lingering)} still running {grace_s:g} s after "
+                                               f"{event}; torn down{f' ({why})' if why else ''}"])
 
         while outcome is None:
             now = clock()
@@ -262,9 +263,9 @@ def supervise(
                 names = {p.role.name for p in workers}
                 if outcome is None and finished is not None and names and names <= finished():
                     trained_at = trained_at or now
-                    if now - trained_at > TRAINED_GRACE_S:
-                        outcome = torn_down_after(TRAINED_GRACE_S, f"every worker printed the end of its training "
-                                                                   f"({plan.finish_pattern})")
+                    if now - trained_at > plan.finish_grace_s:
+                        outcome = torn_down_after(plan.finish_grace_s, f"every worker printed the end of its training "
+                                                                       f"({plan.finish_pattern})", plan.finish_note)
                 if outcome is None:
                     time.sleep(POLL_INTERVAL_S)
         outcome.all_running_at = all_running_at

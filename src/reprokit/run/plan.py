@@ -14,6 +14,9 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
 
+# Variables that switch the engine's mechanism (the van, P3's slicing, where the optimizer runs). A role gets them
+# from its run's plan only: inherited from a launching shell they would silently turn one variant into another.
+ENGINE_SWITCHES = ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD", "MXNET_UPDATE_ON_KVSTORE")
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,11 @@ class RolePlan:
     interfaces: dict[str, str] = field(default_factory=dict)  # host -> DMLC_INTERFACE
     host_threads: dict[str, int] = field(default_factory=dict)  # host -> OMP threads per worker there
     role_args: dict[str, list[str]] = field(default_factory=dict)  # role name -> arguments for that role only
-    # A line every worker prints when its training is over (the authors' scripts); "" when roles exit by themselves.
+    # A line every worker prints when its training is over, for engines whose roles may not exit by themselves (the
+    # authors' builds, MXNet's P3 van); "" when roles exit by themselves.
     finish_pattern: str = ""
+    finish_grace_s: float = 10.0  # after every worker printed finish_pattern: time left for a clean exit
+    finish_note: str = ""  # why roles may linger after training, for the warning that says they were ended
     outputs: dict[str, str] = field(default_factory=dict)  # setting -> path workers write outside their folder
 
     def address(self, host: str) -> str:

@@ -27,7 +27,7 @@ import paramiko
 from reprokit.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
-from reprokit.run.plan import Role, RolePlan
+from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
 from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.group import connect_all, on_each
@@ -50,6 +50,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
         raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
     assignments = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
     command = " ".join(shlex.quote(a) for a in argv)
+    unset = " ".join(f"-u {name}" for name in ENGINE_SWITCHES)  # the plan's only: never the login shell's
     # The channel's stdin is kept on fd 3 for the watchdog only: POSIX sh gives a background job
     # /dev/null as stdin before its own redirections, so `<&0` there would not reach the channel.
     # The watchdog only tells the main shell (USR1); the main shell TERMs the group and KILLs it
@@ -65,7 +66,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
         "trap : TERM; stopping=; "
         f"trap 'stopping=1; kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
         ">/dev/null 2>&1 &' USR1; "
-        f"env -u PYTHONPATH -u PYTHONHOME {assignments} {command} & child=$!; "
+        f"env -u PYTHONPATH -u PYTHONHOME {unset} {assignments} {command} & child=$!; "
         "wait $child; rc=$?; "
         "while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done; "
         # The role is over: stop the watchdog, then whatever else is left in the group. When it was

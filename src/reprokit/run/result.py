@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -12,6 +13,7 @@ from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 
 RESULT_FILE = "p3-result.json"
+VAN_LINE = re.compile(r"ps-van: role=\S+ van=(\S+)")  # role_van.py's line
 
 
 @dataclass
@@ -37,9 +39,13 @@ class Result:
     logs: list[str] = field(default_factory=list)
     # Present only where they apply (dropped from the JSON when None):
     interrupted: bool | None = None  # True: stopped from outside (a signal, a lost parent), not a result of the run
-    p3_slice_size: int | None = None  # our P3 only; the artifact's slicing is compiled in
+    p3_slice_size: int | None = None  # MXNet's P3 only (MXNET_KVSTORE_SLICE_THRESHOLD); the artifact's is compiled in
     p3_priority: bool | None = None
-    p3_credit: int | None = None  # bytes in flight per worker; 0: unscheduled
+    p3_water_mark: int | None = None  # DMLC_PS_WATER_MARK
+    # The mechanism that ran, as the roles saw it (our scripts only): the ps-lite van every role logged, and from the
+    # workers' p3-comm lines where the optimizer ran, P3's slice bound and water mark, and whether priorities were on.
+    ps_van: str | None = None
+    mechanism: dict | None = None
     # From each worker's p3-comm line (means over workers): how long forward waited for weights per
     # iteration, the share of communication hidden behind computation, and the two times themselves.
     comm_wait_s_per_iter: float | None = None
@@ -110,7 +116,7 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         image_shape=settings.image_shape or None, num_epochs=settings.num_epochs,
         num_workers=len(plan.workers), num_servers=len(plan.servers), variant=settings.variant,
         p3_slice_size=settings.p3_slice_size if ours else None, p3_priority=settings.p3_priority if ours else None,
-        p3_credit=settings.p3_credit if ours else None,
+        p3_water_mark=settings.p3_water_mark if ours else None,
         engine=spec.engine.name, data=spec.data.name, hosts=plan.hosts, run_id=plan.run_id,
         wall_time_s=round(outcome.wall_s, 3),
         launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
@@ -118,7 +124,47 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         interrupted=outcome.interrupted or None,
     )
     parse_worker_logs(result, plan, run_dir)
+    if not spec.engine.is_artifact:
+        check_vans(result, plan, run_dir, settings.role_env().get("DMLC_PS_VAN_TYPE", "zmq"))
     return result
+
+
+def check_vans(result: Result, plan: RolePlan, run_dir: Path, expected: str) -> None:
+    """Every role must have logged the run's van (role_van.py): a job that mixed vans, or a role that never said,
+    is a failed run, and the line of the role that refused is the reason."""
+    logged: dict[str, str | None] = {}
+    refusal = None
+    for role in plan.roles:
+        log = run_dir / "logs" / role.log_name
+        van = None
+        for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
+            match = VAN_LINE.search(line)
+            if match:
+                van = match.group(1)
+            elif line.startswith("ps-van:") and refusal is None:
+                refusal = f"{role.name} on {role.host}: {line[len('ps-van:'):].strip()}"
+        logged[role.name] = van
+    if refusal and not result.run_success:
+        result.failure_reason = refusal
+        return
+    wrong = {name: van for name, van in logged.items() if van != expected}
+    if not wrong:
+        result.ps_van = expected
+    elif result.run_success:
+        said = ", ".join(f"{name}: {van or 'none logged'}" for name, van in wrong.items())
+        result.run_success = False
+        result.failure_reason = (f"the run needs the {expected!r} ps-lite van in every role, but not every role ran it "
+                                 f"({said}); the roles' environment lost DMLC_PS_VAN_TYPE on the way")
+
+
+def _mechanism(comm: dict) -> dict:
+    """comm_probes.mechanism() as the p3-comm line carried it: numbers as numbers, "-" (not P3) as None."""
+    def number(key: str) -> int | None:
+        value = str(comm.get(key, "-"))
+        return int(value) if value.isdigit() else None
+
+    return {"van": comm.get("van"), "update_on": comm.get("update_on"), "slice_threshold": number("slice_threshold"),
+            "water_mark": number("water_mark"), "priority": comm.get("priority") in ("1", 1)}
 
 
 def _last_comm_line(log: Path) -> dict | None:
@@ -169,6 +215,11 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
         for key in ("comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter"):
             values = [c[key] for c in comm if c.get(key) is not None]
             setattr(result, key, round(statistics.fmean(values), 6) if values else None)
+        ran = [_mechanism(c) for c in comm]
+        if len(comm) == len(worker_logs) and all(r["van"] is not None for r in ran):
+            if any(r != ran[0] for r in ran):
+                result.warnings.append(f"the workers report different mechanisms: {ran}")
+            result.mechanism = ran[0]
     traces = sorted(p for p in run_dir.glob("timeline-worker-*.json"))
     if traces:
         result.timelines = [str(p.relative_to(run_dir)) for p in traces]

@@ -65,9 +65,16 @@ class Profile:
     timeout_s: int  # global timeout of the whole run
 
 
-VARIANTS = ("baseline", "p3")
-P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements
-P3_DEFAULT_CREDIT = 4 << 20  # bytes of slices in flight per worker; 0: no limit (no scheduling)
+# baseline: stock MXNet, the optimizer on the servers (as the authors' baseline build);
+# baseline-worker-update: stock MXNet, the optimizer on the workers (MXNet's P3 can only update there, so p3 over
+#   this one isolates slicing and priority from where the optimizer runs);
+# p3: MXNet 1.9.1's own P3 (apache/mxnet PR #15124, dmlc/ps-lite PR #147), switched on in every role.
+VARIANTS = ("baseline", "baseline-worker-update", "p3")
+P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements (upstream's default is 40,000)
+P3_DEFAULT_WATER_MARK = 10  # ZMQ_SNDHWM, as upstream's tools/launch.py --p3 sets it; 0: no limit
+# MXNET_KVSTORE_SLICE_THRESHOLD for P3_SLICE_SIZE=0 (no slicing): P3StoreDist reads it as an int and loops
+# forever on 0, so "no slicing" is a bound no array reaches.
+P3_NO_SLICING_THRESHOLD = 2**31 - 1
 TIMELINE_FILE = "timeline-worker-{rank}.json"  # each worker's Chrome trace, in its working folder
 
 # Limits, checked before anything starts; they mean the same on a 2-core laptop and a 1000-node cluster.
@@ -108,10 +115,10 @@ class RunSettings:
     timeout_s: int
     ps_root_port: int | None  # None: pick a free port
     seed: int
-    variant: str  # baseline: stock dist_sync; p3: sliced keys with priorities
+    variant: str  # one of VARIANTS
     p3_slice_size: int  # elements per slice; 0: no slicing
     p3_priority: bool
-    p3_credit: int  # bytes in flight per worker; 0: no limit
+    p3_water_mark: int  # messages queued in ZMQ per connection before P3's priority queue holds them; 0: no limit
     timeline: bool  # each worker writes a Chrome trace of its communication
     save_params: str  # rank 0 saves its trainable parameters there (.npz); empty: not saved
     output_file: str  # sockeye: the model folder of worker 0 (others add .worker-N); empty: in the role's folder
@@ -134,12 +141,21 @@ class RunSettings:
             "--seed", str(self.seed),
             "--kv-store", "dist_sync",
             "--variant", self.variant,
-            "--p3-slice-size", str(self.p3_slice_size),
-            "--p3-priority", "1" if self.p3_priority else "0",
-            "--p3-credit", str(self.p3_credit),
+            "--ps-van", self.role_env().get("DMLC_PS_VAN_TYPE", "zmq"),
+            "--p3-priority", "1" if self.p3_priority or self.variant != "p3" else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
         ]
+
+
+    def role_env(self) -> dict[str, str]:
+        """The environment every role of the run gets (scheduler, servers and workers alike): it makes the variant."""
+        if self.variant == "baseline-worker-update":
+            return {"MXNET_UPDATE_ON_KVSTORE": "0"}
+        if self.variant == "p3":
+            return {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": str(self.p3_water_mark),
+                    "MXNET_KVSTORE_SLICE_THRESHOLD": str(self.p3_slice_size or P3_NO_SLICING_THRESHOLD)}
+        return {}
 
 
 def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, allow_zero: bool = False,
@@ -287,9 +303,10 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         ps_root_port=ps_root_port,
         seed=_positive_int(env, "SEED", 42, allow_zero=True, high=MAX_SEED),
         variant=_variant(env),
-        p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True, high=2**31 - 1),
+        p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True,
+                                    high=P3_NO_SLICING_THRESHOLD - 1),
         p3_priority=_flag(env, "P3_PRIORITY", True),
-        p3_credit=_positive_int(env, "P3_CREDIT", P3_DEFAULT_CREDIT, allow_zero=True, high=2**40),
+        p3_water_mark=_positive_int(env, "P3_WATER_MARK", P3_DEFAULT_WATER_MARK, allow_zero=True, high=10**6),
         timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
         output_file=str(env.get("OUTPUT_FILE", "")).strip(),

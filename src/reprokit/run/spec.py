@@ -25,6 +25,8 @@ from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_thr
 from reprokit.run.settings import RunSettings, absolute_outputs, local_layout, output_paths, with_local_outputs
 
 SPEC_FILE = "p3-run.json"
+FINISH_LINE = r"Parameter checksum: rank="  # the last line of train.py and sockeye_run.py, after every output
+P3_VAN_EXIT_GRACE_S = 2.0  # a role that could exit does so within milliseconds
 HOOKS_FILE = "ck_hooks.py"  # runs in CK's process, not in the engine's
 
 
@@ -156,4 +158,10 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
     else:
         plan.command = [engine.python, settings.script, *settings.train_args(), *data.train_args]
         plan.files = [str(f) for f in engine_files()]
+        plan.extra_env = settings.role_env()
+        if settings.variant == "p3":
+            # MXNet 1.9.1's P3 van never joins its sender thread, so workers and servers stay alive after training
+            # (the wheel cannot be patched): once every worker printed its last line, the run ends them.
+            plan.finish_pattern, plan.finish_grace_s = FINISH_LINE, P3_VAN_EXIT_GRACE_S
+            plan.finish_note = "MXNet 1.9.1's P3 van keeps its roles alive after training; ended as expected"
     return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster_data)

@@ -7,9 +7,9 @@ is the one definition of the events, loaded here with
 holds, per parameter (lane ``100 + i``, in forward order): a ``comm`` span from
 its gradient ready (or the iteration's first gradient, where the baseline
 records none) to its weights in place, with ``forward_reached_us`` (when
-forward ``k + 1`` reached its layer); for P3's slices the instants ``push
-released``, ``push done`` and ``pull done``; on lane 1 the ``forward+backward
-k + 1`` span, on lane 2 the forward pass's waits. This module reads one
+forward ``k + 1`` reached its layer); on lane 1 the ``forward+backward
+k + 1`` span, on lane 2 the forward pass's waits. The probes observe every
+variant alike (P3's slices and their order live inside MXNet, in C++). This module reads one
 iteration of that, per layer (``p3_timeline.layer_groups``), and draws baseline
 and p3 side by side: the picture communication schedulers explain their gains
 with.
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -70,7 +68,6 @@ class LayerSpan:
     name: str  # its first parameter
     comm_start: float  # its gradient ready, or the iteration's first where none of its parameters' was recorded
     gradient_ready: float | None
-    released: float | None  # the first of its slices released to the kvstore (P3's scheduler); None: no slices
     weights_in_place: float  # its last weight back
     forward_reached: float  # forward k + 1 turned to it
 
@@ -99,7 +96,6 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
         raise UserError(f"cannot read the timeline {trace}: {exc}; run again with --env.TIMELINE=1") from None
     names: dict[int, str] = {}
     comm: dict[int, dict[int, dict]] = {}  # iteration -> parameter -> its comm span's args
-    released: dict[tuple[int, int], float] = {}
     compute: dict[int, tuple[float, float]] = {}
     for e in events:
         tid, args = e.get("tid", 0), e.get("args") or {}
@@ -108,9 +104,6 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
                 names[tid - PARAM_LANE] = str(args.get("name", "")).split(" ", 1)[-1]
         elif e.get("cat") == "comm" and e.get("ph") == "X" and tid >= PARAM_LANE:
             comm.setdefault(int(args["iteration"]), {})[tid - PARAM_LANE] = {**args, "_start": e["ts"]}
-        elif e.get("cat") == "comm" and str(e.get("name", "")).startswith("push released"):
-            key = (int(args["iteration"]), tid - PARAM_LANE)
-            released[key] = min(released.get(key, math.inf), e["ts"])
         elif e.get("cat") == "compute" and e.get("ph") == "X":
             compute[int(args["iteration"])] = (e["ts"], e["ts"] + e.get("dur", 0))
     complete = sorted(k for k, params in comm.items() if len(params) == len(names) and names)
@@ -129,11 +122,10 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
     for g in range(groups[-1] + 1):
         members = [i for i, group in enumerate(groups) if group == g]
         ready = [params[i]["gradient_ready_us"] for i in members if params[i].get("gradient_ready_us") is not None]
-        sent = [released[(k, i)] for i in members if (k, i) in released]
         start = min(ready) if ready else min(params[i]["_start"] for i in members)  # the baseline records few
         layers.append(LayerSpan(
             layer=g, name=order[members[0]], comm_start=sec(start),
-            gradient_ready=sec(min(ready)) if ready else None, released=sec(min(sent)) if sent else None,
+            gradient_ready=sec(min(ready)) if ready else None,
             weights_in_place=sec(max(params[i]["weights_in_place_us"] for i in members)),
             forward_reached=sec(min(params[i]["forward_reached_us"] for i in members))))
     span = compute.get(k + 1)
@@ -246,12 +238,8 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
         ys = [l.layer for l in view.layers]
         if view.compute:
             ax.axvspan(*view.compute, color="0.92", zorder=0)
-        queued = [(l.comm_start, (l.released if l.released is not None else l.comm_start) - l.comm_start)
-                  for l in view.layers]
-        flight = [((l.released if l.released is not None else l.comm_start),
-                   l.weights_in_place - (l.released if l.released is not None else l.comm_start)) for l in view.layers]
-        ax.barh(ys, [w for _, w in queued], left=[s for s, _ in queued], height=0.8, color="tab:gray", alpha=0.45)
-        ax.barh(ys, [w for _, w in flight], left=[s for s, _ in flight], height=0.8, color="tab:blue", alpha=0.8)
+        ax.barh(ys, [l.weights_in_place - l.comm_start for l in view.layers], left=[l.comm_start for l in view.layers],
+                height=0.8, color="tab:blue", alpha=0.8)
         waits = [l for l in view.layers if l.wait > 0]
         ax.barh([l.layer for l in waits], [l.wait for l in waits], left=[l.forward_reached for l in waits],
                 height=0.35, color="tab:red")
@@ -269,8 +257,7 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
     axes[0].yaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
     axes[0].set_ylabel("layer (forward order; input on top)")
     handles = [Patch(color="0.92", label="forward+backward of the next iteration"),
-               Patch(color="tab:gray", alpha=0.45, label="gradient ready -> first slice released (P3's queue)"),
-               Patch(color="tab:blue", alpha=0.8, label="released (baseline: gradient ready) -> weights in place"),
+               Patch(color="tab:blue", alpha=0.8, label="gradient ready -> weights in place"),
                Patch(color="tab:red", label="forward waits for the layer's weights"),
                Line2D([], [], marker="|", color="black", linestyle="none", label="forward reached the layer"),
                Line2D([], [], marker=".", color="tab:green", linestyle="none", label="gradient ready (where recorded)")]
@@ -290,9 +277,7 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
 
 def view_summary(view: IterationView) -> dict:
     """A view's figures for report.json."""
-    sent = [l.released - l.comm_start for l in view.layers if l.released is not None]
     return {"label": view.label, "iteration": view.iteration, "iterations": view.iterations,
             "layers": len(view.layers), "comm_wait_s": view.comm_wait_s, "comm_s": view.comm_s,
             "compute_s": (view.compute[1] - view.compute[0]) if view.compute else None,
-            "layers_waited_for": sum(1 for l in view.layers if l.wait > 0),
-            "median_queue_s": statistics.median(sent) if sent else None}
+            "layers_waited_for": sum(1 for l in view.layers if l.wait > 0)}
