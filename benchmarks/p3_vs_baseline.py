@@ -1,20 +1,26 @@
-"""P3 against its baseline on the same engine, from compute-bound to communication-bound links (needs root).
+"""MXNet 1.9.1's own P3 against both baselines on the same engine, from compute-bound to communication-bound links.
 
-    .venv/bin/python benchmarks/p3_vs_baseline.py [--models vgg,resnet] [--ratios 0.5,1,2,4 | --bandwidths 4gbit,1gbit]
-        [--repetitions 3] [--hosts 3] [--batches 11] [--batch-size 16] [--credits 1048576,16777216]
+    .venv/bin/python benchmarks/p3_vs_baseline.py [--models vgg,resnet,sockeye] [--ratios 0.5,2]
+        [--bandwidths MODEL=RATE+RATE,...] [--repetitions 5] [--hosts 3] [--batches 11] [--batch-size 16]
+        [--tune-slices 20000,50000,200000] [--tune-water-marks 1,10,100] [--tune-repetitions 3]
         [--overhead-repetitions 3] [--json FILE]
 
-On a fresh testbed (one server and one worker per host, every host's egress shaped with tc):
+Needs root. On a fresh testbed (one server and one worker per host, every host's egress shaped with tc):
 1. per model, one baseline probe on the unshaped links measures compute and communication time per
    iteration (the p3-comm line); the bandwidths are then chosen so that the baseline's predicted
-   communication-to-computation ratio spans --ratios (the study's own rule: reprokit.study.choice);
-2. baseline and p3 for every model and bandwidth, --repetitions times, interleaved (the order alternates
-   per repetition so that drift hits both): throughput means, p3/baseline with its 95% interval (the
-   study's analysis), comm_wait_s_per_iter and overlap per variant, the measured ratio, and beside each
-   speedup the bound perfect overlap would give, (t_compute + t_comm) / max(t_compute, t_comm), from the
-   baseline's own measurements at that bandwidth;
-3. P3_CREDIT values against the default at the first model's middle bandwidth (--credits);
-4. the cost of slicing alone on an unshaped local run (P3_PRIORITY=0 against baseline).
+   communication-to-computation ratio spans --ratios (the study's own rule: reprokit.study.choice). A model
+   the study has no parameter count for (sockeye) takes its bandwidths from --bandwidths MODEL=RATE+RATE;
+2. tuning, on the first model at its most communication-bound bandwidth: P3_SLICE_SIZE over --tune-slices
+   (water mark at its default), then P3_WATER_MARK over --tune-water-marks (at the best slice size), each
+   against baseline-worker-update, --tune-repetitions interleaved; the best mean is used from then on;
+3. baseline, baseline-worker-update and p3 for every model and bandwidth, --repetitions times, interleaved
+   (the order reverses every repetition so that drift hits all three): throughput means, p3 over each
+   baseline with its 95% interval (the study's analysis, log scale), comm_wait_s_per_iter and overlap, and
+   beside each ratio the bound perfect overlap would give, (t_compute + t_comm) / max(t_compute, t_comm),
+   from that baseline's own measurements at that bandwidth; with the ablations at the most
+   communication-bound bandwidth of the first model: slicing only (P3_PRIORITY=0) and priority only
+   (P3_SLICE_SIZE=0);
+4. the cost of slicing alone on an unshaped local run (resnet, P3_PRIORITY=0 against both baselines).
 Uses its own CK_REPOS/CK_TOOLS in a temporary folder. Prints figures; asserts nothing.
 """
 from __future__ import annotations
@@ -28,8 +34,8 @@ import sys
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.run.settings import P3_DEFAULT_CREDIT
 from reprokit.paths import REPO_ROOT
+from reprokit.run.settings import P3_DEFAULT_SLICE_SIZE, P3_DEFAULT_WATER_MARK
 from reprokit.study.analysis import ratio_interval  # the study's speedup interval (log scale, never below zero)
 from reprokit.study.choice import choose  # the study's bandwidth choice from a measured probe
 from reprokit.study.claims import NATIVE  # a target the links cannot reach: run unshaped
@@ -38,7 +44,10 @@ STUDY = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").re
 
 CK = str(Path(sys.executable).with_name("ck"))
 ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
-FIELDS = ("throughput_samples_per_sec", "comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter")
+FIELDS = ("throughput_samples_per_sec", "comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter",
+          "mechanism", "run_success", "failure_reason")
+BASELINES = ("baseline", "baseline-worker-update")
+MAIN = ("baseline", "baseline-worker-update", "p3")
 
 
 def ck(*args: str) -> subprocess.CompletedProcess:
@@ -46,14 +55,21 @@ def ck(*args: str) -> subprocess.CompletedProcess:
 
 
 def run(run_dir: Path, *args: str) -> dict:
-    """The run's unified result (p3-result.json)."""
+    """The run's unified result (p3-result.json); a failed run counts as no measurement and is said."""
     ck("run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
-       "--treat_return_code_as_exit_code=yes", *args)
-    return json.loads((run_dir / "p3-result.json").read_text())
+       *args)
+    result = json.loads((run_dir / "p3-result.json").read_text())
+    if not result.get("run_success"):
+        print(f"  FAILED {run_dir.name}: {result.get('failure_reason')}", flush=True)
+    return result
+
+
+def throughputs(rows: list[dict]) -> list[float]:
+    return [r["throughput_samples_per_sec"] for r in rows if r.get("throughput_samples_per_sec")]
 
 
 def mean(rows: list[dict], key: str) -> float | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
     return statistics.fmean(values) if values else None
 
 
@@ -61,16 +77,52 @@ def fmt(value: float | None, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def ratio(numerator: list[dict], denominator: list[dict]) -> tuple[str, dict]:
+    a, b = throughputs(numerator), throughputs(denominator)
+    if len(a) < 2 or len(b) < 2:
+        return f"n/a (n={len(a)}/{len(b)})", {"n": [len(a), len(b)]}
+    value, low, high = ratio_interval(a, b)
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]", {"ratio": value, "low": low, "high": high, "n": [len(a), len(b)]}
+
+
+def overlap_bound(rows: list[dict]) -> float | None:
+    """(t_compute + t_comm) / max(t_compute, t_comm) from a variant's own p3-comm figures."""
+    comp, comm = mean(rows, "compute_s_per_iter"), mean(rows, "comm_s_per_iter")
+    if not comp or comm is None:
+        return None
+    return (comp + comm) / max(comp, comm)
+
+
+def shape(bandwidth: str) -> None:
+    ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
+
+
+def interleaved(work: Path, label: str, configs: dict[str, list[str]], repetitions: int, common: list[str],
+                rows: dict[str, list[dict]]) -> None:
+    """Every config once per repetition, the order reversed every other repetition."""
+    names = list(configs)
+    for rep in range(repetitions):
+        for name in (names if rep % 2 == 0 else names[::-1]):
+            result = run(work / f"{label}-{name}-{rep}".replace("/", "_"), *configs[name], *common)
+            row = {k: result.get(k) for k in FIELDS}
+            rows.setdefault(name, []).append(row)
+            print(f"rep {rep + 1} {label} {name}: {fmt(row['throughput_samples_per_sec'], '.2f')} samples/s, comm wait "
+                  f"{fmt(row['comm_wait_s_per_iter'])} s/iter, overlap {fmt(row['overlap'], '.2f')}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="vgg,resnet")
-    parser.add_argument("--ratios", default="0.5,1.4,4", help="target communication/computation ratios")
-    parser.add_argument("--bandwidths", default="", help="explicit tc rates instead of --ratios")
-    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--models", default="vgg,resnet,sockeye")
+    parser.add_argument("--ratios", default="0.5,2", help="target communication/computation ratios")
+    parser.add_argument("--bandwidths", default="sockeye=native+300mbit",
+                        help="MODEL=RATE+RATE,...: a model's tc rates instead of the probe's choice")
+    parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--batches", type=int, default=11)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--credits", default=f"{1 << 20},{16 << 20}")
+    parser.add_argument("--tune-slices", default="20000,50000,200000")
+    parser.add_argument("--tune-water-marks", default="1,10,100")
+    parser.add_argument("--tune-repetitions", type=int, default=3)
     parser.add_argument("--overhead-repetitions", type=int, default=3)
     parser.add_argument("--json", default="", help="also write every measurement here")
     args = parser.parse_args()
@@ -81,18 +133,21 @@ def main() -> int:
     common = ["--env.PROFILE=smoke", "--env.WORKER_THREADS=1", f"--env.NUM_BATCHES={args.batches}",
               "--env.DISP_BATCHES=5", f"--env.BATCH_SIZE={args.batch_size}", "--target=cmp"]
     models = args.models.split(",")
+    given = {m: b.split("+") for m, b in (pair.split("=", 1) for pair in args.bandwidths.split(",") if pair)}
     rows: dict[tuple, list[dict]] = {}
     chosen: dict[str, list[str]] = {}
     probes: dict[str, dict] = {}
+    tuning: dict[str, dict] = {}
+    slice_size, water_mark = P3_DEFAULT_SLICE_SIZE, P3_DEFAULT_WATER_MARK
     ck("testbed", "cluster:cmp", f"--hosts={args.hosts}")
     try:
         hosts_json = Path(env["CK_TOOLS"]) / "testbed-cmp" / "hosts.json"
         ck("add", "machine:cmp", "--type=cluster", f"--config_file={hosts_json}", "--quiet")
         for model in models:
-            if args.bandwidths:
-                chosen[model] = args.bandwidths.split(",")
+            if model in given:
+                chosen[model] = given[model]
                 continue
-            ck("testbed", "cluster:cmp", "--shape=off")
+            shape(NATIVE)
             probe = run(work / f"probe-{model}", f"--cmd_key={model}", "--env.VARIANT=baseline", *common)
             choice = choose(model, probe, str(work / f"probe-{model}"), STUDY["parameters"],
                             STUDY["parameters"].get("source", ""), args.hosts,
@@ -100,85 +155,113 @@ def main() -> int:
             probes[model] = choice.to_dict()
             chosen[model] = list(choice.bandwidths)
             print(f"probe {choice.summary()}", flush=True)
+
+        tune_model, tune_bw = models[0], chosen[models[0]][-1]  # the most communication-bound
+        shape(tune_bw)
+        model_arg = [f"--cmd_key={tune_model}"]
+        for knob, values in (("P3_SLICE_SIZE", args.tune_slices), ("P3_WATER_MARK", args.tune_water_marks)):
+            if not values:
+                continue
+            configs = {"baseline-worker-update": [*model_arg, "--env.VARIANT=baseline-worker-update"]}
+            for value in values.split(","):
+                configs[f"{knob}={value}"] = [*model_arg, "--env.VARIANT=p3", f"--env.P3_SLICE_SIZE={slice_size}",
+                                              f"--env.P3_WATER_MARK={water_mark}", f"--env.{knob}={value}"]
+            found: dict[str, list[dict]] = {}
+            interleaved(work, f"tune-{tune_model}-{tune_bw}", configs, args.tune_repetitions, common, found)
+            candidates = {k: statistics.fmean(throughputs(v)) for k, v in found.items()
+                          if k != "baseline-worker-update" and throughputs(v)}
+            best = max(candidates, key=candidates.get)
+            tuning[knob] = {k: v for k, v in found.items()}
+            print(f"tuning {knob} on {tune_model} at {tune_bw}:", flush=True)
+            for name in found:
+                print(f"  {name:26s} {fmt(mean(found[name], 'throughput_samples_per_sec'), '.2f')} samples/s  "
+                      f"over baseline-worker-update {ratio(found[name], found['baseline-worker-update'])[0]}",
+                      flush=True)
+            if knob == "P3_SLICE_SIZE":
+                slice_size = int(best.split("=")[1])
+            else:
+                water_mark = int(best.split("=")[1])
+            print(f"  chosen: {best}", flush=True)
+        tuned = [f"--env.P3_SLICE_SIZE={slice_size}", f"--env.P3_WATER_MARK={water_mark}"]
+
         for rep in range(args.repetitions):
             for model in models:
                 for bandwidth in chosen[model]:
-                    ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
-                    for variant in (("baseline", "p3") if rep % 2 == 0 else ("p3", "baseline")):
-                        result = run(work / f"{model}-{bandwidth}-{variant}-{rep}", f"--cmd_key={model}",
-                                     f"--env.VARIANT={variant}", *common)
+                    shape(bandwidth)
+                    configs = {v: [f"--cmd_key={model}", f"--env.VARIANT={v}", *(tuned if v == "p3" else [])]
+                               for v in MAIN}
+                    if model == tune_model and bandwidth == tune_bw:
+                        configs["p3-slicing-only"] = [*configs["p3"], "--env.P3_PRIORITY=0"]
+                        configs["p3-priority-only"] = [f"--cmd_key={model}", "--env.VARIANT=p3",
+                                                       f"--env.P3_WATER_MARK={water_mark}", "--env.P3_SLICE_SIZE=0"]
+                    found: dict[str, list[dict]] = {}
+                    names = list(configs)
+                    for name in (names if rep % 2 == 0 else names[::-1]):
+                        result = run(work / f"{model}-{bandwidth}-{name}-{rep}", *configs[name], *common)
                         row = {k: result.get(k) for k in FIELDS}
-                        rows.setdefault((model, bandwidth, variant), []).append(row)
-                        print(f"rep {rep + 1} {model} {bandwidth} {variant}: {fmt(row['throughput_samples_per_sec'], '.2f')} "
-                              f"samples/s, comm wait {fmt(row['comm_wait_s_per_iter'])} s/iter, overlap "
-                              f"{fmt(row['overlap'], '.2f')}", flush=True)
-        credits = [int(c) for c in args.credits.split(",") if c]
-        if credits and models:
-            model, bandwidth = models[0], chosen[models[0]][len(chosen[models[0]]) // 2]
-            ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
-            for rep in range(args.repetitions):
-                order = credits if rep % 2 == 0 else credits[::-1]
-                for credit in order:
-                    result = run(work / f"credit-{credit}-{rep}", f"--cmd_key={model}", "--env.VARIANT=p3",
-                                 f"--env.P3_CREDIT={credit}", *common)
-                    row = {k: result.get(k) for k in FIELDS}
-                    rows.setdefault((model, bandwidth, f"p3-credit-{credit}"), []).append(row)
-                    print(f"rep {rep + 1} {model} {bandwidth} P3_CREDIT={credit}: "
-                          f"{fmt(row['throughput_samples_per_sec'], '.2f')} samples/s", flush=True)
+                        rows.setdefault((model, bandwidth, name), []).append(row)
+                        print(f"rep {rep + 1} {model} {bandwidth} {name}: "
+                              f"{fmt(row['throughput_samples_per_sec'], '.2f')} samples/s, comm wait "
+                              f"{fmt(row['comm_wait_s_per_iter'])} s/iter, overlap {fmt(row['overlap'], '.2f')}",
+                              flush=True)
     finally:
         subprocess.run([CK, "testbed", "cluster:cmp", "--down"], env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)
 
-    print(f"\n{args.hosts} hosts (one server and one worker each), batch {args.batch_size} per worker, 3x32x32, "
-          f"{args.batches} batches, {args.repetitions} interleaved repetitions, P3_CREDIT={P3_DEFAULT_CREDIT} unless said")
-    print("model  bandwidth  comm/comp  baseline s/s  p3 s/s   p3/baseline [95% interval]   bound  "
-          "wait base/p3 (s/iter)  overlap base/p3")
+    print(f"\n{args.hosts} hosts (one server and one worker each), batch {args.batch_size} per worker, 3x32x32 "
+          f"(sockeye: its smoke corpus), {args.batches} batches, {args.repetitions} interleaved repetitions; p3 with "
+          f"P3_SLICE_SIZE={slice_size}, P3_WATER_MARK={water_mark}; ratios of geometric means, 95% intervals")
+    print("model    bandwidth  comm/comp  baseline  b-worker  p3 (samples/s)  p3/baseline [95%]  bound(base)  "
+          "p3/b-worker [95%]  bound(b-worker)  share of bound  wait base/bw/p3 (s/iter)")
     summary = []
     for model in models:
         for bandwidth in chosen[model]:
-            base, p3 = rows[(model, bandwidth, "baseline")], rows[(model, bandwidth, "p3")]
-            ratio, low, high = ratio_interval([r["throughput_samples_per_sec"] for r in p3],
-                                              [r["throughput_samples_per_sec"] for r in base])
+            base, worker, p3 = (rows.get((model, bandwidth, v), []) for v in MAIN)
             comp, comm = mean(base, "compute_s_per_iter"), mean(base, "comm_s_per_iter")
-            measured_ratio = comm / comp if comp and comm is not None else None
-            bound = (comp + comm) / max(comp, comm) if comp and comm is not None else None
-            summary.append({"model": model, "bandwidth": bandwidth, "comm_to_compute": measured_ratio,
-                            "speedup": ratio, "low": low, "high": high, "perfect_overlap_bound": bound,
-                            "baseline": base, "p3": p3})
-            print(f"{model:6s} {bandwidth:9s}  {fmt(measured_ratio, '5.2f'):>9s}  "
-                  f"{fmt(mean(base, 'throughput_samples_per_sec'), '8.2f'):>12s}  {fmt(mean(p3, 'throughput_samples_per_sec'), '7.2f'):>6s}   "
-                  f"{ratio:.3f} [{low:.3f}, {high:.3f}]        {fmt(bound, '.2f')}   "
-                  f"{fmt(mean(base, 'comm_wait_s_per_iter'))}/{fmt(mean(p3, 'comm_wait_s_per_iter'))}          "
-                  f"{fmt(mean(base, 'overlap'), '.2f')}/{fmt(mean(p3, 'overlap'), '.2f')}")
-    credit_rows = {k: v for k, v in rows.items() if k[2].startswith("p3-credit-")}
-    if credit_rows:
-        (model, bandwidth, _), = {(k[0], k[1], "") for k in credit_rows}
-        print(f"\nP3_CREDIT at {model} {bandwidth} (p3/baseline of the main sweep's baseline there):")
-        base = [r["throughput_samples_per_sec"] for r in rows[(model, bandwidth, "baseline")]]
-        for key, values in sorted(credit_rows.items(), key=lambda kv: int(kv[0][2].rsplit("-", 1)[1])):
-            ratio, low, high = ratio_interval([r["throughput_samples_per_sec"] for r in values], base)
-            print(f"  {key[2][len('p3-credit-'):]:>10s} bytes: {ratio:.3f} [{low:.3f}, {high:.3f}]")
-        ratio, low, high = ratio_interval([r["throughput_samples_per_sec"] for r in rows[(model, bandwidth, "p3")]], base)
-        print(f"  {P3_DEFAULT_CREDIT:>10d} bytes (default): {ratio:.3f} [{low:.3f}, {high:.3f}]")
+            measured = comm / comp if comp and comm is not None else None
+            over_base, over_base_d = ratio(p3, base)
+            over_worker, over_worker_d = ratio(p3, worker)
+            bound_base, bound_worker = overlap_bound(base), overlap_bound(worker)
+            share = (over_worker_d["ratio"] / bound_worker
+                     if bound_worker and over_worker_d.get("ratio") is not None else None)
+            summary.append({"model": model, "bandwidth": bandwidth, "comm_to_compute": measured,
+                            "p3_over_baseline": over_base_d, "p3_over_worker_update": over_worker_d,
+                            "bound_baseline": bound_base, "bound_worker_update": bound_worker,
+                            "share_of_worker_update_bound": share,
+                            **{v: rows.get((model, bandwidth, v), []) for v in (*MAIN, "p3-slicing-only",
+                                                                                 "p3-priority-only")}})
+            print(f"{model:8s} {bandwidth:9s}  {fmt(measured, '5.2f'):>9s}  "
+                  f"{fmt(mean(base, 'throughput_samples_per_sec'), '8.2f')}  "
+                  f"{fmt(mean(worker, 'throughput_samples_per_sec'), '8.2f')}  "
+                  f"{fmt(mean(p3, 'throughput_samples_per_sec'), '8.2f'):>14s}  {over_base:>17s}  "
+                  f"{fmt(bound_base, '.2f'):>11s}  {over_worker:>17s}  {fmt(bound_worker, '.2f'):>15s}  "
+                  f"{fmt(share, '.2f'):>14s}  {fmt(mean(base, 'comm_wait_s_per_iter'))}/"
+                  f"{fmt(mean(worker, 'comm_wait_s_per_iter'))}/{fmt(mean(p3, 'comm_wait_s_per_iter'))}")
+            for ablation in ("p3-slicing-only", "p3-priority-only"):
+                rows_of = rows.get((model, bandwidth, ablation))
+                if rows_of:
+                    print(f"         {ablation}: {fmt(mean(rows_of, 'throughput_samples_per_sec'), '.2f')} samples/s, "
+                          f"over baseline {ratio(rows_of, base)[0]}, over baseline-worker-update "
+                          f"{ratio(rows_of, worker)[0]}, p3 over it {ratio(p3, rows_of)[0]}")
 
     overhead = {}
     if args.overhead_repetitions:
         print("\nslicing alone on an unshaped local run (resnet, 2 workers, 1 server, smoke profile):")
-        local: dict[str, list[float]] = {"baseline": [], "p3-slicing-only": []}
-        for rep in range(args.overhead_repetitions):
-            for name in (("baseline", "p3-slicing-only") if rep % 2 == 0 else ("p3-slicing-only", "baseline")):
-                extra = ["--env.VARIANT=baseline"] if name == "baseline" else ["--env.VARIANT=p3", "--env.P3_PRIORITY=0"]
-                local[name].append(run(work / f"local-{name}-{rep}", "--cmd_key=resnet", "--env.PROFILE=smoke",
-                                       *extra)["throughput_samples_per_sec"])
-        ratio, low, high = ratio_interval(local["p3-slicing-only"], local["baseline"])
-        overhead = {"local": local, "ratio": ratio, "low": low, "high": high}
-        print(f"baseline {statistics.fmean(local['baseline']):.2f}, p3 slicing only "
-              f"{statistics.fmean(local['p3-slicing-only']):.2f} samples/s: ratio {ratio:.3f} [{low:.3f}, {high:.3f}] "
-              f"(n={args.overhead_repetitions} each)")
+        local: dict[str, list[dict]] = {}
+        configs = {"baseline": ["--env.VARIANT=baseline"],
+                   "baseline-worker-update": ["--env.VARIANT=baseline-worker-update"],
+                   "p3-slicing-only": ["--env.VARIANT=p3", "--env.P3_PRIORITY=0", *tuned]}
+        interleaved(work, "local", configs, args.overhead_repetitions, ["--cmd_key=resnet", "--env.PROFILE=smoke"],
+                    local)
+        for versus in BASELINES:
+            text, figures = ratio(local["p3-slicing-only"], local[versus])
+            overhead[versus] = figures
+            print(f"  p3 slicing only over {versus}: {text} (n={args.overhead_repetitions} each)")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "probes": probes, "bandwidths": chosen,
-                                               "summary": summary, "credits": {k[2]: v for k, v in credit_rows.items()},
-                                               "slicing_overhead": overhead}, indent=2))
+                                               "tuned": {"P3_SLICE_SIZE": slice_size, "P3_WATER_MARK": water_mark},
+                                               "tuning": tuning, "summary": summary, "slicing_overhead": overhead},
+                                              indent=2, default=str))
     return 0
 
 

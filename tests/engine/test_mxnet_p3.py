@@ -1,0 +1,102 @@
+"""MXNet 1.9.1's own P3 (DMLC_PS_VAN_TYPE=p3), in the engine's interpreter: the priority reaches the wire.
+
+Every test runs its roles with the interpreter named by REPROKIT_MXNET_PYTHON (stock
+MXNet 1.9.1); a missing variable fails the test rather than skipping it.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+
+# One worker pushes KEYS large arrays at falling priorities, then one more of the same size at the highest
+# priority, and records (engine probes) the order in which their pushpulls complete.
+LATE_KEY = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import mxnet as mx  # the scheduler and server roles serve here and exit
+from engine_probe import Engine
+kv = mx.kv.create("dist_sync")
+if os.environ.get("FLATTEN"):
+    from comm_probes import flatten_priorities
+    flatten_priorities()
+keys, size = int(sys.argv[2]), int(sys.argv[3])
+arrays = [mx.nd.ones((size,)) for _ in range(keys + 1)]
+kv.init(list(range(keys + 1)), arrays)
+mx.nd.waitall()
+engine, done = Engine(), []
+for i, array in enumerate(arrays):
+    late = i == keys
+    kv.pushpull(i, array, priority=0 if late else -1 - i)
+    engine.probe(lambda t, i=i: done.append((t, i)), const=[array])
+mx.nd.waitall()
+order = [i for _, i in sorted(done)]
+print(json.dumps({"late_rank": order.index(keys), "sum": float(arrays[keys][:1].asscalar())}))
+"""
+
+
+@pytest.fixture(scope="module")
+def engine_python():
+    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
+    if not python:
+        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the Python interpreter of the MXNet "
+                    "engine (e.g. <CK tools>/lib-mxnet-1.9.1-linux-64/prefix/bin/python)")
+    return python
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, timeout=120):
+    """Scheduler, server and worker of LATE_KEY on 127.0.0.1; the late key's place among the completions."""
+    script = tmp_path / "late_key.py"
+    script.write_text(LATE_KEY)
+    common = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()),
+              "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1",
+              **env}
+    argv = [python, str(script), str(P3_DIR), str(keys), str(size)]
+    procs = [subprocess.Popen(argv, env={**common, "DMLC_ROLE": role}, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for role in ("scheduler", "server", "worker")]
+    try:
+        out, err = procs[2].communicate(timeout=timeout)
+        assert procs[2].returncode == 0, err[-3000:]
+        deadline = time.monotonic() + 10  # the P3 van may keep the other roles alive: they are ended here
+        while any(p.poll() is None for p in procs[:2]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["sum"] == 1.0  # one worker: the pushpull returns its own gradient
+    return result["late_rank"]
+
+
+P3_SMALL_WATER_MARK = {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "1"}
+
+
+def test_a_late_high_priority_key_overtakes_the_queued_ones_under_p3(engine_python, tmp_path):
+    """30 arrays of 8 MB (50 slices each) queued at falling priorities: the 31st, pushed last at the highest
+    priority, completes before most of them, since P3's van sends its slices first."""
+    assert late_key_rank(engine_python, tmp_path, P3_SMALL_WATER_MARK) <= 31 // 4
+    # Whole arrays (no slicing: the priority-only ablation) still leave the queue by priority.
+    assert late_key_rank(engine_python, tmp_path, {**P3_SMALL_WATER_MARK,
+                                                  "MXNET_KVSTORE_SLICE_THRESHOLD": str(2**31 - 1)}) <= 31 // 4
+
+
+def test_without_priorities_or_without_the_p3_van_the_late_key_waits_its_turn(engine_python, tmp_path):
+    # P3_PRIORITY=0 (the slicing-only ablation): every push at priority 0, the late key's slices mixed in behind.
+    assert late_key_rank(engine_python, tmp_path, {**P3_SMALL_WATER_MARK, "FLATTEN": "1"}) >= 31 // 2
+    # Stock ps-lite sends in the order it is given: the priority never reaches the wire.
+    assert late_key_rank(engine_python, tmp_path, {}) >= 31 // 3
