@@ -44,7 +44,7 @@ def test_explicit_values_beat_the_profile():
     ("IMAGE_SHAPE", "224,224", "IMAGE_SHAPE must be C,H,W"),
     ("PROFILE", "fast", "unknown PROFILE 'fast'; valid ones: paper, smoke"),
     ("PS_ROOT_PORT", "80", "PS_ROOT_PORT must be at least 1024, got 80"),
-    ("VARIANT", "fast", "unknown VARIANT 'fast'; valid ones: baseline, p3"),
+    ("VARIANT", "fast", "unknown VARIANT 'fast'; valid ones: baseline, baseline-worker-update, p3"),
     ("P3_SLICE_SIZE", "-1", "P3_SLICE_SIZE must be at least 0, got -1"),
     ("P3_SLICE_SIZE", "1e5", "P3_SLICE_SIZE must be a whole number, got '1e5'"),
     ("P3_PRIORITY", "yes", "P3_PRIORITY must be 0 or 1, got 'yes'"),

@@ -65,7 +65,8 @@ class Profile:
     timeout_s: int  # global timeout of the whole run
 
 
-VARIANTS = ("baseline", "p3")
+# baseline-worker-update: stock MXNet with the optimizer on the workers, as P3 updates (the engine implements it)
+VARIANTS = ("baseline", "baseline-worker-update", "p3")
 P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements
 P3_DEFAULT_CREDIT = 4 << 20  # bytes of slices in flight per worker; 0: no limit (no scheduling)
 TIMELINE_FILE = "timeline-worker-{rank}.json"  # each worker's Chrome trace, in its working folder
