@@ -173,15 +173,17 @@ def test_a_testbed_sweep_keeps_the_rate_to_restore_and_shaping_needs_root(tmp_pa
 def test_engines_default_to_embedded_plus_the_artifact_when_both_its_builds_are_registered(tmp_path):
     sweep, _, _, console = opened(tmp_path, {"models": "resnet"}, artifact_builds={"p3"})
     assert sweep.engines == ("embedded",)
-    assert ("study: engines: embedded (stock MXNet 1.9.1 with our baseline and our P3) (default: the authors' "
+    assert ("study: engines: embedded (stock MXNet 1.9.1: its own P3 and its two baselines) (default: the authors' "
             "baseline build(s) not registered; add them with: ck install package:sysml19-p3-baseline-github --quiet; "
             "choose with --engines=embedded,artifact)") in console
     sweep, _, store, console = opened(tmp_path, {"models": "resnet"}, artifact_builds={"p3", "baseline"})
     assert sweep.engines == ("embedded", "artifact") and "default: both of the authors' builds are registered" in console
     assert Sweep.from_dict(json.loads(store.sweep_path(sweep.sweep_id).read_text())) == sweep
-    assert [r.label() for r in sweep.runs()[:4]] == ["resnet baseline @ native #1", "resnet p3 @ native #1",
-                                                     "resnet artifact baseline @ native #1",
-                                                     "resnet artifact p3 @ native #1"]
+    assert [r.label() for r in sweep.runs()[:5]] == ["resnet baseline @ native #1",
+                                                     "resnet baseline-worker-update @ native #1",
+                                                     "resnet p3 @ native #1", "resnet artifact baseline @ native #1",
+                                                     "resnet artifact p3 @ native #1"]  # no worker-update build of theirs
+    assert "study: baseline-worker-update run(s) on the embedded engine only" in console
 
 
 def test_engines_option_runs_only_what_the_authors_builds_can_and_older_sweeps_read_as_embedded(tmp_path):
@@ -269,7 +271,7 @@ def test_quick_on_a_testbed_chooses_each_models_bandwidths_from_a_probe_and_stor
     assert "target 0.5: the unshaped links already give 0.82; served by native bandwidth" in vgg.notes
     assert f"study: {vgg.summary()}" in console
     assert {r.bandwidth for r in sweep.runs() if r.model == "vgg"} == set(vgg.bandwidths)
-    assert len(sweep.runs()) == 2 * 3 * (len(resnet.bandwidths) + len(vgg.bandwidths))
+    assert len(sweep.runs()) == 3 * 3 * (len(resnet.bandwidths) + len(vgg.bandwidths))  # 3 variants, 3 repetitions
     assert set(sweep.bandwidths) == set(resnet.bandwidths) | set(vgg.bandwidths)
     assert Sweep.from_dict(json.loads(store.sweep_path(sweep.sweep_id).read_text())) == sweep
 

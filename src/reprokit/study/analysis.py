@@ -751,8 +751,8 @@ def reproduced_badge(study: Study, verdicts: Sequence[Verdict], decided: dict[st
             basis.append("MXNet 1.9.1's P3, for comparison: " + ", ".join(f"{c} {v}" for c, v in others.items()))
     beside = [f"{v.claim} {v.versus_worker_update.text()}" for v in verdicts if v.versus_worker_update is not None]
     if beside:
-        basis.append(f"not counted: P3 over the {WORKER_UPDATE} baseline (optimizer on the workers, as P3), shown "
-                     f"beside the verdicts: {'; '.join(beside)}")
+        basis.append(f"not counted: P3 over the worker-update baseline ({WORKER_UPDATE}: the optimizer on the workers, "
+                     f"as in P3), shown beside the verdicts: {'; '.join(beside)}")
     failed = [c for c, v in per_claim.items() if v == NOT_REPLICATED]
     if failed:
         return Badge("Results Reproduced", NOT_RECOMMENDED, (f"not replicated: {', '.join(failed)}", *basis))

@@ -23,7 +23,7 @@ from reprokit.values import plain_setting
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity")
 RESERVED_ENV = {"VARIANT": "--variants", "PROFILE": "--profile", "ENGINE": "--engines"}  # the study sets them per run
-ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1 with our baseline and our P3)",
+ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1: its own P3 and its two baselines)",
                  ARTIFACT: "artifact (the authors' baseline and P3 builds)"}
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
 RUNS_WRITE_SETTINGS = "every run hands it to ck run, whose run script holds it unquoted"
