@@ -233,6 +233,14 @@ def test_study_entry_is_data_and_malformed_entries_are_refused_in_one_line():
     bad["claims"][0]["bandwidth"] = "fast"
     with pytest.raises(UserError, match="not a rate"):
         studies.from_meta("x", bad)
+    for key, value, message in (("budget_minutes", "half an hour", "'budget_minutes' must be a positive number"),
+                                ("run_seconds", {"vgg": -1}, "'run_seconds' must map each model to the seconds")):
+        bad = json.loads(json.dumps(STUDY_META))
+        bad["quick"][key] = value
+        with pytest.raises(UserError, match=message):
+            studies.from_meta("x", bad)
+    assert (s.quick.budget_s, dict(s.quick.run_seconds)) == (1800.0, {"resnet": 20.0, "vgg": 30.0})
+    assert s.quick.ratios == (1.6,) and s.quick.why.startswith("30 minutes on this 2-core machine")
 
 
 def test_interleaved_plan_and_bandwidth_choice():

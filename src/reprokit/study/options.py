@@ -42,6 +42,7 @@ class SweepRequest:
     ratios: tuple[float, ...] = ()  # non-empty: bandwidths still to choose from a probe (choice.py); bandwidths is empty
     timeline_repetition: int | None = None
     engines: tuple[str, ...] = (EMBEDDED,)
+    why: str = ""  # the matrix's reason for its size (the sweep records it)
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         else min(matrix.timeline_repetition, int(raw_reps))
     return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
                         profile=profile, env={**dict(matrix.env), **user_env}, quick=quick, ratios=ratios,
-                        timeline_repetition=timeline, engines=engines)
+                        timeline_repetition=timeline, engines=engines, why=matrix.why)
 
 
 def timeline_config(options: Mapping) -> tuple[str, str] | None:
