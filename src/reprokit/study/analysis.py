@@ -301,7 +301,7 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: float) -> pd.DataFrame:
     """Speedup of each (variant, versus) pair per setup, profile, model, bandwidth and engine, where both ran
     on that engine, with the reference's measured communication-to-computation ratio there (the x axis of the
-    ratio plot); where the engine measured none (the authors' builds), our baseline's in the same
+    ratio plot); where the engine measured none (the authors' builds), the stock baseline's in the same
     configuration, and ``ratio_engine`` says whose it is."""
     out = []
     keys = ["setup", "profile", "model", "bandwidth"]
@@ -657,7 +657,7 @@ def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[
 
 def decided_on(study: Study, verdicts: Sequence[Verdict]) -> dict[str, str]:
     """Per claim, the engine whose verdicts count for the badge: the authors' build where it was measured for
-    the claim on a setup that can test it (a verdict with a measured speedup), else ours."""
+    the claim on a setup that can test it (a verdict with a measured speedup), else stock MXNet 1.9.1's."""
     measured = {v.claim for v in verdicts if v.engine == ARTIFACT and v.speedup is not None}
     return {c.id: ARTIFACT if c.id in measured else EMBEDDED for c in study.claims}
 

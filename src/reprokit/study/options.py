@@ -105,7 +105,7 @@ def sweep_engines(options: Mapping, variants: list[str], artifact_builds: Collec
         missing = [b for b in ARTIFACT_BUILDS if b not in artifact_builds]
         engines = [EMBEDDED] + ([ARTIFACT] if not missing and artifact_variants else [])
         if len(engines) > 1:
-            why = "both of the authors' builds are registered; --engines=embedded for ours only"
+            why = "both of the authors' builds are registered; --engines=embedded for stock MXNet only"
         elif missing:
             why = (f"the authors' {' and '.join(missing)} build(s) not registered; add them with: "
                    + "; ".join(f"{artifact_install_hint(b)} --quiet" for b in missing))
