@@ -31,11 +31,24 @@ class Machines:
         return self.machines[name]
 
 
-def opened(tmp_path, given, program_models=ALL_MODELS, machines=None, probe=None, artifact_builds=()):
+class Clock:
+    """time.monotonic for the probes: each probe takes ``step`` seconds."""
+
+    def __init__(self, step=30.0):
+        self.now, self.step, self.calls = 0.0, step, 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls % 2 == 0:  # the end of a probe
+            self.now += self.step
+        return self.now
+
+
+def opened(tmp_path, given, program_models=ALL_MODELS, machines=None, probe=None, artifact_builds=(), clock=None):
     console = io.StringIO()
     store = Store(tmp_path / "store", "sysml19-p3")
     sweep, target = open_sweep(given, study(), store, program_models, machines or Machines(), console, probe=probe,
-                               artifact_builds=artifact_builds)
+                               artifact_builds=artifact_builds, clock=clock or Clock())
     return sweep, target, store, console.getvalue()
 
 
@@ -104,7 +117,22 @@ def test_quick_takes_the_quick_matrix_and_its_settings(tmp_path):
     assert sweep.quick and sweep.models == ("resnet", "vgg") and sweep.repetitions == 3
     assert sweep.timeline_repetition == 1 and sweep.choices == ()  # loopback: no bandwidths to choose
     assert sweep.profile == "smoke"
-    assert sweep.env == {"BATCH_SIZE": "16", "DISP_BATCHES": "5", "NUM_BATCHES": "4"}  # --env.* over the matrix's
+    assert sweep.env == {"BATCH_SIZE": "16", "DISP_BATCHES": "3", "NUM_BATCHES": "4"}  # --env.* over the matrix's
+    assert sweep.why == study().quick.why and "30 minutes" in sweep.why  # the sweep records why it is this size
+    # another run size than the study entry's figures are for: no estimate from them, and it says so
+    assert sweep.forecast.runs == 18 and sweep.forecast.unknown == 18
+
+
+def test_a_quick_sweep_forecasts_its_runs_and_records_the_forecast_and_why(tmp_path):
+    sweep, _, store, _ = opened(tmp_path, {"quick": "yes"})
+    assert len(sweep.runs()) == 2 * 3 * 3  # 2 models, 3 variants (baseline-worker-update too), 3 repetitions
+    expected = sweep.forecast  # nothing stored yet: the study entry's seconds per run (resnet 20, vgg 30)
+    assert (expected.runs, expected.unknown, expected.seconds, expected.budget_s) == (18, 0, 9 * 20 + 9 * 30, 1800)
+    assert not expected.over_budget
+    assert expected.line().startswith("18 run(s), about 7m30s (resnet: 9 run(s), 20s each from the study entry (")
+    assert expected.line().endswith("; within the 30m00s this matrix aims at")
+    stored = json.loads(store.sweep_path(sweep.sweep_id).read_text())
+    assert stored["why"] == sweep.why and stored["forecast"]["seconds"] == 450 and Sweep.from_dict(stored) == sweep
 
 
 def test_models_the_program_lacks_are_skipped_with_a_note_and_none_left_is_refused(tmp_path):
@@ -173,15 +201,17 @@ def test_a_testbed_sweep_keeps_the_rate_to_restore_and_shaping_needs_root(tmp_pa
 def test_engines_default_to_embedded_plus_the_artifact_when_both_its_builds_are_registered(tmp_path):
     sweep, _, _, console = opened(tmp_path, {"models": "resnet"}, artifact_builds={"p3"})
     assert sweep.engines == ("embedded",)
-    assert ("study: engines: embedded (stock MXNet 1.9.1 with our baseline and our P3) (default: the authors' "
+    assert ("study: engines: embedded (stock MXNet 1.9.1: its own P3 and its two baselines) (default: the authors' "
             "baseline build(s) not registered; add them with: ck install package:sysml19-p3-baseline-github --quiet; "
             "choose with --engines=embedded,artifact)") in console
     sweep, _, store, console = opened(tmp_path, {"models": "resnet"}, artifact_builds={"p3", "baseline"})
     assert sweep.engines == ("embedded", "artifact") and "default: both of the authors' builds are registered" in console
     assert Sweep.from_dict(json.loads(store.sweep_path(sweep.sweep_id).read_text())) == sweep
-    assert [r.label() for r in sweep.runs()[:4]] == ["resnet baseline @ native #1", "resnet p3 @ native #1",
-                                                     "resnet artifact baseline @ native #1",
-                                                     "resnet artifact p3 @ native #1"]
+    assert [r.label() for r in sweep.runs()[:5]] == ["resnet baseline @ native #1",
+                                                     "resnet baseline-worker-update @ native #1",
+                                                     "resnet p3 @ native #1", "resnet artifact baseline @ native #1",
+                                                     "resnet artifact p3 @ native #1"]  # no worker-update build of theirs
+    assert "study: baseline-worker-update run(s) on the embedded engine only" in console
 
 
 def test_engines_option_runs_only_what_the_authors_builds_can_and_older_sweeps_read_as_embedded(tmp_path):
@@ -258,20 +288,26 @@ def test_quick_on_a_testbed_chooses_each_models_bandwidths_from_a_probe_and_stor
     resnet, vgg = sweep.choices
     # resnet: 25,575,912 parameters, 2 x 4 bytes each, 2/3 of it through a host's egress
     assert resnet.wire_bytes_per_iter == pytest.approx(2 * 4 * 25_575_912 * 2 / 3)
-    # B = 8 x wire / (r x t_c - t_0): 1.4 -> 3.07 Gbit/s, 4 -> 0.88 Gbit/s; 0.5 would need 22 Gbit/s: native instead
-    assert resnet.bandwidths == ("native", "3100mbit", "880mbit")
-    assert resnet.notes == ("target 0.5: it needs 22000mbit, above 10gbit; served by native bandwidth",)
+    # B = 8 x wire / (r x t_c - t_0): the quick study's one target, 1.6 -> 2.57 Gbit/s (resnet), 2.99 (vgg)
+    assert (resnet.bandwidths, vgg.bandwidths) == (("2600mbit",), ("3000mbit",))
     for choice in (resnet, vgg):
-        assert choice.ratios == (0.5, 1.4, 4.0) and choice.probe_run.endswith("attempt-1")
-        assert list(choice.predicted) == sorted(choice.predicted) and choice.predicted[-1] == pytest.approx(4.0, rel=0.05)
-    # vgg's unshaped links already give 0.65/0.79 = 0.82 > 0.5: native bandwidth stands for the lowest target
-    assert vgg.bandwidths[0] == "native" and vgg.predicted[0] == pytest.approx(0.65 / 0.79)
-    assert "target 0.5: the unshaped links already give 0.82; served by native bandwidth" in vgg.notes
+        assert choice.ratios == (1.6,) and choice.probe_run.endswith("attempt-1") and choice.notes == ()
+        assert choice.predicted[0] == pytest.approx(1.6, rel=0.05) and choice.probe_seconds == 30.0
     assert f"study: {vgg.summary()}" in console
     assert {r.bandwidth for r in sweep.runs() if r.model == "vgg"} == set(vgg.bandwidths)
-    assert len(sweep.runs()) == 2 * 3 * (len(resnet.bandwidths) + len(vgg.bandwidths))
+    assert len(sweep.runs()) == 3 * 3 * (len(resnet.bandwidths) + len(vgg.bandwidths))  # 3 variants, 3 repetitions
     assert set(sweep.bandwidths) == set(resnet.bandwidths) | set(vgg.bandwidths)
     assert Sweep.from_dict(json.loads(store.sweep_path(sweep.sweep_id).read_text())) == sweep
+    # before the probes, what they will take; after them, the runs' forecast from each probe (30 s) plus the
+    # wire time its bandwidth adds per batch, unhidden: 10 batches x 8 x wire bytes / B
+    assert console.index("study: first 2 baseline probe(s), 2 run(s), about 50s (resnet: 1 run(s), 20s each from "
+                         "the study entry") < console.index("study: resnet: a baseline probe")
+    vgg_run = 30.0 + 10 * 8 * vgg.wire_bytes_per_iter / 3e9
+    resnet_run = 30.0 + 10 * 8 * resnet.wire_bytes_per_iter / 2.6e9
+    expected = sweep.forecast
+    assert expected.seconds == pytest.approx(9 * (vgg_run + resnet_run)) and expected.spent_s == 60.0
+    assert "from its probe plus the shaped link's wire time" in expected.basis[0]
+    assert expected.line().endswith("within the 30m00s this matrix aims at") and "after 1m00s of probes" in expected.line()
 
 
 def test_explicit_bandwidths_or_a_user_timeline_setting_override_the_quick_matrix(tmp_path):

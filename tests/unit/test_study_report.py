@@ -94,32 +94,110 @@ def test_record_content_is_escaped_and_never_names_a_file(tmp_path):
     assert not (tmp_path / "img src=x onerror=alert(1)>.png").exists()
 
 
-def test_report_shows_the_four_engines_side_by_side_and_not_measured_ones_as_such(tmp_path, monkeypatch):
+def test_report_shows_the_authors_builds_beside_mxnets_p3_and_its_two_baselines(tmp_path, monkeypatch):
     import matplotlib
 
     monkeypatch.setitem(matplotlib.rcParams, "svg.fonttype", "none")  # plot text as text, to read it back
     runs = (records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
+            + records("resnet", "4gbit", [], [120.0, 120.5, 119.5], variant="baseline-worker-update")
             + records("resnet", "4gbit", [50.0, 50.5, 49.5], [80.0, 81.0, None], engine="artifact")
             + records("vgg", "4gbit", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0]))
     paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path, tmp_path, ALL_MODELS)
     md, html = paths["markdown"].read_text(), paths["html"].read_text()
+    assert ("| setup | profile | model | bandwidth | authors' 2018 baseline | authors' 2018 P3 | MXNet 1.9.1 baseline "
+            "| MXNet 1.9.1 worker-update baseline | MXNet 1.9.1 P3 | authors' P3/baseline | MXNet 1.9.1 P3/baseline "
+            "| MXNet 1.9.1 P3/worker-update baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n") in md
     assert ("| tb [here] | paper | resnet | 4gbit | 50.00 [48.77, 51.26], n=3 | 80.50 [74.39, 87.11], n=2 (1 failed) "
-            "| 100.00 [97.54, 102.51], n=3 | 126.00 [123.54, 128.51], n=3 | 1.610x [1.562, 1.659], n=2 "
-            "| 1.260x [1.234, 1.287], n=3 |") in md
+            "| 100.00 [97.54, 102.51], n=3 | 120.00 [118.76, 121.25], n=3 | 126.00 [123.54, 128.51], n=3 "
+            "| 1.610x [1.562, 1.659], n=2 | 1.260x [1.234, 1.287], n=3 | 1.050x [1.033, 1.067], n=3 |") in md
     vgg = next(line for line in md.splitlines() if line.startswith("| tb [here] | paper | vgg | 4gbit | not measured"))
-    assert vgg.count("not measured") == 3  # the authors' baseline, P3 and their ratio; ours are there
-    assert '<table id="side-by-side">' in html and html.count("<td>not measured</td>") == 3
+    assert vgg.count("not measured") == 5  # the authors' baseline, P3 and ratio, the worker-update baseline and ratio
+    assert '<table id="side-by-side">' in html and html.count("<td>not measured</td>") >= 5
+    # beside the verdict, P3 over the worker-update baseline, marked as not counted
+    assert "P3 over the worker-update baseline (not counted)" in md
+    [verdict_row] = [line for line in md.splitlines() if line.startswith("| resnet-up-to-25 | abstract | stock MXNet")]
+    assert "| 1.05x [1.03, 1.07], n=3 at 4gbit |" in verdict_row
     assert "| resnet-4gbit | " in md and "judged on the authors' build" in md  # the badge says whose verdicts count
     data = json.loads(paths["json"].read_text())
     # the authors' build decides where it was measured on a setup that can test the claim: not at 4gbit on a CPU testbed
     assert data["decided_on_engine"]["resnet-up-to-25"] == "artifact" and data["decided_on_engine"]["resnet-4gbit"] == "embedded"
     [theirs] = [r for r in data["side_by_side"] if r["model"] == "resnet"]
     assert (theirs["artifact_p3_n"], theirs["artifact_p3_failed"]) == (2, 1) and theirs["artifact_speedup"] > 1.5
+    assert theirs["embedded_worker_update_speedup"] == pytest.approx(1.05, abs=0.01)
     resnet_svg = (tmp_path / "plots" / "resnet.svg").read_text()
-    for label in ("authors' baseline (tb [here])", "authors' P3 (tb [here])", "our baseline (tb [here])",
-                  "our P3 (tb [here])", "authors' P3/baseline (tb [here])", "our P3/baseline (tb [here])"):
+    for label in ("authors' 2018 baseline (tb [here])", "authors' 2018 P3 (tb [here])", "MXNet 1.9.1 baseline (tb [here])",
+                  "MXNet 1.9.1 worker-update baseline (tb [here])", "MXNet 1.9.1 P3 (tb [here])",
+                  "authors' 2018 P3/baseline (tb [here])", "MXNet 1.9.1 P3/baseline (tb [here])",
+                  "MXNet 1.9.1 P3/worker-update baseline (tb [here])"):
         assert label in resnet_svg
-    assert "not measured: authors' baseline, authors' P3" in (tmp_path / "plots" / "vgg.svg").read_text()
+    assert ("not measured: authors' 2018 baseline, authors' 2018 P3, MXNet 1.9.1 worker-update baseline"
+            in (tmp_path / "plots" / "vgg.svg").read_text())
+
+
+def markers_at(ax, label):
+    """The x positions of the line drawn under ``label`` (a legend entry) on a matplotlib axis."""
+    [line] = [line for line in ax.get_lines() if line.get_label() == label]
+    return list(line.get_xdata())
+
+
+def test_claims_at_bandwidths_no_run_had_are_drawn_apart_and_hollow_never_as_measurements():
+    import matplotlib.pyplot as plt
+    from reprokit.study.report import UNMEASURED_CLAIMS, draw_model
+
+    runs = (records("vgg", "native", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0], target=EMBEDDED, profile="smoke")
+            + records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0]))
+    analysis = analyse(study(), runs, ALL_MODELS)
+    fig = draw_model(study(), analysis, "vgg")
+    try:
+        ax_t, ax_s, _ = fig.axes
+        assert UNMEASURED_CLAIMS in [t.get_text() for t in ax_s.get_legend().get_texts()]
+        [hollow] = [line for line in ax_s.get_lines() if line.get_label() == UNMEASURED_CLAIMS]
+        assert hollow.get_markerfacecolor() == "none" and hollow.get_marker() == "*"
+        assert list(hollow.get_ydata()) == [1.66, 1.49]  # vgg-15gbit and vgg-slicing-30gbit, one legend entry
+        # apart from every measured point: right of the only measured bandwidth (native at 0), beyond a separator
+        measured_xs = [x for c in ax_s.containers for x in c.lines[0].get_xdata()]
+        assert measured_xs and max(measured_xs) < 0.5 < min(hollow.get_xdata())
+        ticks = [t.get_text() for t in ax_s.get_xticklabels()]
+        assert ticks == ["native", "15gbit\n(claim only)", "30gbit\n(claim only)"]
+        notes = [t.get_text() for t in ax_s.texts]
+        assert "claimed at 15gbit, not measured\n(vgg-15gbit)" in notes
+        assert "claimed at 30gbit, not measured\n(vgg-slicing-30gbit)" in notes
+        assert not [line for line in ax_s.get_lines() if line.get_label().startswith("claim vgg-15gbit")]  # no red star
+        assert [t.get_text() for t in ax_t.get_xticklabels()] == ["native"]  # claims are no throughput category
+    finally:
+        plt.close(fig)
+    fig = draw_model(study(), analysis, "resnet")  # a claim at a measured bandwidth: a red star on its category
+    try:
+        ax_s = fig.axes[1]
+        assert markers_at(ax_s, "claim resnet-4gbit (second-hand, not checked against the PDF)") == [0]
+        assert [t.get_text() for t in ax_s.get_xticklabels()] == ["4gbit"]
+        assert UNMEASURED_CLAIMS not in [t.get_text() for t in ax_s.get_legend().get_texts()]
+    finally:
+        plt.close(fig)
+
+
+def test_nothing_tested_is_the_first_line_of_the_reports_and_of_ck_reports_summary(tmp_path):
+    store = Store(tmp_path / "store", "sysml19-p3")
+    origin = store.origin()
+    for r in records("resnet", "native", [80.0, 82.0, 81.0], [60.0, 61.0, 60.5], target=EMBEDDED, profile="smoke"):
+        store.put_record(replace(r, record_id=r.record_id.replace("--o-local", ""), origin=origin))
+    console = __import__("io").StringIO()
+    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console)
+    first = console.getvalue().splitlines()[0]
+    assert first.startswith("study: No claim could be tested on these runs: every run is on the embedded default")
+    assert first.endswith("ck testbed cluster:NAME --hosts=3 (it prints the ck add machine line that registers it), "
+                          "then: ck reproduce study:sysml19-p3 --target=NAME --quick")
+    md = paths["markdown"].read_text().splitlines()
+    assert md[0].startswith("# Reproduction report") and md[2].startswith("**No claim could be tested on these runs:")
+    html = paths["html"].read_text()
+    body = html[html.index("<body>"):]
+    assert body.index('<p id="untested"') < body.index("<p>")  # the first paragraph, right under the heading
+    assert body.index("<h1>") < body.index('<p id="untested"') < body.index("<h2>")
+    assert json.loads(paths["json"].read_text())["untested"].startswith("No claim could be tested")
+    tested = render(study(), analyse(study(), constructed_records(), ALL_MODELS), constructed_records(),
+                    tmp_path / "tested", tmp_path, ALL_MODELS)
+    assert "No claim could be tested" not in tested["markdown"].read_text()
+    assert 'id="untested"' not in tested["html"].read_text()
 
 
 # --- timelines ------------------------------------------------------------------------------------

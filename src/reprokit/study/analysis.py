@@ -12,14 +12,22 @@ comm_wait_s_per_iter, overlap); a speedup carries its reference's ratio.
 A setup is one evaluator's target: (origin of the store, target), so runs
 imported from other evaluators stay side by side with local ones.
 
-Every configuration is also per engine kind (``embedded``: stock MXNet with our
-baseline and P3; ``artifact``: the authors' baseline and P3 builds): speedups
-pair variants of one engine only, verdicts are per claim, setup and engine
-measured there. The authors' builds report no communication figures; a speedup
-of theirs takes the ratio our baseline measured in the same configuration
-(``ratio_engine`` says whose). The "Results Reproduced" badge judges each claim
-on the authors' build where it was measured on a setup that can test the claim,
-else on ours, and says which.
+Every configuration is also per engine kind (``embedded``: stock MXNet 1.9.1,
+its own P3 and its two baselines; ``artifact``: the authors' 2018 baseline and
+P3 builds): speedups pair variants of one engine only, verdicts are per claim,
+setup and engine measured there. The authors' builds report no communication
+figures; a speedup of theirs takes the ratio the stock baseline measured in
+the same configuration (``ratio_engine`` says whose). The "Results Reproduced"
+badge judges each claim on the authors' build where it was measured on a setup
+that can test the claim, else on MXNet 1.9.1's P3, and says which.
+
+Two baselines: the claims are P3 over ``baseline`` (the optimizer on the
+servers, as the paper's baseline), and verdicts are judged on that alone.
+MXNet 1.9.1's P3 must update on the workers, so each P3 variant is also set
+against ``baseline-worker-update`` (the optimizer on the workers): that
+speedup isolates slicing and priority from where the optimizer runs, and is
+shown beside each verdict (``Verdict.versus_worker_update``) and in the side
+by side table, never judged and never counted for a badge.
 
 Verdicts per claim and setup, in this order:
 
@@ -32,16 +40,25 @@ Verdicts per claim and setup, in this order:
   within a factor RATIO_MATCH);
 * ``inconclusive``: not measured, measured with another profile than the
   claim's, fewer than 3 (and the study's min_runs) successful runs per variant
-  ("n=2 < 3: no verdict"), or an interval wider than the study allows;
+  ("n=2 < 3: no verdict"), or, for a claim at a bandwidth, an interval wider
+  than the study allows;
 * ``replicated``: the speedup interval reaches the claimed speedup within the
   study's tolerance ([claim - tol, claim + tol]);
 * ``not replicated``: the interval lies wholly outside that band.
 
-A claim without a bandwidth ("up to X%") is judged at the tested configuration
-with the highest measured speedup among those with enough runs. On a CPU
-testbed it counts in any profile once the baseline measured a
-communication-bound setting (ratio >= 1), since there the bandwidths set the
-ratio the profile would otherwise set; such verdicts are labelled "CPU testbed".
+A claim without a bandwidth ("up to X%") is judged over every admissible
+configuration (each bandwidth) with enough runs, not at the best estimate
+alone: ``replicated`` when some configuration's interval, no wider than the
+study allows, reaches the claim (ci_high >= claim - tol; above the band counts:
+"up to" is then exceeded); ``not replicated`` when every one's interval stays
+below claim - tol, however wide (an interval wholly below the band excludes the
+claim there, so its width does not matter); ``inconclusive`` otherwise: no
+configuration with enough runs, or one whose interval reaches the band but is
+too wide to show it. The reason names the configurations it rests on, and
+those left out for too few runs. On a CPU testbed such a claim counts in any
+profile once the baseline measured a communication-bound setting (ratio >= 1),
+since there the bandwidths set the ratio the profile would otherwise set; such
+verdicts are labelled "CPU testbed".
 """
 from __future__ import annotations
 
@@ -229,10 +246,18 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
 
 
 CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "engine", "variant"]
-ENGINE_NAMES = {ARTIFACT: "the authors' build", EMBEDDED: "ours on stock MXNet"}
-# The report's four throughputs per configuration: (engine, variant, label), and its two p3/baseline ratios.
-SIDE_BY_SIDE = ((ARTIFACT, "baseline", "authors' baseline"), (ARTIFACT, "p3", "authors' P3"),
-                (EMBEDDED, "baseline", "our baseline"), (EMBEDDED, "p3", "our P3"))
+ENGINE_NAMES = {ARTIFACT: "the authors' build", EMBEDDED: "stock MXNet 1.9.1"}
+BASELINE = "baseline"  # stock MXNet, the optimizer on the servers: the claims are P3 over this one
+WORKER_UPDATE = "baseline-worker-update"  # the optimizer on the workers, as P3 updates: shown beside, never judged
+# The report's throughputs per configuration: the authors' 2018 builds beside MXNet 1.9.1's P3 and its two
+# baselines, (engine, variant, label); and the P3 ratios beside them, (engine, reference, column prefix, label).
+SIDE_BY_SIDE = ((ARTIFACT, BASELINE, "authors' 2018 baseline"), (ARTIFACT, "p3", "authors' 2018 P3"),
+                (EMBEDDED, BASELINE, "MXNet 1.9.1 baseline"),
+                (EMBEDDED, WORKER_UPDATE, "MXNet 1.9.1 worker-update baseline"), (EMBEDDED, "p3", "MXNet 1.9.1 P3"))
+SIDE_BY_SIDE_RATIOS = ((ARTIFACT, BASELINE, "artifact_speedup", "authors' P3/baseline"),
+                       (EMBEDDED, BASELINE, "embedded_speedup", "MXNet 1.9.1 P3/baseline"),
+                       (EMBEDDED, WORKER_UPDATE, "embedded_worker_update_speedup",
+                        "MXNet 1.9.1 P3/worker-update baseline"))
 
 
 def too_few(n: int) -> str:
@@ -276,7 +301,7 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: float) -> pd.DataFrame:
     """Speedup of each (variant, versus) pair per setup, profile, model, bandwidth and engine, where both ran
     on that engine, with the reference's measured communication-to-computation ratio there (the x axis of the
-    ratio plot); where the engine measured none (the authors' builds), our baseline's in the same
+    ratio plot); where the engine measured none (the authors' builds), the stock baseline's in the same
     configuration, and ``ratio_engine`` says whose it is."""
     out = []
     keys = ["setup", "profile", "model", "bandwidth"]
@@ -306,12 +331,12 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
 
 
 def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame) -> pd.DataFrame:
-    """Per setup, profile, model and bandwidth: the four throughputs (SIDE_BY_SIDE) with n, failed runs and
-    interval, and each engine's p3/baseline speedup with its interval. An engine or variant without runs
-    there has n = failed = 0 and NaN figures: the report says "not measured"."""
+    """Per setup, profile, model and bandwidth: the throughputs of SIDE_BY_SIDE with n, failed runs and
+    interval, and the P3 speedups of SIDE_BY_SIDE_RATIOS with interval and n. An engine or variant without
+    runs there has n = failed = 0 and NaN figures: the report says "not measured"."""
     keys = ["setup", "profile", "model", "bandwidth"]
-    pairs = speedup_rows[(speedup_rows["variant"] == "p3") & (speedup_rows["versus"] == "baseline")]
-    ratios = {tuple(r[k] for k in keys + ["engine"]): r for _, r in pairs.iterrows()}
+    pairs = speedup_rows[speedup_rows["variant"] == "p3"]
+    ratios = {tuple(r[k] for k in keys + ["engine", "versus"]): r for _, r in pairs.iterrows()}
     rows = []
     for key, config in summary.groupby(keys, sort=False, dropna=False):
         row = {**dict(zip(keys, key)), "bandwidth_bps": config["bandwidth_bps"].iloc[0]}
@@ -323,21 +348,25 @@ def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame) -> pd.DataFr
                         f"{prefix}_failed": int(one["failed"]) if one is not None else 0,
                         **{f"{prefix}_{c}": float(one[c]) if one is not None else math.nan
                            for c in ("geometric_mean", "ci_low", "ci_high")}})
-        for engine in ENGINE_KINDS:
-            one = ratios.get((*key, engine))
-            row.update({f"{engine}_speedup_n": int(min(one["n_variant"], one["n_versus"])) if one is not None else 0,
-                        **{f"{engine}_speedup{suffix}": float(one[c]) if one is not None else math.nan
+        for engine, versus, prefix, _ in SIDE_BY_SIDE_RATIOS:
+            one = ratios.get((*key, engine, versus))
+            row.update({f"{prefix}_n": int(min(one["n_variant"], one["n_versus"])) if one is not None else 0,
+                        **{f"{prefix}{suffix}": float(one[c]) if one is not None else math.nan
                            for suffix, c in (("", "speedup"), ("_low", "ci_low"), ("_high", "ci_high"))}})
         rows.append(row)
     cols = keys + ["bandwidth_bps"] + [f"{e}_{v}_{c}" for e, v, _ in SIDE_BY_SIDE
                                        for c in ("n", "failed", "geometric_mean", "ci_low", "ci_high")] \
-        + [f"{e}_speedup{c}" for e in ENGINE_KINDS for c in ("_n", "", "_low", "_high")]
+        + [f"{prefix}{c}" for _, _, prefix, _ in SIDE_BY_SIDE_RATIOS for c in ("_n", "", "_low", "_high")]
     return _order(pd.DataFrame(rows, columns=cols))
 
 
 def claim_pairs(study: Study) -> list[tuple[str, str]]:
+    """The (variant, reference) speedups formed: the claims', every variant over the baseline, and every P3
+    variant (its run settings say VARIANT=p3) over the worker-update baseline, as both update on the workers."""
     pairs = {(c.variant, c.versus) for c in study.claims}
-    pairs |= {(v, "baseline") for v in study.variants if v != "baseline"}
+    pairs |= {(v, BASELINE) for v in study.variants if v != BASELINE}
+    if WORKER_UPDATE in study.variants:
+        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items() if settings.get("VARIANT") == "p3"}
     return sorted(pairs)
 
 
@@ -365,6 +394,21 @@ def setups(df: pd.DataFrame) -> list[Setup]:
 
 
 @dataclass(frozen=True)
+class SpeedupFigure:
+    """One speedup of a configuration with its interval and n, e.g. P3 over the worker-update baseline."""
+    variant: str
+    versus: str
+    bandwidth: str
+    speedup: float
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+
+    def text(self) -> str:
+        return f"{_fmt(self.speedup)} [{_fmt(self.ci_low)}, {_fmt(self.ci_high)}], n={self.n} at {self.bandwidth}"
+
+
+@dataclass(frozen=True)
 class Verdict:
     claim: str
     setup: str
@@ -376,8 +420,10 @@ class Verdict:
     ci_high: float | None = None
     n: int | None = None
     comm_to_compute: float | None = None  # the reference's measured ratio where the claim was judged
-    basis: str | None = None  # where the verdict was judged, e.g. "CPU testbed, smoke profile, best of 3 bandwidths"
+    basis: str | None = None  # where the verdict was judged, e.g. "CPU testbed, smoke profile, 3 bandwidth(s)..."
     engine: str = EMBEDDED  # the engine whose runs it judged (embedded or artifact)
+    # The claim's variant over the worker-update baseline where the verdict was judged: shown, never judged
+    versus_worker_update: SpeedupFigure | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -451,7 +497,7 @@ def _admissible(claim: Claim, setup: Setup, rows: pd.DataFrame, tol: Tolerance) 
         ratios = rows["comm_to_compute"].dropna()
         if not ratios.empty and ratios.max() >= 1.0:
             profiles = ", ".join(sorted(set(rows["profile"])))
-            return rows, (f"{cpu}, {profiles} profile, best of {rows['bandwidth'].nunique()} bandwidth(s) with measured "
+            return rows, (f"{cpu}, {profiles} profile, {rows['bandwidth'].nunique()} bandwidth(s) with measured "
                           f"communication/computation {ratios.min():.2f} to {ratios.max():.2f}"), ""
         if in_profile.empty and not ratios.empty:
             return in_profile, cpu, (f"the tested bandwidths kept the baseline compute-bound (communication/computation "
@@ -466,6 +512,68 @@ def _admissible(claim: Claim, setup: Setup, rows: pd.DataFrame, tol: Tolerance) 
     return in_profile, (f"{cpu}, {tol.profile} profile" if cpu else None), ""
 
 
+def _where(row, claim: Claim, engine: str) -> str:
+    """' at 720mbit (communication/computation 3.90)': where a speedup was measured, when the claim does not say."""
+    at = f" at {row['bandwidth']}" if claim.bandwidth is None or row["bandwidth"] != claim.bandwidth else ""
+    ratio = _float(row["comm_to_compute"])
+    theirs = " as stock MXNet 1.9.1's baseline measured it there" if row["ratio_engine"] not in (None, engine) else ""
+    return at + (f" (communication/computation {ratio:.2f}{theirs})" if ratio is not None else "")
+
+
+def _measured(row, claim: Claim, engine: str) -> str:
+    return f"{_fmt(row['speedup'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]{_where(row, claim, engine)}"
+
+
+def _half_width(row) -> float:
+    """The interval's half-width relative to the speedup; NaN without an interval."""
+    return (row["ci_high"] - row["ci_low"]) / 2 / row["speedup"]
+
+
+def _judge_up_to(claim: Claim, enough: pd.DataFrame, thin: pd.DataFrame, tol: Tolerance,
+                 engine: str) -> tuple[str, str, pd.Series]:
+    """An "up to" claim over every configuration with enough runs (the module's docstring gives the rule):
+    the verdict, its reason naming the configurations it rests on, and the row it reports."""
+    band_low, band_high = claim.speedup - tol.speedup, claim.speedup + tol.speedup
+    band = f"the claimed {claim.speedup:.2f}x ± {tol.speedup:.2f}"
+    reaches = ~(enough["ci_high"] < band_low)  # a missing interval settles nothing: as if it reached
+    narrow = enough.apply(_half_width, axis=1) <= tol.max_relative_half_width
+    left_out = (f" (not counted, n < {max(MIN_RUNS, tol.min_runs)}: "
+                f"{', '.join(f'{r.bandwidth} n={int(min(r.n_variant, r.n_versus))}' for r in thin.itertuples())})"
+                if not thin.empty else "")
+    shown = enough[reaches & narrow]
+    if not shown.empty:
+        row = shown.loc[shown["speedup"].idxmax()]
+        how = "exceeds" if row["ci_low"] > band_high else "reaches"
+        return REPLICATED, f"{_measured(row, claim, engine)} {how} {band}", row
+    if not reaches.any():
+        every = "; ".join(_measured(r, claim, engine) for _, r in enough.iterrows())
+        row = enough.loc[enough["ci_high"].idxmax()]
+        return NOT_REPLICATED, (f"the interval of every configuration with enough runs lies below {band}: "
+                                f"{every}{left_out}"), row
+    wide = enough[reaches]
+    row = wide.loc[wide["speedup"].idxmax()]
+    half = _half_width(row)
+    width = f"±{half:.0%}" if half == half else "missing"
+    return INCONCLUSIVE, (f"{_measured(row, claim, engine)}: the {tol.confidence:.0%} interval ({width}) reaches {band} "
+                          f"but is wider than the ±{tol.max_relative_half_width:.0%} the study accepts, so it neither "
+                          f"shows nor excludes the claim; add repetitions{left_out}"), row
+
+
+def _versus_worker_update(claim: Claim, row, speedup_rows: pd.DataFrame) -> SpeedupFigure | None:
+    """The claim's variant over the worker-update baseline in the configuration of ``row``, if measured."""
+    if claim.versus == WORKER_UPDATE:
+        return None
+    keys = ["setup", "profile", "model", "bandwidth", "engine"]
+    match = speedup_rows[(speedup_rows["variant"] == claim.variant) & (speedup_rows["versus"] == WORKER_UPDATE)]
+    for key in keys:
+        match = match[match[key] == row[key]]
+    if match.empty:
+        return None
+    one = match.iloc[0]
+    return SpeedupFigure(claim.variant, WORKER_UPDATE, str(one["bandwidth"]), float(one["speedup"]),
+                         _float(one["ci_low"]), _float(one["ci_high"]), int(min(one["n_variant"], one["n_versus"])))
+
+
 def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str],
           engine: str = EMBEDDED) -> Verdict:
     """The claim's verdict on one setup from the runs of one engine."""
@@ -477,7 +585,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
         return Verdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"], speedup=float(row["speedup"]),
                        ci_low=_float(row["ci_low"]), ci_high=_float(row["ci_high"]),
                        n=int(min(row["n_variant"], row["n_versus"])), comm_to_compute=_float(row["comm_to_compute"]),
-                       basis=basis, engine=engine)
+                       basis=basis, engine=engine, versus_worker_update=_versus_worker_update(claim, row, speedup_rows))
 
     why_not = buildable(claim, setup, program_models)
     if why_not:
@@ -505,20 +613,19 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
     if admissible.empty:
         return verdict(INCONCLUSIVE, why, rows.loc[rows["speedup"].idxmax()], basis)
     need = max(MIN_RUNS, tol.min_runs)
-    n_of = admissible[["n_variant", "n_versus"]].min(axis=1)
-    enough = admissible[n_of >= need]
-    pool = enough if not enough.empty else admissible  # the best configuration that can carry a verdict
-    row = pool.loc[pool["speedup"].idxmax()]
-    at = f" at {row['bandwidth']}" if claim.bandwidth is None or row["bandwidth"] != claim.bandwidth else ""
-    ratio = _float(row["comm_to_compute"])
-    theirs = " as our baseline measured it there" if row["ratio_engine"] not in (None, engine) else ""
-    at += f" (communication/computation {ratio:.2f}{theirs})" if ratio is not None else ""
-    n = int(min(row["n_variant"], row["n_versus"]))
-    measured = f"measured {_fmt(row['speedup'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]{at}"
-    if n < need:
-        return verdict(INCONCLUSIVE, f"{measured}: n={n} < {need}: no verdict (run --repetitions={need} or more)",
-                       row, basis)
-    half = (row["ci_high"] - row["ci_low"]) / 2 / row["speedup"]
+    has_enough = admissible[["n_variant", "n_versus"]].min(axis=1) >= need
+    enough, thin = admissible[has_enough], admissible[~has_enough]
+    if enough.empty:
+        row = admissible.loc[admissible["speedup"].idxmax()]
+        n = int(min(row["n_variant"], row["n_versus"]))
+        return verdict(INCONCLUSIVE, f"measured {_measured(row, claim, engine)}: n={n} < {need}: no verdict "
+                                     f"(run --repetitions={need} or more)", row, basis)
+    if claim.bandwidth is None:
+        kind, reason, row = _judge_up_to(claim, enough, thin, tol, engine)
+        return verdict(kind, reason, row, basis)
+    row = enough.loc[enough["speedup"].idxmax()]  # one configuration: the claim's bandwidth, or its ratio's
+    measured = f"measured {_measured(row, claim, engine)}"
+    half = _half_width(row)
     if not half <= tol.max_relative_half_width:
         return verdict(INCONCLUSIVE, f"{measured}: the {tol.confidence:.0%} interval is ±{half:.0%}, wider than "
                                      f"the ±{tol.max_relative_half_width:.0%} the study accepts; add repetitions",
@@ -550,7 +657,7 @@ def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[
 
 def decided_on(study: Study, verdicts: Sequence[Verdict]) -> dict[str, str]:
     """Per claim, the engine whose verdicts count for the badge: the authors' build where it was measured for
-    the claim on a setup that can test it (a verdict with a measured speedup), else ours."""
+    the claim on a setup that can test it (a verdict with a measured speedup), else stock MXNet 1.9.1's."""
     measured = {v.claim for v in verdicts if v.engine == ARTIFACT and v.speedup is not None}
     return {c.id: ARTIFACT if c.id in measured else EMBEDDED for c in study.claims}
 
@@ -624,7 +731,8 @@ def functional_badge(df: pd.DataFrame) -> Badge:
 def reproduced_badge(study: Study, verdicts: Sequence[Verdict], decided: dict[str, str]) -> Badge:
     """ACM's Results Reproduced asks for the main results obtained by others, in part with the authors'
     artifacts: each claim counts with the authors' build's verdict where that build was measured for it
-    (``decided``, from decided_on), else with ours on stock MXNet, and the reasons say which."""
+    (``decided``, from decided_on), else with MXNet 1.9.1's P3, and the reasons say which. Only P3 over the
+    baseline counts: P3 over the worker-update baseline is named as not counted."""
     per_claim = {c.id: overall(verdicts, c.id, decided[c.id]) for c in study.claims}
     theirs = [c for c, e in decided.items() if e == ARTIFACT]
     ours = [c for c, e in decided.items() if e != ARTIFACT]
@@ -634,13 +742,17 @@ def reproduced_badge(study: Study, verdicts: Sequence[Verdict], decided: dict[st
     if ours:
         why = ("the authors' build was not measured where the claims can be tested" if not theirs
                else "the authors' build was not measured for these where they can be tested (or lacks their variant)")
-        basis.append(f"judged on our P3 on stock MXNet (CPU), a re-implementation of its two mechanisms, since {why}: "
-                     f"{', '.join(ours)}")
+        basis.append(f"judged on MXNet 1.9.1's own P3 (CPU; upstreamed by the paper's first author) over its stock "
+                     f"baseline, since {why}: {', '.join(ours)}")
     if theirs:
         others = {c: overall(verdicts, c, EMBEDDED) for c in theirs if any(
             v.claim == c and v.engine == EMBEDDED for v in verdicts)}
         if others:
-            basis.append("ours on stock MXNet, for comparison: " + ", ".join(f"{c} {v}" for c, v in others.items()))
+            basis.append("MXNet 1.9.1's P3, for comparison: " + ", ".join(f"{c} {v}" for c, v in others.items()))
+    beside = [f"{v.claim} {v.versus_worker_update.text()}" for v in verdicts if v.versus_worker_update is not None]
+    if beside:
+        basis.append(f"not counted: P3 over the worker-update baseline ({WORKER_UPDATE}: the optimizer on the workers, "
+                     f"as in P3), shown beside the verdicts: {'; '.join(beside)}")
     failed = [c for c, v in per_claim.items() if v == NOT_REPLICATED]
     if failed:
         return Badge("Results Reproduced", NOT_RECOMMENDED, (f"not replicated: {', '.join(failed)}", *basis))
@@ -660,9 +772,27 @@ class Analysis:
     overall: dict[str, str]  # per claim, on the engine the badge judges it on (decided)
     badges: list[Badge]
     setups: list[Setup]
-    side_by_side: pd.DataFrame = field(default_factory=pd.DataFrame)  # the four engines per configuration
+    side_by_side: pd.DataFrame = field(default_factory=pd.DataFrame)  # the engines' throughputs per configuration
     overall_by_engine: dict[str, dict[str, str]] = field(default_factory=dict)  # engine -> claim -> verdict
     decided: dict[str, str] = field(default_factory=dict)  # claim -> the engine the badge judges it on
+    untested: str = ""  # when no claim could be tested on these runs: why and how to (the report's first line)
+
+
+def nothing_tested(study: Study, verdicts: Sequence[Verdict], found: Sequence[Setup]) -> str:
+    """The report's first line when no claim could be tested on these runs (no runs, or every verdict 'not
+    testable here'): why, and how to test them; "" when some claim could be."""
+    if found and not all(v.verdict == NOT_TESTABLE for v in verdicts):
+        return ""
+    if not found:
+        why = "no runs stored yet"
+    elif all(s.kind == "embedded" for s in found):
+        why = ("every run is on the embedded default, whose roles share this host over loopback, a bandwidth that "
+               "cannot be set, while every claim is about a cluster's network")
+    else:
+        why = f"every claim is '{NOT_TESTABLE}' on {', '.join(s.label for s in found)} (the verdicts say why)"
+    return (f"No claim could be tested on these runs: {why}. To test them, make a testbed of 3 hosts on this "
+            f"machine (as root): ck testbed cluster:NAME --hosts=3 (it prints the ck add machine line that registers "
+            f"it), then: ck reproduce study:{study.name} --target=NAME --quick")
 
 
 def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -> Analysis:
@@ -677,5 +807,5 @@ def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -
         badges=badges(study, df, verdicts, program_models), setups=setups(df),
         side_by_side=side_by_side(summary, speedup_rows),
         overall_by_engine={e: {c.id: overall(verdicts, c.id, e) for c in study.claims} for e in engines_of(df)},
-        decided=decided,
+        decided=decided, untested=nothing_tested(study, verdicts, setups(df)),
     )

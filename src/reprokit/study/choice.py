@@ -58,6 +58,7 @@ class BandwidthChoice:
     bandwidths: tuple[str, ...]  # chosen, most compute-bound first
     predicted: tuple[float, ...]  # the predicted ratio at each chosen bandwidth
     notes: tuple[str, ...] = ()
+    probe_seconds: float | None = None  # how long the probe took, ck included (forecast.py); None: not timed
 
     @property
     def unshaped_ratio(self) -> float:
@@ -77,7 +78,7 @@ class BandwidthChoice:
                 "parameters": self.parameters, "parameters_source": self.parameters_source, "hosts": self.hosts,
                 "bytes_per_iter": self.bytes_per_iter, "wire_bytes_per_iter": self.wire_bytes_per_iter,
                 "ratios": list(self.ratios), "bandwidths": list(self.bandwidths), "predicted": list(self.predicted),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "probe_seconds": self.probe_seconds}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "BandwidthChoice":
@@ -87,7 +88,8 @@ class BandwidthChoice:
                    hosts=int(d["hosts"]), bytes_per_iter=int(d["bytes_per_iter"]),
                    wire_bytes_per_iter=float(d["wire_bytes_per_iter"]), ratios=tuple(map(float, d["ratios"])),
                    bandwidths=tuple(map(str, d["bandwidths"])), predicted=tuple(map(float, d["predicted"])),
-                   notes=tuple(map(str, d.get("notes", []))))
+                   notes=tuple(map(str, d.get("notes", []))),
+                   probe_seconds=None if d.get("probe_seconds") is None else float(d["probe_seconds"]))
 
 
 def _measured(result: Mapping, key: str, model: str) -> float:
@@ -99,7 +101,8 @@ def _measured(result: Mapping, key: str, model: str) -> float:
 
 
 def choose(model: str, result: Mapping, probe_run: str, parameters: Mapping[str, Mapping[str, int]],
-           parameters_source: str, hosts: int, ratios: Sequence[float], link_capacity: str | None) -> BandwidthChoice:
+           parameters_source: str, hosts: int, ratios: Sequence[float], link_capacity: str | None,
+           probe_seconds: float | None = None) -> BandwidthChoice:
     """The bandwidths for ``model`` from its probe's unified result (see the module's docstring)."""
     t_c = _measured(result, "compute_s_per_iter", model)
     t_0 = _measured(result, "comm_s_per_iter", model)
@@ -132,4 +135,4 @@ def choose(model: str, result: Mapping, probe_run: str, parameters: Mapping[str,
                            comm_s_per_iter=t_0, parameters=int(count), parameters_source=parameters_source,
                            hosts=hosts, bytes_per_iter=bytes_per_iter, wire_bytes_per_iter=wire,
                            ratios=tuple(sorted(float(r) for r in ratios)), bandwidths=tuple(order),
-                           predicted=tuple(chosen[b] for b in order), notes=tuple(notes))
+                           predicted=tuple(chosen[b] for b in order), notes=tuple(notes), probe_seconds=probe_seconds)

@@ -71,6 +71,13 @@ class Matrix:
     # from a measured baseline probe so that the communication-to-computation ratio spans these (choice.py).
     ratios: tuple[float, ...] = ()
     timeline_repetition: int | None = None  # the repetition whose runs record timelines (TIMELINE=1)
+    # What a sweep of this matrix should take, and why it is this size (the quick matrix says so; the sweep
+    # records it): a forecast above budget_s is said before the first run (forecast.py), never refused.
+    why: str = ""
+    budget_s: float | None = None
+    # Seconds per run the study entry expects per model, where neither earlier runs nor a probe give one.
+    run_seconds: tuple[tuple[str, float], ...] = ()
+    run_seconds_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,11 +129,29 @@ def _ratios(data: Mapping, where: str) -> tuple[float, ...]:
     return tuple(sorted(float(r) for r in raw))
 
 
+def _positive_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _run_seconds(data: Mapping, where: str) -> tuple[tuple[tuple[str, float], ...], str]:
+    raw = data.get("run_seconds", {})
+    seconds = {k: v for k, v in raw.items() if k != "source"} if isinstance(raw, dict) else None
+    if seconds is None or not all(_positive_number(v) for v in seconds.values()):
+        raise UserError(f"{where}: 'run_seconds' must map each model to the seconds a run takes, with its 'source'; "
+                        f"fix the study entry's meta (ck load study:NAME)")
+    return tuple(sorted((str(m), float(v)) for m, v in seconds.items())), str(raw.get("source", ""))
+
+
 def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
     timeline = data.get("timeline_repetition")
     if timeline is not None and (not isinstance(timeline, int) or isinstance(timeline, bool) or timeline < 1):
         raise UserError(f"{where}: 'timeline_repetition' must be a repetition number (1 or more); "
                         f"fix the study entry's meta (ck load study:NAME)")
+    budget = data.get("budget_minutes")
+    if budget is not None and not _positive_number(budget):
+        raise UserError(f"{where}: 'budget_minutes' must be a positive number of minutes; "
+                        f"fix the study entry's meta (ck load study:NAME)")
+    run_seconds, run_seconds_source = _run_seconds(data, where)
     matrix = Matrix(
         models=tuple(_need(data, "models", list, where)),
         variants=tuple(_need(data, "variants", list, where)) if "variants" in data else ("baseline", "p3"),
@@ -134,7 +159,9 @@ def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
         repetitions=int(_need(data, "repetitions", int, where)),
         profile=str(_need(data, "profile", str, where)),
         env=tuple(sorted((str(k), str(v)) for k, v in data.get("env", {}).items())),
-        ratios=_ratios(data, where), timeline_repetition=timeline,
+        ratios=_ratios(data, where), timeline_repetition=timeline, why=str(data.get("why", "")),
+        budget_s=None if budget is None else float(budget) * 60, run_seconds=run_seconds,
+        run_seconds_source=run_seconds_source,
     )
     for name in matrix.variants:
         if name not in variants:
@@ -342,7 +369,7 @@ def select(requested: str | None, available: Iterable[str], what: str) -> list[s
 
 # --- progress ------------------------------------------------------------------------------------
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
@@ -367,7 +394,7 @@ class Progress:
         filled = int(width * self.done / self.total) if self.total else width
         left = "?"
         if self.durations:
-            left = "~" + _duration(sum(self.durations) / len(self.durations) * (self.total - self.done))
+            left = "~" + duration_text(sum(self.durations) / len(self.durations) * (self.total - self.done))
         return f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} runs | {current} | {left} left"
 
     def start(self, current: str) -> None:

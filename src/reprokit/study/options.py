@@ -23,7 +23,7 @@ from reprokit.values import plain_setting
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity")
 RESERVED_ENV = {"VARIANT": "--variants", "PROFILE": "--profile", "ENGINE": "--engines"}  # the study sets them per run
-ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1 with our baseline and our P3)",
+ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1: its own P3 and its two baselines)",
                  ARTIFACT: "artifact (the authors' baseline and P3 builds)"}
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
 RUNS_WRITE_SETTINGS = "every run hands it to ck run, whose run script holds it unquoted"
@@ -42,6 +42,7 @@ class SweepRequest:
     ratios: tuple[float, ...] = ()  # non-empty: bandwidths still to choose from a probe (choice.py); bandwidths is empty
     timeline_repetition: int | None = None
     engines: tuple[str, ...] = (EMBEDDED,)
+    why: str = ""  # the matrix's reason for its size (the sweep records it)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def sweep_engines(options: Mapping, variants: list[str], artifact_builds: Collec
         missing = [b for b in ARTIFACT_BUILDS if b not in artifact_builds]
         engines = [EMBEDDED] + ([ARTIFACT] if not missing and artifact_variants else [])
         if len(engines) > 1:
-            why = "both of the authors' builds are registered; --engines=embedded for ours only"
+            why = "both of the authors' builds are registered; --engines=embedded for stock MXNet only"
         elif missing:
             why = (f"the authors' {' and '.join(missing)} build(s) not registered; add them with: "
                    + "; ".join(f"{artifact_install_hint(b)} --quiet" for b in missing))
@@ -206,7 +207,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         else min(matrix.timeline_repetition, int(raw_reps))
     return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
                         profile=profile, env={**dict(matrix.env), **user_env}, quick=quick, ratios=ratios,
-                        timeline_repetition=timeline, engines=engines)
+                        timeline_repetition=timeline, engines=engines, why=matrix.why)
 
 
 def timeline_config(options: Mapping) -> tuple[str, str] | None:

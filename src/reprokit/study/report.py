@@ -6,9 +6,12 @@ alone is the report), ``report.json`` (every configuration's mean, interval
 and n, every speedup with its interval, every verdict with its reason, the
 bandwidth choices: for scripts), ``plots/<model>.png`` / ``.svg`` and, where a
 run pair has timelines, ``plots/timeline.png`` / ``.svg`` (timeline.py).
-Per configuration the four engines stand side by side (the authors' baseline
-and P3 builds, our baseline and P3 on stock MXNet, analysis.SIDE_BY_SIDE) with
-both P3/baseline ratios; one without runs is shown as "not measured".
+Per configuration the engines stand side by side (the authors' 2018 baseline
+and P3 builds beside MXNet 1.9.1's P3 and its two baselines, analysis.SIDE_BY_SIDE)
+with the P3 ratios (analysis.SIDE_BY_SIDE_RATIOS); one without runs is shown as
+"not measured". When no claim could be tested (analysis.nothing_tested), the
+reports and ``ck report``'s summary say so first, with the fix. A claim at a
+bandwidth no run had is drawn apart from the measurements (draw_model).
 
 Record content (imported records come from other evaluators) is text only:
 the HTML template is autoescaped, Markdown output escapes ``<``, ``>``, ``&``,
@@ -29,8 +32,9 @@ import jinja2
 
 from reprokit.jsonfile import write_json
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
-from reprokit.study.analysis import ENGINE_NAMES, SIDE_BY_SIDE, Analysis, analyse, setup_label
-from reprokit.study.claims import MIN_RUNS, NATIVE, Study, rate_bps
+from reprokit.study.analysis import (BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE,
+                                     Analysis, analyse, setup_label)
+from reprokit.study.claims import MIN_RUNS, NATIVE, Study, rate_bps, same_rate
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.store import Record, Store
 from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
@@ -38,22 +42,25 @@ from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain
 REPORT_FORMAT = "reprokit-study-report/1"
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-VARIANT_STYLE = {"baseline": ("tab:blue", "o"), "p3": ("tab:orange", "s"), "p3-slicing-only": ("tab:green", "^")}
+VARIANT_STYLE = {BASELINE: ("tab:blue", "o"), WORKER_UPDATE: ("tab:purple", "v"), "p3": ("tab:orange", "s"),
+                 "p3-slicing-only": ("tab:green", "^"), "p3-priority-only": ("tab:olive", "<")}
 SERIES_LABELS = {(e, v): label for e, v, label in SIDE_BY_SIDE}
 
 
 def series_label(engine: str, variant: str) -> str:
-    """authors' P3, our baseline, ...: one of the four, or the variant and whose engine ran it."""
-    return SERIES_LABELS.get((engine, variant)) or (variant if engine == EMBEDDED else f"{variant} ({ENGINE_NAMES[engine]})")
+    """authors' 2018 P3, MXNet 1.9.1 baseline, ...: one of SIDE_BY_SIDE, or the variant and whose engine ran it."""
+    return SERIES_LABELS.get((engine, variant)) or (f"MXNet 1.9.1 {variant}" if engine == EMBEDDED
+                                                    else f"{variant} ({ENGINE_NAMES[engine]})")
 
 
-def _series_order(frame) -> list[tuple[str, str]]:
-    """The (engine, variant) series of a frame: ours first, then the authors' build, variants by name."""
-    return sorted(set(zip(frame["engine"], frame["variant"])), key=lambda ev: (ENGINE_KINDS.index(ev[0]), ev[1]))
+def _series_order(frame, keys: list[str]) -> list[tuple]:
+    """The series (values of ``keys``, the engine first) of a frame: stock MXNet first, then the authors' build,
+    the rest by name."""
+    return sorted(set(zip(*(frame[k] for k in keys))), key=lambda s: (ENGINE_KINDS.index(s[0]), *s[1:]))
 
 
 def not_measured(summary, model: str) -> list[str]:
-    """Which of the four (SIDE_BY_SIDE) have no run at all of this model."""
+    """Which of SIDE_BY_SIDE have no run at all of this model."""
     mine = summary[summary["model"] == model]
     ran = set(zip(mine["engine"], mine["variant"]))
     return [label for e, v, label in SIDE_BY_SIDE if (e, v) not in ran]
@@ -80,10 +87,17 @@ def _num(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name: str | None = None) -> Plot:
-    """Throughput (left) and speedup (middle) against bandwidth, speedup against the baseline's measured
-    communication-to-computation ratio (right), per setup and variant, with intervals; the paper's claims
-    marked as stars (claimed speedups; on the left, the measured baseline times the claim)."""
+UNMEASURED_CLAIMS = "claims (not measured here)"  # the legend entry of claims at a bandwidth no run had
+
+
+def draw_model(study: Study, analysis: Analysis, model: str):
+    """The figure of plot_model: throughput (left) and speedup (middle) against bandwidth, speedup against the
+    baseline's measured communication-to-computation ratio (right), per setup and series, with intervals.
+
+    The paper's claims: at a measured bandwidth a red star (on the left, the measured baseline times the
+    claim); at a bandwidth no run had, a hollow grey star in a shaded area right of the measured ones, under
+    one legend entry (UNMEASURED_CLAIMS) and labelled "claimed at ..., not measured", so that no reader takes
+    it for a measurement; "up to" claims a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,31 +105,36 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
 
     summary = analysis.summary[analysis.summary["model"] == model]
     speedups = analysis.speedups[analysis.speedups["model"] == model]
+    shown_speedups = speedups[speedups["versus"].isin([BASELINE, WORKER_UPDATE])]
     claims = [c for c in study.claims if c.model == model]
-    categories = _bandwidth_order(list(summary["bandwidth"]) + [c.bandwidth for c in claims if c.bandwidth])
-    x_of = {b: i for i, b in enumerate(categories)}
+    measured = _bandwidth_order(summary["bandwidth"])
+    claim_only = [b for b in _bandwidth_order(c.bandwidth for c in claims if c.bandwidth)
+                  if not any(same_rate(b, m) for m in measured)]
+    x_of = {b: i for i, b in enumerate(measured)}
+    x_of.update({b: len(measured) + 0.5 + i for i, b in enumerate(claim_only)})  # apart from the measured
     setups = list(dict.fromkeys(summary["setup"]))
-    series = _series_order(summary)
     fig, (ax_t, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
-    width = 0.8 / max(1, len(setups) * len(series))
 
-    def style(engine: str, variant: str) -> dict:
-        """Colour and marker per variant; the authors' build hollow, ours filled."""
+    def style(engine: str, variant: str, versus: str = BASELINE) -> dict:
+        """Colour and marker per variant (an X over the worker-update baseline); the authors' build hollow."""
         color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
         hollow = {"markerfacecolor": "white", "markeredgewidth": 1.6} if engine == ARTIFACT else {}
-        return {"fmt": marker, "color": color, **hollow}
+        return {"fmt": "X" if versus == WORKER_UPDATE else marker, "color": color, **hollow}
 
-    def points(ax, frame, column: str, s_index: int, setup: str, suffix: str) -> None:
-        """One marker per engine, variant and bandwidth with its interval, offset per setup and series."""
-        for (engine, variant), group in frame.groupby(["engine", "variant"], sort=False):
-            slot = s_index * len(series) + series.index((engine, variant))
+    def points(ax, frame, column: str, s_index: int, setup: str, keys: list[str], series: list[tuple]) -> None:
+        """One marker per series and bandwidth with its interval, offset per setup and series."""
+        width = 0.8 / max(1, len(setups) * len(series))
+        for key, group in frame.groupby(keys, sort=False):
+            slot = s_index * len(series) + series.index(key)
             offset = (slot - (len(setups) * len(series) - 1) / 2) * width
             xs = [x_of[b] + offset for b in group["bandwidth"]]
             values = group[column].tolist()
             err = [[v - lo if _num(lo) is not None else 0 for v, lo in zip(values, group["ci_low"])],
                    [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
+            engine, variant, *versus = key
+            over = f"/{'baseline' if versus[0] == BASELINE else 'worker-update baseline'}" if versus else ""
             ax.errorbar(xs, values, yerr=err, capsize=3, alpha=1.0 if s_index == 0 else 0.55,
-                        label=plain(f"{series_label(engine, variant)}{suffix} ({setup})"), **style(engine, variant))
+                        label=plain(f"{series_label(engine, variant)}{over} ({setup})"), **style(*key))
 
     def by_ratio(frame, s_index: int, setup: str) -> int:
         """Speedup against the baseline's measured communication/computation at each bandwidth."""
@@ -127,22 +146,30 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
             ax_r.errorbar(group["comm_to_compute"].tolist(), values, yerr=err, capsize=3,
                           alpha=1.0 if s_index == 0 else 0.55,
                           label=plain(f"{series_label(engine, variant)}/baseline ({setup})"
-                                      + (", at our baseline's ratio" if engine != EMBEDDED else "")),
+                                      + (", at the stock baseline's ratio" if engine != EMBEDDED else "")),
                           **style(engine, variant))
             for x, y, b in zip(group["comm_to_compute"], values, group["bandwidth"]):
                 ax_r.annotate(plain(b), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
             shown += len(group)
         return shown
 
+    throughput_series = _series_order(summary, ["engine", "variant"])
+    speedup_series = _series_order(shown_speedups, ["engine", "variant", "versus"])
     ratio_points = 0
     for s_index, setup in enumerate(setups):
-        points(ax_t, summary[summary["setup"] == setup], "geometric_mean", s_index, setup, "")
-        mine = speedups[(speedups["setup"] == setup) & (speedups["versus"] == "baseline")]
-        points(ax_s, mine, "speedup", s_index, setup, "/baseline")
-        ratio_points += by_ratio(mine, s_index, setup)
+        points(ax_t, summary[summary["setup"] == setup], "geometric_mean", s_index, setup, ["engine", "variant"],
+               throughput_series)
+        mine = shown_speedups[shown_speedups["setup"] == setup]
+        points(ax_s, mine, "speedup", s_index, setup, ["engine", "variant", "versus"], speedup_series)
+        ratio_points += by_ratio(mine[mine["versus"] == BASELINE], s_index, setup)
+    unmeasured = [c for c in claims if c.bandwidth in claim_only]
     for claim in claims:
-        if claim.bandwidth:
-            x = x_of[claim.bandwidth]
+        if claim.bandwidth in claim_only:
+            ax_s.annotate(plain(f"claimed at {claim.bandwidth}, not measured\n({claim.id})"),
+                          (x_of[claim.bandwidth], claim.speedup), textcoords="offset points", xytext=(0, -10),
+                          ha="center", va="top", fontsize=6, color="0.4")
+        elif claim.bandwidth:
+            x = x_of[next(m for m in measured if same_rate(m, claim.bandwidth))]
             ax_s.plot([x], [claim.speedup], marker="*", markersize=15, color="crimson", linestyle="none",
                       label=f"claim {claim.id} ({claim.source})")
             base = summary[(summary["bandwidth"] == claim.bandwidth) & (summary["variant"] == claim.versus)
@@ -154,11 +181,20 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
             for ax in (ax_s, ax_r):
                 ax.axhline(claim.speedup, color="crimson", linestyle="--", linewidth=1,
                            label=plain(f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})"))
+    if unmeasured:
+        ax_s.plot([x_of[c.bandwidth] for c in unmeasured], [c.speedup for c in unmeasured], marker="*",
+                  markersize=13, linestyle="none", markerfacecolor="none", markeredgecolor="0.5", color="0.5",
+                  label=UNMEASURED_CLAIMS)
+        ax_s.axvspan(len(measured) - 0.25, len(measured) + len(claim_only), color="0.93", zorder=0)
+        ax_s.axvline(len(measured) - 0.25, color="0.5", linewidth=0.8, linestyle=":")
     for ax in (ax_s, ax_r):
         ax.axhline(1.0, color="black", linewidth=0.6)
+    ticks = {ax_t: measured, ax_s: measured + claim_only}
     for ax, ylabel in ((ax_t, "throughput (samples/s)"), (ax_s, "speedup over baseline")):
-        ax.set_xticks(range(len(categories)), [plain(c) for c in categories])
-        ax.set_xlim(-0.6, len(categories) - 0.4)
+        names = ticks[ax]
+        ax.set_xticks([x_of[b] for b in names],
+                      [plain(b) + ("\n(claim only)" if b in claim_only else "") for b in names])
+        ax.set_xlim(-0.6, max(x_of[b] for b in names) + 0.6)
         ax.set_xlabel("bandwidth per host")
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
@@ -174,9 +210,9 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
         low, high = float(ratios.min()) / 1.3, float(ratios.max()) * 1.3
         ax_r.set_xscale("log")
         ax_r.set_xlim(low, high)
-        ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 4, 6, 8, 16, 32) if low <= t <= high]
-        ticks = ticks or [float(ratios.min())]
-        ax_r.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ratio_ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 4, 6, 8, 16, 32) if low <= t <= high]
+        ratio_ticks = ratio_ticks or [float(ratios.min())]
+        ax_r.set_xticks(ratio_ticks, [f"{t:g}" for t in ratio_ticks])
         ax_r.xaxis.set_minor_locator(NullLocator())
         ax_r.xaxis.set_minor_formatter(NullFormatter())
         ax_r.axvline(1.0, color="0.5", linewidth=0.6, linestyle=":")
@@ -192,6 +228,14 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
     ax_s.set_title(f"{title}: speedup and the paper's claims", fontsize=9)
     ax_r.set_title(f"{title}: speedup against the measured ratio", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name: str | None = None) -> Plot:
+    """draw_model's figure as plots/<name>.png and .svg."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_model(study, analysis, model)
     folder.mkdir(parents=True, exist_ok=True)
     name = name or plot_name(study, model, 0)
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"
@@ -207,7 +251,7 @@ def _f(x, digits: int = 2) -> str:
 
 
 def throughput_cell(row: dict, engine: str, variant: str) -> str:
-    """One of the four throughputs of a side_by_side row: geometric mean [interval], n; or why there is none."""
+    """One throughput of a side_by_side row: geometric mean [interval], n; or why there is none."""
     prefix = f"{engine}_{variant}"
     n, failed = int(row[f"{prefix}_n"]), int(row[f"{prefix}_failed"])
     if n == 0:
@@ -216,13 +260,24 @@ def throughput_cell(row: dict, engine: str, variant: str) -> str:
             f"n={n}" + (f" ({failed} failed)" if failed else ""))
 
 
-def ratio_cell(row: dict, engine: str) -> str:
-    """An engine's p3/baseline speedup of a side_by_side row with its interval and n, or "not measured"."""
-    n = int(row[f"{engine}_speedup_n"])
+def ratio_cell(row: dict, prefix: str) -> str:
+    """A P3 speedup of a side_by_side row (its SIDE_BY_SIDE_RATIOS column prefix) with its interval and n, or
+    "not measured"."""
+    n = int(row[f"{prefix}_n"])
     if n == 0:
         return "not measured"
-    return (f"{_f(row[f'{engine}_speedup'], 3)}x [{_f(row[f'{engine}_speedup_low'], 3)}, "
-            f"{_f(row[f'{engine}_speedup_high'], 3)}], n={n}")
+    return (f"{_f(row[prefix], 3)}x [{_f(row[f'{prefix}_low'], 3)}, {_f(row[f'{prefix}_high'], 3)}], n={n}")
+
+
+def worker_update_cell(verdict: dict) -> str:
+    """A verdict's claim variant over the worker-update baseline where it was judged (shown, never counted)."""
+    figure = verdict.get("versus_worker_update")
+    if figure:
+        return (f"{_f(figure['speedup'])}x [{_f(figure['ci_low'])}, {_f(figure['ci_high'])}], n={figure['n']} "
+                f"at {figure['bandwidth']}")
+    if verdict["speedup"] is None:
+        return "-"
+    return "none: the authors' builds have no such baseline" if verdict["engine"] == ARTIFACT else "not measured"
 
 
 def _environments(records: list[Record]) -> list[dict]:
@@ -269,6 +324,7 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
     tol = study.tolerance
     return _json_ready({
         "format": REPORT_FORMAT, "study": study.name, "generated": generated, "metric": study.metric,
+        "untested": analysis.untested or None,
         "statistics": {"method": STATISTICS, "confidence": tol.confidence, "min_runs": max(MIN_RUNS, tol.min_runs),
                        "tolerance": tol.speedup, "max_relative_half_width": tol.max_relative_half_width,
                        "profile": tol.profile},
@@ -315,8 +371,10 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided": analysis.decided,
-        "side_by_side": analysis.side_by_side.to_dict("records"), "four": SIDE_BY_SIDE, "engine_kinds": ENGINE_KINDS,
+        "side_by_side": analysis.side_by_side.to_dict("records"), "throughputs": SIDE_BY_SIDE,
+        "ratios": SIDE_BY_SIDE_RATIOS, "engine_kinds": ENGINE_KINDS, "untested": analysis.untested,
         "engine_names": ENGINE_NAMES, "throughput_cell": throughput_cell, "ratio_cell": ratio_cell,
+        "worker_update_cell": worker_update_cell, "worker_update": WORKER_UPDATE,
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
         "environments": _environments(records), "failed": failed.to_dict("records"),
         "claims": study.claims, "program_models": sorted(program_models),
@@ -344,9 +402,11 @@ def write_report(study: Study, store: Store, program_models: set[str], out_dir: 
     one with the highest speedup where both variants have timelines."""
     left_out: list[str] = []
     records = store.all_records(left_out)
+    analysis = analyse(study, records, program_models)
+    if analysis.untested:  # first: a report without a single verdict must not read as one with some
+        print(f"study: {analysis.untested}", file=console, flush=True)
     for problem in left_out:
         print(f"study: warning: {problem}", file=console, flush=True)
-    analysis = analyse(study, records, program_models)
     pair = pick_pair(analysis.speedups, records, timeline_traces(store), timeline_config)
     choices = [(s.sweep_id, c) for s in store.sweeps() for c in s.choices]
     paths = render(study, analysis, records, out_dir, store.root, program_models, choices, pair)

@@ -46,6 +46,7 @@ from reprokit.study import identity
 from reprokit.study import schema as s
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.claims import NATIVE, RATE, RunConfig, Target, plan_runs
+from reprokit.study.forecast import Forecast
 
 RECORD_FORMAT = "reprokit-study-run/1"
 SWEEP_FORMAT = "reprokit-study-sweep/1"
@@ -288,6 +289,8 @@ class Sweep:
     choices: tuple[BandwidthChoice, ...] = ()  # per model: bandwidths chosen from a baseline probe (choice.py)
     timeline_repetition: int | None = None  # its runs record timelines (TIMELINE=1)
     engines: tuple[str, ...] = (EMBEDDED,)  # engine kinds every configuration runs on (sweeps before: embedded)
+    why: str = ""  # why the matrix is this size (the study entry's, e.g. the quick study's time budget)
+    forecast: Forecast | None = None  # what its runs were expected to take before the first one (forecast.py)
 
     def model_bandwidths(self, model: str) -> tuple[str, ...]:
         """The bandwidths a model runs at: its probe's choice, or the sweep's."""
@@ -305,7 +308,8 @@ class Sweep:
                 "env": dict(self.env), "quick": self.quick, "options": dict(self.options),
                 "origin": self.origin.to_dict(), "restore_rate": self.restore_rate,
                 "choices": [c.to_dict() for c in self.choices], "timeline_repetition": self.timeline_repetition,
-                "engines": list(self.engines)}
+                "engines": list(self.engines), "why": self.why,
+                "forecast": None if self.forecast is None else self.forecast.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "a sweep plan") -> "Sweep":
@@ -319,7 +323,8 @@ class Sweep:
                        restore_rate=d["restore_rate"],
                        choices=tuple(BandwidthChoice.from_dict(c) for c in d.get("choices", [])),
                        timeline_repetition=d.get("timeline_repetition"),
-                       engines=_engines(d.get("engines", [EMBEDDED])))
+                       engines=_engines(d.get("engines", [EMBEDDED])), why=str(d.get("why", "")),
+                       forecast=None if d.get("forecast") is None else Forecast.from_dict(d["forecast"]))
 
         return _parse(cls, data, what, parse)
 

@@ -18,6 +18,10 @@ its inputs are stored in the sweep plan, the probes' run folders under
 Every configuration runs on each of the sweep's engines (``--engines``): each
 run passes ``--env.ENGINE=embedded|artifact`` and its record carries the kind;
 a run whose result names an engine of the other kind is stored as failed.
+
+Before its first run (and before the probes) the sweep says how long it will
+take (forecast.py), as a warning when that exceeds the matrix's budget; the
+sweep plan records the forecast and the matrix's ``why`` (its size's reason).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Collection, Mapping, TextIO
 
@@ -37,7 +41,8 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.study.choice import BandwidthChoice, choose
 from reprokit.cluster.testbed import testbed_of
-from reprokit.study.claims import NATIVE, Progress, RunConfig, Study, Target, make_target, now_iso
+from reprokit.study.claims import NATIVE, Matrix, Progress, RunConfig, Study, Target, make_target, now_iso
+from reprokit.study.forecast import Forecast, forecast
 from reprokit.study.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
 from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
 
@@ -65,27 +70,50 @@ def new_sweep_id() -> str:
 def create_sweep(store: Store, study: Study, target: Target, request: SweepRequest, options: dict,
                  restore_rate: str | None = None, sweep_id: str | None = None,
                  choices: tuple[BandwidthChoice, ...] = ()) -> Sweep:
+    """The new sweep's plan, stored with the forecast of its runs (forecast.py; its probes' time counted)."""
     bandwidths = tuple(request.bandwidths) or tuple(dict.fromkeys(b for c in choices for b in c.bandwidths))
     sweep = Sweep(sweep_id=sweep_id or new_sweep_id(), study=study.name, created=now_iso(), target=target,
                   models=tuple(request.models), variants=tuple(request.variants), bandwidths=bandwidths,
                   repetitions=request.repetitions, profile=request.profile, env=dict(request.env), quick=request.quick,
                   options=options, origin=store.origin(), restore_rate=restore_rate, choices=choices,
-                  timeline_repetition=request.timeline_repetition, engines=request.engines)
+                  timeline_repetition=request.timeline_repetition, engines=request.engines, why=request.why)
+    expected = forecast(sweep.runs(), store.local_records(), target, sweep.profile, sweep.env, sweep_matrix(study, sweep),
+                        choices, spent_s=sum(c.probe_seconds or 0.0 for c in choices))
+    sweep = replace(sweep, forecast=expected)
     store.new_sweep(sweep)
     return sweep
 
 
+def sweep_matrix(study: Study, sweep: Sweep) -> Matrix:
+    """The matrix a sweep runs: the quick one or the full one (its budget and run_seconds)."""
+    return study.quick if sweep.quick else study.matrix
+
+
+def forecast_line(expected: Forecast) -> str:
+    """The forecast as the sweep says it before its first run: a warning when above the matrix's budget."""
+    return f"study: {'warning: ' if expected.over_budget else ''}forecast: {expected.line()}"
+
+
 def probe_choices(study: Study, store: Store, target: Target, request: SweepRequest, sweep_id: str,
-                  run_probe: ProbeRun, console: TextIO = sys.stdout) -> tuple[BandwidthChoice, ...]:
-    """One baseline probe per model on the unshaped links, and the bandwidths chosen from each."""
+                  run_probe: ProbeRun, console: TextIO = sys.stdout,
+                  clock: Callable[[], float] = time.monotonic) -> tuple[BandwidthChoice, ...]:
+    """One baseline probe per model on the unshaped links, and the bandwidths chosen from each (with the probe's
+    duration, which the forecast of the runs starts from)."""
+    probes = [RunConfig(m, "baseline", NATIVE, 1, EMBEDDED) for m in request.models]
+    ahead = forecast(probes, store.local_records(), target, request.profile, request.env,
+                     replace(study.quick if request.quick else study.matrix, budget_s=None))
+    print(f"study: first {len(probes)} baseline probe(s), {ahead.line()}; the forecast of the runs follows them",
+          file=console, flush=True)
     choices = []
     for model in request.models:
         run_dir = store.new_attempt_dir(f"{sweep_id}--probe--{model}")
         print(f"study: {model}: a baseline probe on the unshaped links, to choose the bandwidths "
               f"(communication/computation {', '.join(f'{r:g}' for r in request.ratios)})", file=console, flush=True)
+        started = clock()
         result = run_probe(model, run_dir)
         choice = choose(model, result, str(run_dir.relative_to(store.root)), study.parameters,
-                        study.parameters_source, len(target.hosts), request.ratios, target.link_capacity)
+                        study.parameters_source, len(target.hosts), request.ratios, target.link_capacity,
+                        probe_seconds=clock() - started)
         print(f"study: {choice.summary()}", file=console, flush=True)
         choices.append(choice)
     return tuple(choices)
@@ -124,7 +152,7 @@ def resumed_sweep(store: Store, resume: Resume) -> Sweep:
 
 def open_sweep(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
                console: TextIO = sys.stdout, probe: ProbeRun | None = None,
-               artifact_builds: Collection[str] = ()) -> tuple[Sweep, Target]:
+               artifact_builds: Collection[str] = (), clock: Callable[[], float] = time.monotonic) -> tuple[Sweep, Target]:
     """The sweep `ck reproduce` runs, and its target: the stored one --resume names (with its own settings,
     on the machine as it is registered now), or a new one from the options, stored before any run (after
     the baseline probes that choose its bandwidths, where the matrix asks for that: ``probe``, or a real
@@ -148,12 +176,12 @@ def open_sweep(options: Mapping, study: Study, store: Store, program_models: set
             shape = testbed_shaper(target)
             try:
                 choices = probe_choices(study, store, target, request, sweep_id,
-                                        guarded_probe(study, target, request, shape), console)
+                                        guarded_probe(study, target, request, shape), console, clock)
             finally:
                 if shape is not None:
                     shape(restore)
         else:
-            choices = probe_choices(study, store, target, request, sweep_id, probe, console)
+            choices = probe_choices(study, store, target, request, sweep_id, probe, console, clock)
     return create_sweep(store, study, target, request, given(options), restore_rate=restore, sweep_id=sweep_id,
                         choices=choices), target
 
@@ -332,6 +360,7 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
     print(f"study: sweep {sweep.sweep_id} on {target.label} (engines: {', '.join(sweep.engines)}): "
           f"{target.bandwidth_note()}", file=console, flush=True)
     print(f"study: results store {store.root}", file=console, flush=True)
+    print(forecast_line(pending_forecast(study, store, sweep, target)), file=console, flush=True)
     summary = run_sweep(study, store, sweep, target, testbed_shaper(target), console)
     print(summary_line(summary, store.root), file=console, flush=True)
     if summary.stopped:
@@ -343,6 +372,17 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
         raise UserError(f"{len(summary.failed)} run(s) failed (stored with their reasons, see {paths['html']}); "
                         f"first: {summary.failed[0]}")
     return summary, paths
+
+
+def pending_forecast(study: Study, store: Store, sweep: Sweep, target: Target) -> Forecast:
+    """The forecast of the sweep's runs not stored yet: the one stored with a new sweep, else (resumed) made
+    again, from what the runs stored since took too."""
+    runs = sweep.runs()
+    pending = [r for r in runs if not store.has_record(r.record_id(sweep.sweep_id))]
+    if sweep.forecast is not None and len(pending) == len(runs):
+        return sweep.forecast
+    return forecast(pending, store.local_records(), target, sweep.profile, sweep.env, sweep_matrix(study, sweep),
+                    sweep.choices)
 
 
 def summary_line(summary: SweepSummary, store_root: Path) -> str:
