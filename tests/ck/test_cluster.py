@@ -55,7 +55,33 @@ def test_distributed_training_across_three_hosts_over_ssh(ck, cluster3, tmp_path
         "scheduler.log", "server-0.log", "server-1.log", "server-2.log", "worker-0.log", "worker-1.log", "worker-2.log"]
     plan = json.loads((tmp_path / "p3-run.json").read_text())["plan"]
     assert no_process_left(plan["run_id"])
-    assert json.loads((tmp_path / "launch.json").read_text())["warnings"] == []
+    # The default variant is MXNet's own P3: every role on every host ran its van.
+    assert c["ps_van"] == "p3" and c["mechanism"]["van"] == "p3" and c["mechanism"]["update_on"] == "workers"
+    for log in (tmp_path / "logs").iterdir():
+        assert "ps-van: role=" in log.read_text() and log.read_text().count(" van=p3") >= 1, log.name
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ("p3", {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "10", "MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}),
+    ("baseline", {}),
+])
+def test_the_van_reaches_every_remote_role_and_only_p3s(ck, cluster3, tmp_path, variant, expected):
+    """Read from each running role's real environment (/proc), on every host of the testbed."""
+    machine, _ = cluster3
+    switches = ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD", "MXNET_UPDATE_ON_KVSTORE")
+    with long_run(ck, tmp_path, f"--target={machine}", *SMOKE, f"--env.VARIANT={variant}",
+                  watch_log="worker-2.log") as (_, run_id):
+        for kind in ("scheduler", "server", "worker"):
+            for host in (("10.77.0.1",) if kind == "scheduler" else ("10.77.0.1", "10.77.0.2", "10.77.0.3")):
+                pid = wait_for(lambda: role_pid(run_id, kind, host), timeout=10)
+                assert pid, f"no {kind} on {host}"
+                env = environ_of(pid)
+                assert {k: env[k] for k in switches if k in env} == expected, (kind, host)
 
 
 @pytest.mark.parametrize("kind,host,name", [
