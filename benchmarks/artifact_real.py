@@ -1,7 +1,7 @@
 """The authors' artifact for real: install both builds from local source trees through CK, then run their scripts.
 
     .venv/bin/python benchmarks/artifact_real.py --source DIR [--work DIR] [--models resnet,vgg,inception-v3,sockeye]
-        [--variants p3,baseline] [--engines artifact[,embedded]] [--repetitions 1] [--reinstall]
+        [--variants p3,baseline,baseline-worker-update] [--engines artifact[,embedded]] [--repetitions 1] [--reinstall]
         [--hosts 0 [--bandwidths native,670mbit]] [--json FILE] [-- --env.NAME=VALUE ...]
 
 --source DIR holds local git repositories of the authors' sources (GitHub is not reachable from here):
@@ -18,9 +18,10 @@
    (the embedded default: here, the smoke profile), --repetitions times, interleaved; with --hosts N
    on a fresh testbed (``ck testbed cluster:art --hosts=N``, needs root) instead, once per --bandwidths
    entry (``native``: unshaped; else every host's egress shaped with tc, as the P3 benchmark does).
-   ``--engines artifact,embedded`` adds our baseline and our P3 on stock MXNet (``--env.ENGINE=embedded``,
-   bootstrapped into the same CK_TOOLS) to every repetition, so the four engines are interleaved (the
-   order reverses every repetition so that drift hits all of them).
+   ``--engines artifact,embedded`` adds stock MXNet 1.9.1's P3 and its two baselines (``--env.ENGINE=embedded``,
+   bootstrapped into the same CK_TOOLS; the authors' builds have no ``baseline-worker-update``) to every
+   repetition, so the authors' two builds and MXNet's three variants are interleaved (the order reverses
+   every repetition so that drift hits all of them).
 Prints the figures (install times, make times, throughput per run, per engine and bandwidth each variant's
 mean and p3/baseline with its 95% interval when there are 2+ repetitions, unpaired (the study's rule) and
 paired by repetition (the mean of each repetition's own ratio, with its log-scale interval)); --json writes them. Uses its own CK_REPOS/CK_TOOLS (--work, default a new
@@ -118,10 +119,10 @@ def main() -> int:
     parser.add_argument("--source", required=True, type=Path, help="folder with p3.git and anand-mxnet.git")
     parser.add_argument("--work", type=Path, default=None, help="CK_REPOS/CK_TOOLS live here (reused when given)")
     parser.add_argument("--models", default="resnet,vgg,inception-v3,sockeye")
-    parser.add_argument("--variants", default="p3,baseline")
+    parser.add_argument("--variants", default="p3,baseline,baseline-worker-update")
     parser.add_argument("--repetitions", type=int, default=1)
     parser.add_argument("--reinstall", action="store_true")
-    parser.add_argument("--engines", default="artifact", help="artifact, embedded (our P3 on stock MXNet), or both")
+    parser.add_argument("--engines", default="artifact", help="artifact, embedded (MXNet 1.9.1's own P3 and baselines), or both")
     parser.add_argument("--hosts", type=int, default=0, help="run on a fresh N-host testbed (root) instead of here")
     parser.add_argument("--bandwidths", default=NATIVE, help="with --hosts: tc rates, native = unshaped")
     parser.add_argument("--json", default="", help="also write every figure here")
@@ -177,7 +178,7 @@ def main() -> int:
         ck(env, "add", "machine:art", "--type=cluster", f"--config_file={hosts_json}", "--quiet")
         target = ["--target=art"]
     variants = [v for v in args.variants.split(",") if v]
-    pairs = [(e, v) for e in engines for v in variants]
+    pairs = [(e, v) for e in engines for v in variants if e == "embedded" or v in ("p3", "baseline")]
     try:
         for rep in range(args.repetitions):
             for model in models:
