@@ -31,7 +31,8 @@ import hashlib
 import os
 import sys
 
-import role_van  # shipped beside this file; standard library only
+import role_exit  # shipped beside this file; standard library only
+import role_van
 
 role_van.check()  # before MXNet starts a server or scheduler role: one van for the whole job
 ROLE = os.environ.get("DMLC_ROLE", "worker")
@@ -173,4 +174,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    role_exit.run(main)

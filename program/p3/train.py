@@ -24,7 +24,8 @@ import os
 import sys
 import time
 
-import role_van  # shipped beside this file; standard library only
+import role_exit  # shipped beside this file; standard library only
+import role_van
 
 role_van.check()  # before MXNet starts a server or scheduler role: one van for the whole job
 
@@ -238,4 +239,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    role_exit.run(main)

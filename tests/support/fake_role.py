@@ -1,6 +1,6 @@
 """A stand-in role process for launcher tests: behaves by DMLC_ROLE and DMLC_WORKER_ID.
 
-    fake_role.py [--fail ROLE#I:CODE] [--hang ROLE#I] [--speed N]
+    fake_role.py [--fail ROLE#I:CODE] [--hang ROLE#I] [--raise-and-hang ROLE#I] [--speed N]
 
 Workers print Speedometer lines and a checksum, then exit 0, unless told to
 fail or hang. Scheduler and servers wait until every worker has written its
@@ -14,6 +14,7 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("--fail", default="")
 parser.add_argument("--hang", default="")
+parser.add_argument("--raise-and-hang", default="", help="print a traceback, then never exit (MXNet work pending)")
 parser.add_argument("--speed", type=float, default=100.0)
 parser.add_argument("--spawn-child", action="store_true", help="leave a grandchild running, as real roles may")
 args = parser.parse_args()
@@ -30,8 +31,15 @@ if args.spawn_child:
 
 if args.hang == name:
     time.sleep(3600)
+if args.raise_and_hang == name:
+    print("Traceback (most recent call last):\n  File \"train.py\", line 1, in <module>\n"
+          "mxnet.base.MXNetError: Traceback (most recent call last):\n  File \"src/io/iter_image_recordio_2.cc\", "
+          "line 1\n[00:00:00] src/io/iter_image_recordio_2.cc:1: Check failed: number of input images must be "
+          "bigger than the batch size", file=sys.stderr, flush=True)
+    time.sleep(3600)
 if args.fail.split(":")[0] == name:
     print(f"{name} failing", file=sys.stderr, flush=True)
+    print(f"ValueError: {name} failed on purpose", file=sys.stderr, flush=True)
     sys.exit(int(args.fail.split(":")[1]))
 
 if kind == "worker":

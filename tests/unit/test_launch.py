@@ -47,7 +47,7 @@ def test_failing_worker_tears_down_the_waiting_roles_and_their_children(run_dir)
     start = time.monotonic()
     outcome = run_local(plan, run_dir, console=io.StringIO())
     assert not outcome.success
-    assert outcome.reason == "worker#1 on 127.0.0.1 exited with code 3"
+    assert outcome.reason == "worker#1 on 127.0.0.1 exited with code 3: ValueError: worker#1 failed on purpose"
     assert (outcome.failed_role, outcome.failed_host) == ("worker#1", "127.0.0.1")
     assert time.monotonic() - start < 10
     # The scheduler and server were waiting for worker#1 forever; the grandchildren were sleeping.
@@ -150,3 +150,15 @@ def test_spec_with_an_error_prints_it_once_and_exits_2(run_dir):
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert proc.stderr == "p3: error: BATCH_SIZE must be a whole number, got 'x'\n"
+
+
+def test_a_role_that_raised_but_never_exits_ends_the_run_quoting_its_error(run_dir):
+    """MXNet work pending keeps a raised worker alive: the launcher does not wait for the timeout."""
+    plan = fake_plan("--raise-and-hang", "worker#1", timeout_s=120)
+    began = time.monotonic()
+    outcome = run_local(plan, run_dir, console=io.StringIO())
+    assert time.monotonic() - began < 20
+    assert not outcome.success and outcome.failed_role == "worker#1"
+    assert outcome.reason == ("worker#1 on 127.0.0.1: MXNetError: Check failed: number of input images must be bigger "
+                              "than the batch size (it printed a traceback and was still running 5 s later)")
+    assert no_process_left(plan.run_id)

@@ -33,6 +33,14 @@ from reprokit.run.procscan import kill_run_processes
 
 POLL_INTERVAL_S = 0.05
 TERMINATE_GRACE_S = 3.0
+# A role that printed a Python traceback but still runs after this long (MXNet work pending, a kvstore that never
+# lets go) has failed: our scripts end themselves at once (role_exit.py), others may not.
+RAISED_GRACE_S = 5.0
+ERROR_QUOTE_CHARS = 300  # a role's error line, as the failure line quotes it
+_TRACEBACK = "Traceback (most recent call last):"
+# The last line of a Python traceback ("mxnet.base.MXNetError: ..."), or a C++ check MXNet reports inside one.
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception)): (.+)$")
+_CHECK_FAILED = re.compile(r"(Check failed: .+)$")
 # Once every worker has finished, servers and the scheduler normally exit
 # within milliseconds; past this they are torn down.
 FINISH_GRACE_S = 30.0
@@ -70,6 +78,29 @@ class OutputSink:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.finish = re.compile(finish_pattern) if finish_pattern else None
         self.done: set[str] = set()  # roles whose output matched finish_pattern
+        self.raised_at: dict[str, float] = {}  # role -> when it printed a traceback (time.monotonic)
+        self.errors: dict[str, str] = {}  # role -> the last error line it printed
+
+    def last_error(self, role: str) -> str:
+        with self.lock:
+            return self.errors.get(role, "")
+
+    def raised(self) -> dict[str, float]:
+        with self.lock:
+            return dict(self.raised_at)
+
+    def _note_error(self, role: str, line: str) -> None:
+        text = line.strip()
+        if text.startswith(_TRACEBACK):
+            self.raised_at.setdefault(role, time.monotonic())
+            return
+        match = _ERROR_LINE.match(text)
+        if match and not match.group(2).startswith(_TRACEBACK):
+            self.errors[role] = f"{match.group(1)}: {match.group(2)}"[:ERROR_QUOTE_CHARS]
+            return
+        check = _CHECK_FAILED.search(text)
+        if check and role in self.raised_at:  # MXNetError's message comes after its own C++ traceback
+            self.errors[role] = f"MXNetError: {check.group(1)}"[:ERROR_QUOTE_CHARS]
 
     def _show(self, text: str) -> None:
         """To the console while there is one: a closed terminal or pipe (the reader was killed) must not stop
@@ -102,6 +133,7 @@ class OutputSink:
                     with self.lock:
                         if self.finish is not None and self.finish.search(line):
                             self.done.add(role.name)
+                        self._note_error(role.name, line)
                         self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
                         if self.watch is not None:
                             self.watch(role, line)
@@ -209,13 +241,15 @@ def supervise(
     stop: StopRequest | None = None,
     clock: Callable[[], float] = time.monotonic,
     finished: Callable[[], set[str]] | None = None,
+    output: OutputSink | None = None,
 ) -> Outcome:
     """Start all roles, watch them, and always tear down what is left.
 
     ``finished``: the roles that printed the plan's finish_pattern (the authors' scripts' end of training). When
     every worker has, the run counts as done: roles still running the plan's finish_grace_s later are torn down with a
     warning (the authors' builds can wait forever in their KVStoreDist destructor after training; under MXNet 1.9.1's
-    P3 van, workers and servers never exit).
+    P3 van, workers and servers may never exit). ``output``: the roles' output, for the error line a failed role
+    printed last, and for a role that printed a traceback but still runs RAISED_GRACE_S later (it has failed).
     """
     stop = stop or StopRequest()
     begin = clock()
@@ -242,10 +276,19 @@ def supervise(
             now = clock()
             codes = {p.role.name: p.poll() for p in procs}
             failed = next((p for p in procs if codes[p.role.name] not in (None, 0)), None)
+            raised = output.raised() if output is not None else {}
+            stuck = next((p for p in procs if codes[p.role.name] is None and p.role.name in raised
+                          and time.monotonic() - raised[p.role.name] > RAISED_GRACE_S), None)
             if failed is not None:
                 code = codes[failed.role.name]
-                outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}",
-                                  failed.role.name, failed.role.host)
+                error = output.last_error(failed.role.name) if output is not None else ""
+                outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}"
+                                         + (f": {error}" if error else ""), failed.role.name, failed.role.host)
+            elif stuck is not None:
+                error = output.last_error(stuck.role.name) or "a Python traceback"
+                outcome = Outcome(False, f"{stuck.role.name} on {stuck.role.host}: {error} (it printed a traceback and "
+                                         f"was still running {RAISED_GRACE_S:g} s later)", stuck.role.name,
+                                  stuck.role.host)
             elif stop.reason:
                 outcome = Outcome(False, f"run {stop.reason}; every role was torn down", interrupted=True)
             elif all(code == 0 for code in codes.values()) and len(procs) == len(plan.roles):
@@ -321,7 +364,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
         return Outcome(False, str(exc))
     with held:
         plan.scheduler_port = held.getsockname()[1]
-        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None)
+        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None, output=sink)
     outcome.scheduler_port = plan.scheduler_port
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)

@@ -1,0 +1,98 @@
+"""A worker whose training raises ends at once, non-zero, with MXNet work pending and its peers waiting
+(program/p3/role_exit.py), in the engine's interpreter."""
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+
+RAISE_MID_TRAINING = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import role_exit
+import mxnet as mx  # the scheduler and server roles serve here
+
+def main():
+    kv = mx.kv.create("dist_sync")
+    arrays = [mx.nd.ones((1000, 1000)) for _ in range(8)]
+    kv.init(list(range(8)), arrays)
+    if os.environ["DMLC_WORKER_ID"] == "1":  # the process the test watches (ranks are the scheduler's choice)
+        for _ in range(50):  # work pending in the engine when the error comes
+            arrays[0] = mx.nd.dot(arrays[0], arrays[1])
+        raise ValueError("number of input images must be bigger than the batch size")
+    for i, array in enumerate(arrays):
+        kv.pushpull(i, array)  # waits for worker 1, which never pushes
+    mx.nd.waitall()
+    return 0
+
+if sys.argv[2] == "guarded":
+    role_exit.run(main)
+else:
+    sys.exit(main())
+"""
+
+
+@pytest.fixture(scope="module")
+def engine_python():
+    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
+    if not python:
+        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the Python interpreter of the MXNet engine")
+    return python
+
+
+def start_job(python, tmp_path, mode):
+    script = tmp_path / "raise.py"
+    script.write_text(RAISE_MID_TRAINING)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(port), "DMLC_NUM_SERVER": "1",
+           "DMLC_NUM_WORKER": "2", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1"}
+    roles = [{"DMLC_ROLE": "scheduler"}, {"DMLC_ROLE": "server"}, {"DMLC_ROLE": "worker", "DMLC_WORKER_ID": "0"},
+             {"DMLC_ROLE": "worker", "DMLC_WORKER_ID": "1"}]
+    return [subprocess.Popen([python, str(script), str(P3_DIR), mode], env={**env, **role}, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for role in roles]
+
+
+def end(procs):
+    """Kill what is left; each process's stderr ends up in ``stderr_text``."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+    for proc in procs:
+        proc.stderr_text = proc.communicate(timeout=30)[1]
+
+
+def wait_exit(proc, timeout):
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return proc.returncode
+
+
+def test_a_worker_that_raises_exits_at_once_with_its_error(engine_python, tmp_path):
+    procs = start_job(engine_python, tmp_path, "guarded")
+    try:
+        began = time.monotonic()
+        code = wait_exit(procs[3], timeout=60)
+        took = time.monotonic() - began
+    finally:
+        end(procs)
+    err = procs[3].stderr_text
+    assert code == 1 and took < 30, err[-2000:]
+    assert err.rstrip().splitlines()[-1] == "ValueError: number of input images must be bigger than the batch size"
+
+
+def test_without_it_the_raised_worker_stays_alive(engine_python, tmp_path):
+    """Why role_exit exists: left to Python, the same worker is still there long after its traceback."""
+    procs = start_job(engine_python, tmp_path, "plain")
+    try:
+        assert wait_exit(procs[3], timeout=20) is None
+    finally:
+        end(procs)
