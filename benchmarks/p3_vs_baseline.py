@@ -56,8 +56,8 @@ def ck(*args: str) -> subprocess.CompletedProcess:
 
 def run(run_dir: Path, *args: str) -> dict:
     """The run's unified result (p3-result.json); a failed run counts as no measurement and is said."""
-    ck("run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
-       *args)
+    ck_cli("run", "program:p3", f"--tmp_dir={run_dir}", "--out=json_file", f"--out_file={run_dir / 'ck.json'}",
+           *args, env=ENV, check=False)  # a failed run exits non-zero; its result says why
     result = json.loads((run_dir / "p3-result.json").read_text())
     if not result.get("run_success"):
         print(f"  FAILED {run_dir.name}: {result.get('failure_reason')}", flush=True)

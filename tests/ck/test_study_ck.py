@@ -50,7 +50,7 @@ def fingerprint(paths):
 
 def test_sweep_killed_between_and_during_runs_resumes_without_losing_or_rewriting_anything(ck, tmp_path):
     store = tmp_path / "store"
-    args = ["reproduce", STUDY, f"--store={store}", "--models=resnet", "--repetitions=1", *TINY]
+    args = ["reproduce", STUDY, f"--store={store}", "--models=resnet", "--variants=baseline,p3", "--repetitions=1", *TINY]
 
     # 1. SIGKILL between runs: as soon as the first record is stored.
     sweep = ck.popen(*args, new_session=True)
@@ -201,7 +201,7 @@ def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp
         ck("rm", "machine:stb2", "--force")
     assert "testbed stb2: each host's egress is limited with tc" in output
     stored = [json.loads(p.read_text()) for p in records_in(store).values()]
-    assert sorted(r["config"]["variant"] for r in stored) == ["baseline", "p3"]
+    assert sorted(r["config"]["variant"] for r in stored) == ["baseline", "baseline-worker-update", "p3"]
     for r in stored:
         assert r["status"] == "ok", r["failure_reason"]
         assert r["provenance"]["bandwidth_shaped"] is True and r["config"]["bandwidth"] == "300mbit"
@@ -240,7 +240,7 @@ def test_quick_on_a_testbed_probes_chooses_bandwidths_records_timelines_and_draw
     assert (store / choice["probe_run"] / "p3-result.json").exists()
     stored = [json.loads(p.read_text()) for p in records_in(store).values()]
     assert sorted((r["config"]["bandwidth"], r["config"]["variant"]) for r in stored) == \
-        sorted((b, v) for b in choice["bandwidths"] for v in ("baseline", "p3"))
+        sorted((b, v) for b in choice["bandwidths"] for v in ("baseline", "baseline-worker-update", "p3"))
     for r in stored:
         assert r["status"] == "ok", r["failure_reason"]
         assert r["provenance"]["env_overrides"]["TIMELINE"] == "1" and r["result"]["timelines"]
