@@ -225,3 +225,13 @@ def test_plain_values_pass_and_quoted_scripts_allow_inner_spaces():
     assert shell_hazard(" leading", spaces_quoted=True) == "a space (word splitting)"  # CK quotes from the 2nd character
     with pytest.raises(UserError, match="setting name 'A;B' is not a name"):
         plain_setting("A;B", "1", "why")
+
+
+def test_an_unknown_setting_is_named_with_the_likely_one_and_engine_variables_pass():
+    from reprokit.ck.program import unknown_setting
+
+    known = ["BATCH_SIZE", "P3_SLICE_SIZE", "SEED", "VARIANT"]
+    assert unknown_setting(["SEED", "BATCH_SZIE"], known) == (
+        "unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in the README, 'Run settings'")
+    assert unknown_setting(["FOO"], known).startswith("unknown setting FOO; program:p3's settings are BATCH_SIZE, ")
+    assert unknown_setting(["MXNET_ENGINE_TYPE", "OMP_WAIT_POLICY", "VARIANT"], known) is None

@@ -18,13 +18,15 @@ SIGINT/SIGTERM/SIGHUP go to the launcher (``run.lifeline``).
 """
 from __future__ import annotations
 
+import difflib
 import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
-from reprokit.ck.script import run_arguments, run_batch_name
+from reprokit.ck.script import run_arguments, run_batch_name, user_settings
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -83,14 +85,37 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
                       run_dir=str(run_dir) if run_dir else None)
 
 
-def refuse_shell_syntax(env: dict, ours: dict, run_dir: Path) -> None:
-    """Stop ck before its run script runs when a setting (or a path of ours beside them) holds shell syntax."""
+# Settings a user may pass through to the engine's processes besides the program's own (its run_vars).
+PASS_THROUGH = ("MXNET_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "CK_")
+
+
+def unknown_setting(given: Iterable[str], known: Iterable[str]) -> str | None:
+    """Why the first setting no program setting or pass-through prefix knows is refused (with the likeliest
+    meant), or None."""
+    known = sorted(known)
+    for name in given:
+        if name in known or name.startswith(PASS_THROUGH):
+            continue
+        meant = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if meant:
+            return f"unknown setting {name} (did you mean {meant[0]}?); the settings are in the README, 'Run settings'"
+        return (f"unknown setting {name}; program:p3's settings are {', '.join(known)}, and variables starting "
+                f"{', '.join(PASS_THROUGH)} pass through to the engine")
+    return None
+
+
+def refuse_bad_settings(env: dict, ours: dict, run_dir: Path, known: Iterable[str] = ()) -> None:
+    """Stop ck before its run script runs when a setting (or a path of ours beside them) holds shell syntax, or
+    when the user gave a setting nobody knows (a typo would otherwise run with the default)."""
     try:
         for name, value in env.items():
             plain_setting(str(name), value, SCRIPT_WRITES_SETTINGS)
         for name, value in ours.items():
             plain_setting(name, value, SCRIPT_WRITES_PATHS)
         plain_setting("run_batch_name", run_batch_name(), SCRIPT_RUNS_BY_NAME)
+        why = unknown_setting(user_settings(), known)
+        if why:
+            raise UserError(why)
         arguments = run_arguments()  # `ck run ... -- ARGS`: appended to the run command (see ck/script.py)
         if arguments:
             raise UserError(f"program:p3 takes no arguments after -- (got {arguments!r}), and stock CK would append "
@@ -124,7 +149,7 @@ def preprocess(i: dict) -> dict:
         (run_dir / stale).unlink(missing_ok=True)
     ours = {"REPROKIT_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR),
             lifeline.CK_PROCESS_ENV: process_identity(os.getpid()) or ""}
-    refuse_shell_syntax(i.get("env", {}), ours, run_dir)
+    refuse_bad_settings(i.get("env", {}), ours, run_dir, known=(i.get("meta") or {}).get("run_vars", {}))
     lifeline.clear(run_dir)
     lifeline.forward_stops(run_dir)
     try:

@@ -43,6 +43,17 @@ def run_arguments() -> str:
     return str(ck_locals("process_in_dir", "program").get("sunparsed", "") or "")
 
 
+def user_settings() -> dict:
+    """The `--env.NAME=VALUE` of the running `ck run`, as the user gave them (CK's ``run`` input), not merged with
+    the program's run_vars and its dependencies' variables as the hooks see them."""
+    found = ck_locals("run", "program").get("i")
+    if not isinstance(found, dict):
+        return {}
+    # The CLI gives each as a key "env.NAME"; callers of ck.access may pass an "env" dict instead.
+    given = {key[len("env."):]: value for key, value in found.items() if key.startswith("env.")}
+    return {**dict(found.get("env") or {}), **given}
+
+
 def run_batch_name() -> str:
     """`ck run --run_batch_name=FILE`: the run script's name, which CK puts unquoted into `bash -c "... . FILE"`."""
     return str(ck_locals("process_in_dir", "program").get("rbn", "") or "")
