@@ -43,7 +43,7 @@ def test_the_study_entrys_figures_hold_only_for_its_own_run_size_and_profile():
     quick = study().quick
     own = forecast(runs_of("vgg", 3) + runs_of("resnet", 2), [], EMBEDDED, "smoke", QUICK_ENV, quick)
     assert (own.seconds, own.unknown) == (3 * 30 + 2 * 20, 0)
-    assert own.basis[0].startswith("vgg: 3 run(s), 30s each from the study entry (README 'Measured figures'")
+    assert own.basis[0] == "vgg: 3 run(s), 30s each from the study entry's run_seconds"
     bigger = forecast(runs_of("vgg", 3), [], EMBEDDED, "smoke", {**QUICK_ENV, "NUM_BATCHES": "40"}, quick)
     assert (bigger.seconds, bigger.unknown) == (0, 3)
     assert bigger.line() == ("3 run(s), no estimate (nothing to estimate from); 3 run(s) without an estimate (no "

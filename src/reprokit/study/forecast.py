@@ -130,7 +130,7 @@ def forecast(runs: Sequence[RunConfig], records: Sequence[Record], target: Targe
             seconds = probe_estimate(probe_of[run.model], run.bandwidth, batches[run.model])
             source = "its probe plus the shaped link's wire time"
         if seconds is None and run.model in study_seconds:
-            seconds, source = study_seconds[run.model], f"the study entry ({matrix.run_seconds_source})"
+            seconds, source = study_seconds[run.model], "the study entry's run_seconds"  # its meta gives their source
         if seconds is None:
             unknown += 1
             continue
