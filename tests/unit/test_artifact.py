@@ -165,6 +165,19 @@ def _zip_bytes(names: list[str]) -> bytes:
     return buffer.getvalue()
 
 
+def test_an_unreachable_clone_names_the_offline_way(tmp_path):
+    from reprokit.engines.artifact import GitSource, fetch_git
+
+    steps = Steps(tmp_path / "log.txt", io.StringIO())
+    with pytest.raises(InstallError) as err:
+        fetch_git(GitSource(str(tmp_path / "no-such-repository")), tmp_path / "clone", steps, step="sockeye",
+                  setting="SOCKEYE_URL")
+    message = str(err.value)
+    assert message.startswith("step sockeye failed: git exited with code 128")
+    assert message.endswith("; no network or the source unreachable? give a local copy with --env.SOCKEYE_URL=PATH "
+                            "(a git clone)")
+
+
 def test_zip_with_a_path_outside_its_folder_is_refused(tmp_path):
     archive = tmp_path / "evil.zip"
     archive.write_bytes(_zip_bytes(["top/ok.txt", "../escaped.txt"]))
@@ -193,7 +206,8 @@ def test_download_cut_short_by_the_server_is_a_fetch_step_error(tmp_path):
                          tmp_path / "whole", steps) == "c647954"
         with pytest.raises(InstallError, match="step fetch failed: .*cut short"):
             fetch_zip(ZipSource(server.url("cut.zip")), tmp_path / "cut.zip", tmp_path / "cut", steps)
-        with pytest.raises(InstallError, match="step fetch failed: cannot download .*HTTP 404"):
+        with pytest.raises(InstallError, match="step fetch failed: cannot download .*HTTP 404.*; no network or the "
+                                               "source unreachable\\? give a local copy with --env.PACKAGE_URL=PATH"):
             fetch_zip(ZipSource(server.url("missing.zip")), tmp_path / "missing.zip", tmp_path / "none", steps)
     assert (tmp_path / "whole" / "a.txt").exists() and not (tmp_path / "cut").exists()
 

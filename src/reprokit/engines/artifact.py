@@ -280,7 +280,14 @@ class Steps:
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/true", "GCM_INTERACTIVE": "never"}
 
 
-def fetch_git(source: GitSource, dest: Path, steps: Steps, step: str = "fetch") -> tuple[str, list[str]]:
+def offline_hint(setting: str) -> str:
+    """What an install that cannot reach its source says: the offline way."""
+    copy = "a git clone, or the Zenodo zip" if setting == "PACKAGE_URL" else "a git clone"
+    return f"; no network or the source unreachable? give a local copy with --env.{setting}=PATH ({copy})"
+
+
+def fetch_git(source: GitSource, dest: Path, steps: Steps, step: str = "fetch",
+              setting: str = "PACKAGE_URL") -> tuple[str, list[str]]:
     """Clone without checkout, then check out the wanted branch or commit (and submodules).
 
     Returns the commit checked out and the files the checkout could not write:
@@ -292,7 +299,10 @@ def fetch_git(source: GitSource, dest: Path, steps: Steps, step: str = "fetch") 
     argv = ["git", "clone", "--no-checkout"]
     if source.branch:
         argv += ["--branch", source.branch]
-    steps.run(step, argv + ["--", source.url, str(dest)], dest.parent, FETCH_TIMEOUT_S, env)
+    try:
+        steps.run(step, argv + ["--", source.url, str(dest)], dest.parent, FETCH_TIMEOUT_S, env)
+    except InstallError as exc:
+        raise InstallError(f"{exc}{offline_hint(setting)}") from None
     if source.commit:
         steps.run(step, ["git", "checkout", "--detach", source.commit], dest, STEP_TIMEOUT_S, env)
     else:
@@ -320,7 +330,7 @@ def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str
         steps.say(f"artifact: [fetch] md5 verified ({md5})" if source.md5 else f"artifact: [fetch] md5 {md5}")
         top = extract_zip(archive, staging / "unpacked")
     except UserError as exc:
-        raise InstallError(f"step fetch failed: {exc}") from None
+        raise InstallError(f"step fetch failed: {exc}{offline_hint('PACKAGE_URL')}") from None
     if source.top_dir and top.name != source.top_dir:
         raise InstallError(f"step unpack failed: expected the top folder {source.top_dir} in the archive, found "
                            f"{top.name}; is --env.PACKAGE_URL the artifact (or set --env.PACKAGE_TOP_DIR)?")
@@ -334,7 +344,7 @@ def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str
 def ship_sockeye(source: GitSource, tree: Path, staging: Path, steps: Steps) -> dict:
     """Copy ``example/sockeye`` from ``source`` into a tree that lacks it; returns where it came from."""
     clone = staging / "sockeye-source"
-    commit, missing = fetch_git(source, clone, steps, step="sockeye")
+    commit, missing = fetch_git(source, clone, steps, step="sockeye", setting="SOCKEYE_URL")
     if not (clone / SOCKEYE_DIR / "source" / "sockeye" / "train.py").is_file():
         raise InstallError(f"step sockeye failed: {source.url} ({source.branch or 'default branch'}) has no "
                            f"{SOCKEYE_DIR}/source/sockeye/train.py; check --env.SOCKEYE_URL and --env.SOCKEYE_BRANCH; "
