@@ -158,15 +158,6 @@ def test_missing_engine_names_the_install_command(bare_ck, tmp_path):
     assert "Traceback" not in output
 
 
-def test_without_the_exit_code_flag_failure_is_in_run_success(ck, tmp_path):
-    """Stock CK exits 0 for a failed run; scripts read misc.run_success (see README)."""
-    out_file = tmp_path / "out.json"
-    proc = ck("run", "program:p3", "--cmd_key=resnet", "--env.BATCH_SIZE=0", f"--tmp_dir={tmp_path}",
-              "--out=json_file", f"--out_file={out_file}", timeout=120)
-    assert proc.returncode == 0
-    assert json.loads(out_file.read_text())["misc"]["run_success"] == "no"
-
-
 def test_the_original_workflows_names_reach_the_same_entries(ck, tmp_path):
     """program:sysml19-p3 and soft:sysml19-p3 (the original workflow's names) are ours under a second name."""
     proc = ck("run", "program:sysml19-p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=11",

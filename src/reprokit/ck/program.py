@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
-from reprokit.ck.script import run_arguments, run_batch_name, user_settings
+from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, user_settings
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -188,4 +188,6 @@ def postprocess(i: dict) -> dict:
             result = Result.failed(f"the run wrote no {RESULT_FILE} in {run_dir}")
             print(f"p3: FAILED: {result.failure_reason}", flush=True)
     result.run_folder = str(run_dir)
+    if not result.run_success:
+        exit_with_the_programs_code()  # a failed run exits non-zero (1; 130 when interrupted) without CK's flag
     return {"return": 0, "characteristics": result.to_dict()}

@@ -65,3 +65,15 @@ def refuse_shell_syntax_in_labels(i: dict, why: str) -> None:
     for tag in i.get("tags") or []:
         plain_setting("tag", tag, why)
     plain_setting("version", i.get("version") or "", why, spaces_quoted=True)
+
+
+def exit_with_the_programs_code() -> bool:
+    """Make the running `ck run` exit with the program's own exit code, as `--treat_return_code_as_exit_code=yes`
+    does: stock CK's program module exits 0 whatever the program did, and reads that flag from its ``run``
+    function's input (``i``) only after the postprocess returned, so the postprocess sets it there. Returns
+    whether that frame was found (not under other callers, e.g. CK's pipeline)."""
+    found = ck_locals("run", "program").get("i")
+    if not isinstance(found, dict):
+        return False
+    found["treat_return_code_as_exit_code"] = "yes"
+    return True
