@@ -10,7 +10,7 @@ def test_a_refused_setting_exits_2_and_still_writes_cks_output(ck, tmp_path, fla
     proc = ck("run", "program:p3", "--cmd_key=resnet", "--env.BATCH_SIZE=0", f"--tmp_dir={tmp_path}",
               "--out=json_file", f"--out_file={out_file}", *flag, timeout=120)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "p3: error: BATCH_SIZE must be at least 1, got 0; fix it with --env.BATCH_SIZE=N" in proc.stdout
+    assert "p3: error: BATCH_SIZE must be at least 1, got 0; fix it with --env.BATCH_SIZE=N" in proc.stdout + proc.stderr
     assert json.loads(out_file.read_text())["misc"]["run_success"] == "no"
 
 
