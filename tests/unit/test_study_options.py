@@ -129,7 +129,7 @@ def test_a_quick_sweep_forecasts_its_runs_and_records_the_forecast_and_why(tmp_p
     expected = sweep.forecast  # nothing stored yet: the study entry's seconds per run (resnet 20, vgg 30)
     assert (expected.runs, expected.unknown, expected.seconds, expected.budget_s) == (18, 0, 9 * 20 + 9 * 30, 1800)
     assert not expected.over_budget
-    assert expected.line().startswith("18 run(s), about 7m30s (resnet: 9 run(s), 20s each from the study entry (")
+    assert expected.line().startswith("18 run(s), about 7m30s (resnet: 9 run(s), 20s each from the study entry's run_seconds; ")
     assert expected.line().endswith("; within the 30m00s this matrix aims at")
     stored = json.loads(store.sweep_path(sweep.sweep_id).read_text())
     assert stored["why"] == sweep.why and stored["forecast"]["seconds"] == 450 and Sweep.from_dict(stored) == sweep
