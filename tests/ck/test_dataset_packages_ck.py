@@ -175,7 +175,7 @@ def test_the_ready_set_served_from_a_conversion_indexes_as_im2rec_did_and_a_run_
     assert (v[f"{RECORDIO_ENV}_IMAGES"], v[f"{RECORDIO_ENV}_CLASSES"]) == ("76", "4")  # 80 images at ratio 0.95
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    proc, _ = cli.run_p3(run_dir, "--cmd_key=resnet", "--env.VARIANT=baseline", "--env.BATCH_SIZE=8",
+    proc, _ = cli.run_p3(run_dir, "--cmd_key=resnet", "--env.DATA=recordio", "--env.VARIANT=baseline", "--env.BATCH_SIZE=8",
                          "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2")
     result = json.loads((run_dir / "p3-result.json").read_text())
     assert proc.returncode == 0 and result["run_success"], proc.stdout[-3000:] + json.dumps(result)

@@ -156,9 +156,9 @@ def test_conversion_registers_rec_and_idx_whose_records_read_back(data_ck, ck):
     assert read["shorter_edges"] == [480]  # --resize 480
 
 
-def test_a_run_reads_the_converted_recordio_and_says_so(data_ck, tmp_path):
-    proc, out = data_ck.run_p3(tmp_path, "--cmd_key=resnet", "--env.VARIANT=baseline", "--env.BATCH_SIZE=8",
-                               "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2")
+def test_a_run_reads_the_converted_recordio_when_asked_and_says_so(data_ck, tmp_path):
+    proc, out = data_ck.run_p3(tmp_path, "--cmd_key=resnet", "--env.DATA=recordio", "--env.VARIANT=baseline",
+                               "--env.BATCH_SIZE=8", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2")
     result = json.loads((tmp_path / "p3-result.json").read_text())
     assert proc.returncode == 0 and result["run_success"], proc.stdout[-3000:] + json.dumps(result)
     assert result["data"] == "imagenet-synthetic"
@@ -167,6 +167,21 @@ def test_a_run_reads_the_converted_recordio_and_says_so(data_ck, tmp_path):
     assert spec["data"]["rec"] == env["meta"]["env"][f"{RECORDIO_ENV}_REC"]
     for log in sorted((tmp_path / "logs").glob("worker-*.log")):
         assert "ImageRecordIter part" in log.read_text()
+
+
+def test_a_registered_set_never_changes_the_default_and_too_small_a_one_is_refused_before_launch(data_ck, tmp_path):
+    """The conversion holds 285 images: the default still runs on generated batches; asked for with a batch
+    larger than each worker's share (285 // 2 = 142), it is refused in one line, exit 2, no role started."""
+    default_dir, small_dir = tmp_path / "default", tmp_path / "small"
+    proc, _ = data_ck.run_p3(default_dir, "--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2")
+    result = json.loads((default_dir / "p3-result.json").read_text())
+    assert proc.returncode == 0 and result["run_success"] and result["data"] == "synthetic", proc.stdout[-3000:]
+    assert "data synthetic (generated; --env.DATA names registered data)" in proc.stdout  # the plan line
+    proc, _ = data_ck.run_p3(small_dir, "--cmd_key=resnet", "--env.DATA=recordio", "--env.BATCH_SIZE=150")
+    [line] = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith("p3: error:")]
+    assert proc.returncode == 2 and "holds 285 images, 142 per worker, fewer than one batch of 150" in line
+    assert "--env.BATCH_SIZE=142 or less" in line and "Traceback" not in proc.stdout + proc.stderr
+    assert not (small_dir / "logs").exists()  # nothing was launched
 
 
 def test_data_recordio_without_a_conversion_fails_in_one_line(ck, tmp_path):

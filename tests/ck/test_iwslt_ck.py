@@ -77,7 +77,7 @@ def test_a_sockeye_run_reads_the_registered_corpus_and_says_so(ck, tmp_path):
     cli("install", "package:dataset-iwslt15-en-vi-synthetic", "--env.TRAIN_PAIRS=200", "--quiet", check=True)
     [corpus] = envs(cli)
     run_dir = tmp_path / "run"
-    proc, out = cli.run_p3(run_dir, "--cmd_key=sockeye", "--env.BATCH_SIZE=8", "--env.NUM_BATCHES=7",
+    proc, out = cli.run_p3(run_dir, "--cmd_key=sockeye", "--env.DATA=iwslt15", "--env.BATCH_SIZE=8", "--env.NUM_BATCHES=7",
                            "--env.DISP_BATCHES=2")
     result = json.loads((run_dir / "p3-result.json").read_text())
     assert proc.returncode == 0 and result["run_success"], proc.stdout[-3000:]
@@ -86,3 +86,10 @@ def test_a_sockeye_run_reads_the_registered_corpus_and_says_so(ck, tmp_path):
     command = spec["plan"]["command"]
     assert command[command.index("--data-dir") + 1] == corpus["meta"]["env"][ENV]
     assert "corpus" not in {p.name for p in (run_dir / "sockeye-worker-0").iterdir()}  # nothing generated
+
+    # A batch larger than the corpus (each Sockeye worker reads all of it) is refused before any role starts.
+    small_dir = tmp_path / "small"
+    proc, _ = cli.run_p3(small_dir, "--cmd_key=sockeye", "--env.DATA=iwslt15", "--env.BATCH_SIZE=300")
+    [line] = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith("p3: error:")]
+    assert proc.returncode == 2 and "holds 200 sentence pairs fewer than one batch of 300 per worker" in line
+    assert not (small_dir / "logs").exists()

@@ -176,7 +176,8 @@ def test_the_most_real_then_newest_conversion_is_read(tmp_path):
     synthetic = recordio_entry(tmp_path, "s1", KIND_SYNTHETIC, "2026-03-01T00:00:00+00:00")
     old_min = recordio_entry(tmp_path, "m1", KIND_MIN, "2026-01-01T00:00:00+00:00")
     new_min = recordio_entry(tmp_path, "m2", KIND_MIN, "2026-02-01T00:00:00+00:00")
-    chosen = choose_recordio([synthetic, old_min, new_min])
+    assert choose_recordio([synthetic, old_min, new_min]) is None  # the default reads none of them
+    chosen = choose_recordio([synthetic, old_min, new_min], mode="recordio")
     assert (chosen.name, chosen.env_uid, chosen.images) == (KIND_MIN, "m2", 95)
     assert chosen.train_args() == ["--data-train", chosen.rec, "--data-train-idx", chosen.idx, "--data-images", "95"]
     assert choose_recordio([synthetic, new_min], pinned="s1").name == KIND_SYNTHETIC
@@ -186,7 +187,7 @@ def test_the_most_real_then_newest_conversion_is_read(tmp_path):
 
 def test_dataset_choice_refuses_bad_input_in_one_line(tmp_path):
     entry = recordio_entry(tmp_path, "s1", KIND_SYNTHETIC)
-    with pytest.raises(UserError, match="unknown DATA 'imagenet' for image models; valid ones: auto, synthetic, recordio"):
+    with pytest.raises(UserError, match="unknown DATA 'imagenet' for image models; valid ones: synthetic, recordio"):
         choose_recordio([entry], mode="imagenet")
     with pytest.raises(UserError, match="DATASET_ENV=nope is not a registered env entry"):
         choose_recordio([entry], pinned="nope")
@@ -195,7 +196,8 @@ def test_dataset_choice_refuses_bad_input_in_one_line(tmp_path):
     with pytest.raises(UserError, match="drop one of them"):
         choose_recordio([entry], mode="synthetic", pinned="s1")
     Path(entry.variables[f"{RECORDIO_ENV}_REC"]).unlink()
-    assert choose_recordio([entry]) is None  # removed files: not usable, synthetic batches instead
+    with pytest.raises(UserError, match="DATA=recordio needs a converted ImageNet train set"):
+        choose_recordio([entry], mode="recordio")  # its files were removed: not usable
     with pytest.raises(UserError, match="files of env s1 are gone"):
         choose_recordio([entry], pinned="s1")
 
@@ -248,3 +250,23 @@ def test_the_ready_set_from_a_local_folder_is_linked_not_copied_and_swapped_in_w
         fetch_ready(str(source), tmp_path / "install", progress=lambda message: None)
     assert sorted(p.name for p in (tmp_path / "install").iterdir()) == ["recordio"]
     assert read_manifest(tmp_path / "install")["images"] == 8  # the earlier set, untouched
+
+
+def test_a_registered_set_smaller_than_a_batch_per_worker_is_refused_before_launch():
+    from reprokit.run.spec import RunData
+
+    images = RunData("imagenet-min", rec="t.rec", env_uid="u1", samples=12, unit="images", split=True)
+    images.check_feeds_every_worker(batch_size=6, workers=2)  # 6 each: one batch each
+    with pytest.raises(UserError) as err:
+        images.check_feeds_every_worker(batch_size=8, workers=2)
+    assert str(err.value) == ("the data set imagenet-min (env u1) holds 12 images, 6 per worker, fewer than one batch "
+                              "of 8 per worker; use --env.BATCH_SIZE=6 or less, a larger set, or --env.DATA=synthetic")
+    with pytest.raises(UserError, match="use at most 12 workers"):
+        images.check_feeds_every_worker(batch_size=1, workers=13)
+    corpus = RunData("iwslt15-synthetic", env_uid="c1", samples=20, unit="sentence pairs")  # every worker reads all
+    corpus.check_feeds_every_worker(batch_size=20, workers=8)
+    with pytest.raises(UserError, match="holds 20 sentence pairs fewer than one batch of 32 per worker"):
+        corpus.check_feeds_every_worker(batch_size=32, workers=1)
+    RunData().check_feeds_every_worker(batch_size=10**6, workers=64)  # generated data never runs out
+    assert RunData().describe() == "data synthetic (generated; --env.DATA names registered data)"
+    assert images.describe() == "data imagenet-min (12 images, env u1)"

@@ -48,14 +48,15 @@ def entry(tmp_path: Path, uid: str, kind: str) -> EnvEntry:
 
 def test_the_real_corpus_is_preferred_and_data_synthetic_reads_none(tmp_path):
     entries = [entry(tmp_path, "s1", KIND_SYNTHETIC), entry(tmp_path, "r1", KIND_REAL)]
-    assert choose_corpus(entries).env_uid == "r1"
+    assert choose_corpus(entries) is None  # the default reads none of them
+    assert choose_corpus(entries, mode="iwslt15").env_uid == "r1"
     assert choose_corpus(entries, pinned="s1").name == KIND_SYNTHETIC
     assert choose_corpus(entries, mode="synthetic") is None
     assert choose_corpus([]) is None  # generated per worker
 
 
 @pytest.mark.parametrize("mode,pinned,message", [
-    ("recordio", "", "unknown DATA 'recordio' for sockeye; valid ones: auto, synthetic, iwslt15"),
+    ("recordio", "", "unknown DATA 'recordio' for sockeye; valid ones: synthetic, iwslt15"),
     ("iwslt15", "", "DATA=iwslt15 needs a registered IWSLT15 en-vi corpus"),
     ("", "nope", "DATASET_ENV=nope is not a registered env entry with tags dataset,iwslt15,en-vi"),
     ("synthetic", "x", "DATA=synthetic reads no dataset, but DATASET_ENV=x pins one"),

@@ -235,3 +235,17 @@ def test_an_unknown_setting_is_named_with_the_likely_one_and_engine_variables_pa
         "unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in the README, 'Run settings'")
     assert unknown_setting(["FOO"], known).startswith("unknown setting FOO; program:p3's settings are BATCH_SIZE, ")
     assert unknown_setting(["MXNET_ENGINE_TYPE", "OMP_WAIT_POLICY", "VARIANT"], known) is None
+
+
+@pytest.mark.parametrize("engine", [RunEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""),
+                                    RunEngine("sysml19-p3@c647954", "/usr/bin/python3", "e1", build="p3",
+                                              tree="/opt/p3")])
+def test_every_engine_refuses_a_set_smaller_than_a_batch_per_worker_before_any_role_starts(engine):
+    """The check is in build_spec, which every engine's plan goes through: a cluster of 3 workers, batch 32."""
+    data = {"hosts": ["a", "b", "c"]}
+    s = resolve("resnet", {"NUM_WORKERS": "3", "BATCH_SIZE": "32"}, "smoke")
+    small = RunData("imagenet-min", ["--data-train", "t.rec"], "t.rec", "u1", samples=80, unit="images", split=True)
+    with pytest.raises(UserError, match=r"holds 80 images, 26 per worker, fewer than one batch of 32 per worker"):
+        build_spec(s, engine, small, parse(data), data)
+    enough = RunData("imagenet-min", ["--data-train", "t.rec"], "t.rec", "u1", samples=96, unit="images", split=True)
+    assert build_spec(s, engine, enough, parse(data), data).data.samples == 96

@@ -52,9 +52,13 @@ def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
     generated data (synthetic batches, or the synthetic corpus each Sockeye worker writes) when none is chosen."""
     if image_model:
         found = choose_recordio(env_entries(RECORDIO_TAGS), mode, pinned)
-        return RunData(found.name, found.train_args(), found.rec, found.env_uid, found.images) if found else RunData()
+        if found is None:
+            return RunData()
+        return RunData(found.name, found.train_args(), found.rec, found.env_uid, found.images, "images", split=True)
     corpus = choose_corpus(env_entries(CORPUS_TAGS), mode, pinned)
-    return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid, corpus.train_pairs) if corpus else RunData()
+    if corpus is None:
+        return RunData()
+    return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid, corpus.train_pairs, "sentence pairs")
 
 
 def run_engine(settings: RunSettings, env: dict) -> RunEngine:

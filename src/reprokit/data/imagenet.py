@@ -270,7 +270,6 @@ TRAIN_TAGS = "dataset,imagenet,train,raw"
 RECORDIO_ENV = "CK_ENV_DATASET_IMAGENET_TRAIN_P3"  # env prefix of soft:dataset.imagenet.train.p3
 RECORDIO_TAGS = "dataset,imagenet,train-p3"  # the original program's dependency: dataset,imagenet,raw,train-p3
 RANK = {KIND_IMAGENET: 2, KIND_MIN: 1, KIND_SYNTHETIC: 0}  # when several are registered, the most real one wins
-DATA_MODES = ("auto", "synthetic", "recordio")
 TRAIN_INSTALL_HINT = ("install one with: ck install package:imagenet-2012-train-synthetic --quiet (synthetic, "
                       "a few MB), ck install package:imagenet-2012-train-min --quiet, or register a folder with: "
                       "ck detect soft:dataset.imagenet.train --search_dirs=DIR --quiet")
@@ -322,11 +321,11 @@ def choose_train_folder(entries: list[EnvEntry], pinned: str = "") -> TrainFolde
 def choose_recordio(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> RecordioData | None:
     """The converted train set a run reads, or None for synthetic batches.
 
-    ``mode`` (--env.DATA): auto (default) reads a registered conversion if there is
-    one; synthetic never does; recordio requires one. ``pinned`` (--env.DATASET_ENV)
-    picks a conversion by env UID; otherwise the most real kind, then the newest.
+    ``mode`` (--env.DATA): synthetic (default) reads none; recordio requires one.
+    ``pinned`` (--env.DATASET_ENV) picks a conversion by env UID (and implies recordio);
+    otherwise the most real kind, then the newest.
     """
-    mode = data_mode(mode, pinned, DATA_MODES, "image models")
+    mode = data_mode(mode, pinned, "recordio", "image models")
     if mode == "synthetic":
         return None
     usable = []
@@ -341,7 +340,6 @@ def choose_recordio(entries: list[EnvEntry], mode: str = "", pinned: str = "") -
         usable.append(((RANK[kind], v.get(f"{RECORDIO_ENV}_CONVERTED_AT", "")), data))
     return best_or_explain(
         usable, pinned, gone=f"the RecordIO files of env {pinned} are gone; convert again with: {RECORDIO_INSTALL}",
-        required=mode == "recordio",
         missing=f"DATA=recordio needs a converted ImageNet train set (CK env with tags {RECORDIO_TAGS}); "
                 f"convert one with: {RECORDIO_INSTALL}")
 

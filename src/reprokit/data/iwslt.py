@@ -129,10 +129,10 @@ def describe(folder: str | Path) -> Corpus:
 def choose_corpus(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> Corpus | None:
     """The corpus a Sockeye run reads, or None to generate the synthetic one per worker.
 
-    ``mode`` (--env.DATA): auto reads a registered corpus if there is one (the real
-    one before the synthetic one); synthetic never does; iwslt15 requires one.
+    ``mode`` (--env.DATA): synthetic (default) reads none; iwslt15 requires one (the
+    real corpus before the synthetic one); a pin (--env.DATASET_ENV) implies iwslt15.
     """
-    mode = data_mode(mode, pinned, ("auto", "synthetic", "iwslt15"), "sockeye")
+    mode = data_mode(mode, pinned, "iwslt15", "sockeye")
     if mode == "synthetic":
         return None
     usable = []
@@ -144,7 +144,6 @@ def choose_corpus(entries: list[EnvEntry], mode: str = "", pinned: str = "") -> 
         usable.append((RANK[corpus.name], Corpus(corpus.name, corpus.folder, corpus.train_pairs, entry.uid)))
     return best_or_explain(
         usable, pinned, gone=f"the corpus of env {pinned} is gone or damaged; {INSTALL_HINT}",
-        required=mode == "iwslt15",
         missing=f"DATA=iwslt15 needs a registered IWSLT15 en-vi corpus (CK env with tags {TAGS}); {INSTALL_HINT}")
 
 

@@ -18,9 +18,16 @@ class EnvEntry:
     customize: dict = field(default_factory=dict)  # what the soft setup recorded (version, ...)
 
 
-def data_mode(mode: str, pinned: str, valid: tuple[str, ...], workload: str) -> str:
-    """--env.DATA checked against the workload's modes (auto when empty); synthetic and a pin exclude each other."""
-    mode = mode.strip() or "auto"
+SYNTHETIC = "synthetic"
+
+
+def data_mode(mode: str, pinned: str, registered: str, workload: str) -> str:
+    """--env.DATA checked against the workload's modes: ``synthetic`` or its ``registered`` mode.
+
+    Registered data is read only when the user asks for it (DATA=registered mode, or a pin with DATASET_ENV):
+    a default run never depends on what else this CK holds (a small set registered for a test would break it)."""
+    mode = mode.strip() or (registered if pinned else SYNTHETIC)
+    valid = (SYNTHETIC, registered)
     if mode not in valid:
         raise UserError(f"unknown DATA {mode!r} for {workload}; valid ones: {', '.join(valid)}")
     if mode == "synthetic" and pinned:
@@ -38,13 +45,8 @@ def pinned_entries(entries: list[EnvEntry], pinned: str, key: str, tags: str) ->
     return found
 
 
-def best_or_explain(usable: list[tuple[object, T]], pinned: str, gone: str, required: bool, missing: str) -> T | None:
-    """The best-ranked usable entry; else one line saying why none fits (a pinned one is gone, a required one is
-    missing), or None (generated data) when nothing was asked for."""
+def best_or_explain(usable: list[tuple[object, T]], pinned: str, gone: str, missing: str) -> T:
+    """The best-ranked usable entry; else one line saying why none fits (a pinned one is gone, none is registered)."""
     if usable:
         return max(usable, key=lambda pair: pair[0])[1]
-    if pinned:
-        raise UserError(gone)
-    if required:
-        raise UserError(missing)
-    return None
+    raise UserError(gone if pinned else missing)

@@ -63,6 +63,27 @@ class RunData:
     rec: str = ""  # the RecordIO train file, for the artifact's own scripts
     env_uid: str = ""
     samples: int = 0  # training images or sentence pairs of registered data; 0: generated data
+    unit: str = "samples"  # what ``samples`` counts, for messages
+    split: bool = False  # each worker reads its own part (ImageRecordIter), not the whole set (Sockeye)
+
+    def describe(self) -> str:
+        if not self.samples:
+            return f"data {self.name} (generated; --env.DATA names registered data)"
+        return f"data {self.name} ({self.samples} {self.unit}, env {self.env_uid})"
+
+    def check_feeds_every_worker(self, batch_size: int, workers: int) -> None:
+        """MXNet's readers abort at launch when a worker's share is smaller than one batch
+        (ImageRecordIter: "number of input images must be bigger than the batch size"): refuse such a set now."""
+        if not self.samples:
+            return
+        share = self.samples // max(1, workers) if self.split else self.samples
+        if share >= batch_size:
+            return
+        each = f", {share} per worker," if self.split else ""
+        fix = f"--env.BATCH_SIZE={share} or less" if share else f"at most {self.samples} workers"
+        raise UserError(f"the data set {self.name} (env {self.env_uid}) holds {self.samples} {self.unit}{each} "
+                        f"fewer than one batch of {batch_size} per worker; use {fix}, a larger set, or "
+                        f"--env.DATA=synthetic")
 
 
 @dataclass
@@ -111,7 +132,7 @@ class RunSpec:
         counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
         return (f"{counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} worker(s) on "
                 f"{', '.join(plan.hosts)}; {s.model} batch {s.batch_size} shape {s.image_shape or 'n/a'}; "
-                f"profile {s.profile}; engine {self.engine.name}")
+                f"profile {s.profile}; engine {self.engine.name}; {self.data.describe()}")
 
 
 def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster: ClusterConfig | None = None,
@@ -146,6 +167,7 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
             interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
         )
     plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
+    data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
     if engine.is_artifact:  # the artifact runs its own scripts (P3 is compiled in): none of ours is shipped
         run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
                                settings.num_batches, settings.disp_batches, worker_slots([w.host for w in sorted(plan.workers, key=lambda w: w.index)]),
