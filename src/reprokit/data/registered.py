@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from reprokit.errors import UserError
+from reprokit.values import shown
 
 T = TypeVar("T")
 
@@ -22,7 +23,7 @@ def data_mode(mode: str, pinned: str, valid: tuple[str, ...], workload: str) -> 
     """--env.DATA checked against the workload's modes (auto when empty); synthetic and a pin exclude each other."""
     mode = mode.strip() or "auto"
     if mode not in valid:
-        raise UserError(f"unknown DATA {mode!r} for {workload}; valid ones: {', '.join(valid)}")
+        raise UserError(f"unknown DATA {shown(mode)} for {workload}; valid ones: {', '.join(valid)}")
     if mode == "synthetic" and pinned:
         raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
     return mode
