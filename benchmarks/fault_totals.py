@@ -4,10 +4,11 @@
     .venv/bin/python benchmarks/fault_totals.py --from FILE   # totals of a run made with REPROKIT_FAULT_TOTALS=FILE
 
 Runs every case of tests/faults (as root, as CI does: signals to every process of ours, a cut link on a
-testbed host, hostile bundles, injection strings in every setting, concurrent runs and imports) and prints,
-per fault class and in total: cases, cases that ended as they must (a clear one-line message or a clean
-tear-down), and the bad outcomes the failed checks found (tracebacks, hangs, orphans, injections, data lost,
-unclear messages, other failures). Each case is one pytest test; a case's checks are tests/support/faults.py.
+testbed host, hostile bundles, injection strings in every setting, concurrent runs and imports, hostile
+cluster descriptions and store files) and prints, per fault class and in total: cases, cases that ended as
+they must (a clear one-line message or a clean tear-down), and the bad outcomes the failed checks found
+(tracebacks, hangs, orphans, injections, data lost, unclear messages, other failures). Each case is one pytest
+test; a case's checks are tests/support/faults.py.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 
 from reprokit.errors import UserError
+from reprokit.files import read_regular
+
+MAX_JSON_BYTES = 32 << 20  # a document of ours (the largest: an imported bundle's description, its manifest in it)
 
 
 def write_json(path: Path, data: object) -> None:
@@ -16,13 +19,15 @@ def write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: Path, what: str) -> dict:
-    """A JSON object from ``path``; anything else is a UserError naming ``what`` and the file."""
+def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> dict:
+    """A JSON object from ``path``, a regular file of at most ``limit`` bytes (files.read_regular); anything else
+    is a UserError naming ``what`` ("a run record") and the file."""
     path = Path(path)
+    raw = read_regular(path, what, limit)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {what} {path}: {exc}") from None
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{what} {path} is not a JSON object")
     return data

@@ -5,6 +5,21 @@ import re
 
 from reprokit.errors import UserError
 
+SHOWN_CHARACTERS = 80  # of a user's value quoted in a message: a 6 MB value must not make a 6 MB message
+SHOWN_PATH_CHARACTERS = 240  # a path is quoted whole up to this: the user must find it to fix it
+
+
+def shown(value: object, limit: int = SHOWN_CHARACTERS, quoted: bool = True) -> str:
+    """A user's value as a message quotes it: its repr (control characters escaped; ``quoted=False``: a string
+    as is), clipped to ``limit`` characters with the full length stated (``'abc'… (100000 characters)``)."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value) if quoted else value
+        clipped = value[:limit]
+        return f"{clipped!r}… ({len(value)} characters)" if quoted else f"{clipped}… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
 
 def whole_number(raw: object, name: str, fix: str, low: int = 0, high: int | None = None) -> int:
     """``raw`` as an int in [low, high]; otherwise one line naming ``name``, the value and ``fix``."""
@@ -12,11 +27,11 @@ def whole_number(raw: object, name: str, fix: str, low: int = 0, high: int | Non
     try:
         value = int(text)
     except ValueError:
-        raise UserError(f"{name} must be a whole number, got {text!r}; fix it with {fix}") from None
+        raise UserError(f"{name} must be a whole number, got {shown(text)}; fix it with {fix}") from None
     if value < low:
-        raise UserError(f"{name} must be at least {low}, got {value}; fix it with {fix}")
+        raise UserError(f"{name} must be at least {low}, got {shown(text, quoted=False)}; fix it with {fix}")
     if high is not None and value > high:
-        raise UserError(f"{name} must be at most {high}, got {value}; fix it with {fix}")
+        raise UserError(f"{name} must be at most {high}, got {shown(text, quoted=False)}; fix it with {fix}")
     return value
 
 
@@ -26,9 +41,9 @@ def decimal(raw: object, name: str, fix: str, low: float, high: float) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise UserError(f"{name} must be a number from {low} to {high}, got {text!r}; fix it with {fix}") from None
+        raise UserError(f"{name} must be a number from {low} to {high}, got {shown(text)}; fix it with {fix}") from None
     if not low <= value <= high:
-        raise UserError(f"{name} must be a number from {low} to {high}, got {text!r}; fix it with {fix}")
+        raise UserError(f"{name} must be a number from {low} to {high}, got {shown(text)}; fix it with {fix}")
     return value
 
 
@@ -76,13 +91,13 @@ def shell_hazard(value: str, spaces_quoted: bool = False) -> str | None:
 def plain_setting(name: str, value: object, why: str, spaces_quoted: bool = False) -> None:
     """Refuse, in one line, a setting whose name or value a shell would read as syntax (see shell_hazard)."""
     if not _NAME.fullmatch(name):
-        raise UserError(f"setting name {name!r} is not a name; {why}, so names may only hold letters, digits "
+        raise UserError(f"setting name {shown(name)} is not a name; {why}, so names may only hold letters, digits "
                         f"and _ (not starting with a digit): rename it")
     text = str(value)
     hazard = shell_hazard(text, spaces_quoted)
     if hazard is not None:
-        shown = text if len(text) <= 60 else text[:57] + "..."
-        raise UserError(f"{name}={shown!r} holds {hazard}; {why}, so it is refused before anything runs: give "
-                        f"a plain value ({PLAIN_CHARACTERS}{', inner spaces' if spaces_quoted else ''}; for a path "
-                        f"with other characters, a symlink to it)")
+        raise UserError(f"{shown(name, quoted=False)}={shown(text)} holds {hazard}; {why}, so it is refused before "
+                        f"anything runs: give a plain value ({PLAIN_CHARACTERS}"
+                        f"{', inner spaces' if spaces_quoted else ''}; for a path with other characters, a symlink "
+                        f"to it)")
 

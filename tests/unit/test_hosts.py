@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_load_names_the_file_when_it_is_not_json(tmp_path):
     bad.write_text("[\"a\",")
     with pytest.raises(UserError, match=rf"{bad} is not valid JSON"):
         load(str(bad))
-    with pytest.raises(UserError, match="cannot read"):
+    with pytest.raises(UserError, match="missing.json does not exist"):
         load(str(tmp_path / "missing.json"))
     good = tmp_path / "good.json"
     good.write_text(json.dumps(["x", "y"]))
@@ -141,11 +142,11 @@ def test_bad_nodefiles_are_one_clear_line_naming_the_file(tmp_path, content, mes
 
 
 def test_unreadable_nodefile_is_one_clear_line(tmp_path):
-    with pytest.raises(UserError, match=rf"nodefile {tmp_path} is not a regular file"):
+    with pytest.raises(UserError, match=rf"nodefile {tmp_path} is a folder, not a regular file"):
         parse({"nodefile": str(tmp_path)})
     binary = tmp_path / "nodes"
     binary.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(UserError, match="cannot be read"):
+    with pytest.raises(UserError, match=r"is not text \(UTF-8\)"):
         parse({"nodefile": str(binary)})
 
 
@@ -190,7 +191,28 @@ def test_node_file_that_is_a_fifo_or_a_device_is_refused_without_blocking(tmp_pa
 
     fifo = tmp_path / "nodefile"
     os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
-    with pytest.raises(UserError, match=f"nodefile {fifo} is not a regular file"):
+    with pytest.raises(UserError, match=rf"nodefile {fifo} is a FIFO \(named pipe\), not a regular file"):
         parse({"nodefile": str(fifo)})
-    with pytest.raises(UserError, match="nodefile /dev/zero is not a regular file"):
+    with pytest.raises(UserError, match="nodefile /dev/zero is a character device, not a regular file"):
         parse({"nodefile": "/dev/zero"})
+
+
+def test_yaml_anchors_and_merge_keys_still_share_options(tmp_path):
+    """The bounds on aliases (read_description) leave YAML's own sharing alone: a merge key is no repeated key."""
+    described = tmp_path / "cluster.yaml"
+    described.write_text("hosts:\n  - &first {host: node1, user: me, interface: eth0}\n"
+                         "  - <<: *first\n    host: node2\n")
+    assert load(str(described)).hosts == [HostSpec("node1", user="me", interface="eth0"),
+                                          HostSpec("node2", user="me", interface="eth0")]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("hosts: [a]\nhosts: [b]\n", "cluster.yaml: line 2: the key 'hosts' is given twice (first at line 1)"),
+    ("hosts: [a]\ntrue: x\n", "cluster.yaml: line 2: the key true is not a name"),
+    ("hosts: [[[[[[[[[[[[[[[[[[[[[[a]]]]]]]]]]]]]]]]]]]]]\n", "nests deeper than 20 levels"),
+])
+def test_yaml_keys_are_names_given_once_and_nesting_is_bounded(tmp_path, text, message):
+    described = tmp_path / "cluster.yaml"
+    described.write_text(text)
+    with pytest.raises(UserError, match=re.escape(message)):
+        load(str(described))

@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
-from reprokit.jsonfile import write_json
+from reprokit.jsonfile import read_json, write_json
 from reprokit.errors import UserError
 from reprokit.values import whole_number
 
@@ -106,7 +105,7 @@ def testbed(i: dict) -> dict:
         if not described.exists():
             raise UserError(f"there is no testbed {name} (no {described}); create it with --hosts=N")
         rate = None if i["shape"] == "off" else i["shape"]
-        namespaces.shape(name, json.loads(described.read_text())["hosts"], rate)
+        namespaces.shape(name, read_json(described, "a testbed description")["hosts"], rate)
         print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}", flush=True)
         return {"return": 0}
     hosts = whole_number(i.get("hosts", "3"), "--hosts", "--hosts=N", low=1)

@@ -40,7 +40,7 @@ from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
-from reprokit.values import plain_setting
+from reprokit.values import plain_setting, shown
 
 SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"
 SCRIPT_RUNS_BY_NAME = "stock CK runs its run script by this name, unquoted, through bash -c"
@@ -102,9 +102,10 @@ def unknown_setting(given: Iterable[str], known: Iterable[str]) -> str | None:
             continue
         meant = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         if meant:
-            return f"unknown setting {name} (did you mean {meant[0]}?); the settings are in the README, 'Run settings'"
-        return (f"unknown setting {name}; program:p3's settings are {', '.join(known)}, and variables starting "
-                f"{', '.join(PASS_THROUGH)} pass through to the engine")
+            return (f"unknown setting {shown(name, quoted=False)} (did you mean {meant[0]}?); the settings are in "
+                    f"the README, 'Run settings'")
+        return (f"unknown setting {shown(name, quoted=False)}; program:p3's settings are {', '.join(known)}, and "
+                f"variables starting {', '.join(PASS_THROUGH)} pass through to the engine")
     return None
 
 
@@ -122,9 +123,9 @@ def refuse_bad_settings(env: dict, ours: dict, run_dir: Path, known: Iterable[st
             raise UserError(why)
         arguments = run_arguments()  # `ck run ... -- ARGS`: appended to the run command (see ck/script.py)
         if arguments:
-            raise UserError(f"program:p3 takes no arguments after -- (got {arguments!r}), and stock CK would append "
-                            f"them unquoted to its run script, so they are refused before anything runs: drop "
-                            f"them, and give settings as --env.NAME=VALUE")
+            raise UserError(f"program:p3 takes no arguments after -- (got {shown(arguments)}), and stock CK would "
+                            f"append them unquoted to its run script, so they are refused before anything runs: "
+                            f"drop them, and give settings as --env.NAME=VALUE")
     except UserError as exc:
         print(f"p3: error: {exc}", file=sys.stderr, flush=True)
         RunSpec.refused(str(exc)).save(run_dir)  # the run folder says why, as for any refused input

@@ -10,6 +10,7 @@ from reprokit.engines.artifact import ENV_PREFIX as ARTIFACT_ENV
 from reprokit.engines.choice import (ARTIFACT_BUILDS, ARTIFACT_TAGS, STOCK_TAGS, EngineChoice, artifact_engine_name,
                                      select_engine)
 from reprokit.errors import UserError
+from reprokit.values import shown
 
 
 def env_entries(tags: str) -> list[EnvEntry]:
@@ -57,7 +58,7 @@ def machine_cluster_data(name: str) -> Any:
     """The hosts.json data a cluster machine entry was registered with."""
     r = access({"action": "load", "module_uoa": "machine", "data_uoa": name})
     if r["return"] > 0:
-        raise UserError(f"there is no machine entry {name!r}; register it with: "
+        raise UserError(f"there is no machine entry {shown(name)}; register it with: "
                         f"ck add machine:{name} --type=cluster --config_file=hosts.json --quiet")
     data = r["dict"].get("device_cfg", {}).get("remote_params", {}).get("cluster_config")
     if data is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from reprokit.ck.errors import access, ck_command
 from reprokit.ck.registry import artifact_builds, machine_cluster_data
 from reprokit.errors import UserError
+from reprokit.values import shown
 from reprokit.study import claims, options
 from reprokit.study.store import Store
 
@@ -19,7 +20,7 @@ def load_study(name: str) -> claims.Study:
         raise UserError("name the study: ck ACTION study:NAME (ck list study)")
     r = access({"action": "load", "module_uoa": "study", "data_uoa": name})
     if r["return"] > 0:
-        raise UserError(f"there is no study {name!r}; list them with: ck list study")
+        raise UserError(f"there is no study {shown(name)}; list them with: ck list study")
     return claims.from_meta(r["data_alias"] or name, r["dict"])
 
 

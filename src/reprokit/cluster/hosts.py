@@ -27,19 +27,24 @@ Two forms are accepted:
   cluster``), never through a shell, so one machine entry follows each new allocation.
 
 Anything else is refused with one line saying what is wrong and where. JSON or YAML
-files are read by ``load`` (``ck add machine`` itself reads only JSON: ``ck convert
-cluster`` writes a YAML description as the JSON it registers).
+files are read by ``load``, within bounds (``read_description``: size, nesting, aliases, each key once);
+``ck add machine`` itself reads only JSON: ``ck convert cluster`` writes a YAML description as the JSON it
+registers.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
-import stat
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
+import yaml
+
 from reprokit.errors import UserError
+from reprokit.files import read_regular
 from reprokit.run.settings import MAX_ROLES
+from reprokit.values import shown
 
 HOST_KEYS = {"host", "port", "user", "identity_file", "interface", "workers", "servers", "python", "proxy_command",
              "slots"}
@@ -49,8 +54,8 @@ TOP_KEYS = {"hosts", *OPTION_KEYS}
 SHARED_HOST_KEYS = HOST_KEYS - {"host", "slots"}  # top-level keys an allocation gives to each of its hosts
 # $NAME or ${NAME}: an environment reference in a nodefile or hostlist value.
 _ENV_REFERENCE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
-MAX_ALLOCATION_HOSTS = 100_000  # more is a mistake (a range typo), not a cluster
-MAX_NODEFILE_CHARS = 16 << 20  # a node file of 100,000 cores is about 4 MB
+MAX_HOSTS = 4096  # listed or allocated: more is a mistake (a range typo, the wrong file), not a cluster
+MAX_NODEFILE_BYTES = 16 << 20  # a node file of 100,000 cores is about 4 MB
 # Host names, IPv4 addresses and ssh_config aliases; nothing a shell would interpret.
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _INTERFACE = re.compile(r"^[A-Za-z0-9._-]{1,15}$")
@@ -101,28 +106,28 @@ class ClusterConfig:
 def _port(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() \
             or not 1 <= int(value) <= 65535:
-        raise UserError(f"{where}: port {value!r} is not a number from 1 to 65535")
+        raise UserError(f"{where}: port {shown(value)} is not a number from 1 to 65535")
     return int(value)
 
 
 def _count(value: Any, where: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ROLES:
-        raise UserError(f"{where}: {key} must be a whole number from 0 to {MAX_ROLES}, got {value!r}")
+        raise UserError(f"{where}: {key} must be a whole number from 0 to {MAX_ROLES}, got {shown(value)}")
     return value
 
 
 def _text(value: Any, where: str, key: str, pattern: re.Pattern | None = None) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise UserError(f"{where}: {key} must be a non-empty string, got {value!r}")
+        raise UserError(f"{where}: {key} must be a non-empty string, got {shown(value)}")
     if pattern is not None and not pattern.match(value):
-        raise UserError(f"{where}: {key} {value!r} has characters that are not allowed there")
+        raise UserError(f"{where}: {key} {shown(value)} has characters that are not allowed there")
     return value
 
 
 def _host_name(value: Any, where: str) -> str:
     name = _text(value, where, "host")
     if not _HOST_NAME.match(name):
-        raise UserError(f"{where}: host {name!r} is not a host name, address or ssh_config alias")
+        raise UserError(f"{where}: host {shown(name)} is not a host name, address or ssh_config alias")
     return name
 
 
@@ -134,9 +139,10 @@ def _from_string(entry: str, where: str) -> HostSpec:
 
 
 def _reject_unknown(keys: set, allowed: set, where: str) -> None:
-    unknown = sorted(keys - allowed)
+    unknown = sorted(keys - allowed, key=repr)  # by repr: keys of other types (a number) do not sort with names
     if unknown:
-        raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        raise UserError(f"{where}: unknown key(s) {', '.join(map(shown, unknown[:3]))}{more}; "
                         f"allowed: {', '.join(sorted(allowed))}")
 
 
@@ -160,7 +166,7 @@ def _from_object(entry: dict, where: str) -> HostSpec:
 
 def _slots(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{where}: slots must be a whole number >= 1, got {value!r}")
+        raise UserError(f"{where}: slots must be a whole number >= 1, got {shown(value)}")
     return value
 
 
@@ -182,27 +188,22 @@ def read_nodefile(path: str, source: str) -> list[tuple[str, int]]:
     """An OAR or PBS node file: one host per line, repeated once per reserved core. Each host once, with its
     count of lines (slots), in the order of first appearance (the first host gets the scheduler)."""
     where = f"{source}: nodefile {path}"
-    try:
-        # Only a regular file: a FIFO would block the open, a device would never end.
-        if not stat.S_ISREG(os.stat(os.path.expanduser(path)).st_mode):
-            raise UserError(f"{where} is not a regular file; name the node file of the allocation")
-        with open(os.path.expanduser(path), encoding="utf-8") as handle:
-            text = handle.read(MAX_NODEFILE_CHARS + 1)
-        if len(text) > MAX_NODEFILE_CHARS:
-            raise UserError(f"{where} is larger than {MAX_NODEFILE_CHARS} characters; is it a node file?")
-        lines = text.splitlines()
-    except FileNotFoundError:
+    if not os.path.exists(os.path.expanduser(path)):
         raise UserError(f"{where} does not exist; is the allocation still running? (OAR: $OAR_NODEFILE, "
-                        f"PBS: $PBS_NODEFILE)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{where} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+                        f"PBS: $PBS_NODEFILE)")
+    try:
+        lines = read_regular(path, "the node file of an allocation", MAX_NODEFILE_BYTES).decode().splitlines()
+    except UserError as exc:
+        raise UserError(f"{source}: nodefile {exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{where} is not text (UTF-8); name the node file of the allocation") from None
     slots: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         name = line.strip()
         if not name:
             continue
         if not _HOST_NAME.match(name):
-            raise UserError(f"{where}: line {number} {name[:80]!r} is not a host name or address")
+            raise UserError(f"{where}: line {number} {shown(name)} is not a host name or address")
         slots[name] = slots.get(name, 0) + 1
     if not slots:
         raise UserError(f"{where} lists no host; an OAR or PBS node file has one host name per line")
@@ -216,13 +217,14 @@ def expand_hostlist(expression: str, source: str) -> list[str]:
     try:
         names = hostlist.expand_hostlist(expression)
     except hostlist.BadHostlist as exc:
-        raise UserError(f"{source}: hostlist {expression!r} is not a Slurm hostlist expression ({exc}); "
+        raise UserError(f"{source}: hostlist {shown(expression)} is not a Slurm hostlist expression ({exc}); "
                         f"write it like node[01-04,07]") from None
     if not names:
-        raise UserError(f"{source}: hostlist {expression!r} names no host; write it like node[01-04,07]")
+        raise UserError(f"{source}: hostlist {shown(expression)} names no host; write it like node[01-04,07]")
     for name in names:
         if not _HOST_NAME.match(name):
-            raise UserError(f"{source}: hostlist {expression!r} gives {name!r}, which is not a host name or address")
+            raise UserError(f"{source}: hostlist {shown(expression)} gives {shown(name)}, which is not a host name "
+                            f"or address")
     return names
 
 
@@ -246,8 +248,8 @@ def _allocation(data: dict, source: str, environ: Mapping[str, str]) -> tuple[li
         hosts = [{"host": name, "slots": count, **shared} for name, count in read_nodefile(value, source)]
     else:
         hosts = [{"host": name, **shared} for name in expand_hostlist(value, source)]
-    if len(hosts) > MAX_ALLOCATION_HOSTS:
-        raise UserError(f"{source}: {key} gives {len(hosts)} hosts, more than {MAX_ALLOCATION_HOSTS}; check it")
+    if len(hosts) > MAX_HOSTS:
+        raise UserError(f"{source}: {key} gives {len(hosts)} hosts; a cluster has at most {MAX_HOSTS}: check it")
     return hosts, f"{key} {value}"
 
 
@@ -269,7 +271,7 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
             _text(value, source, key)
         accept = data.get("accept_new_host_keys", False)
         if not isinstance(accept, bool):
-            raise UserError(f"{source}: accept_new_host_keys must be true or false, got {accept!r}")
+            raise UserError(f"{source}: accept_new_host_keys must be true or false, got {shown(accept)}")
         options["accept_new_host_keys"] = accept
         data = data["hosts"]
     if not isinstance(data, list):
@@ -277,6 +279,9 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
                         f"got {type(data).__name__}")
     if not data:
         raise UserError(f"{source}: the list of hosts is empty")
+    if len(data) > MAX_HOSTS:  # never echoed: a list this long is the wrong file or a generated mistake
+        raise UserError(f"{source}: the list holds {len(data)} hosts; a cluster description lists at most "
+                        f"{MAX_HOSTS}: check it")
     hosts = []
     for index, entry in enumerate(data):
         where = f"{source}: host #{index + 1}"
@@ -308,35 +313,191 @@ def check_description(data: Any, source: str) -> None:
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
+MAX_DESCRIPTION_BYTES = 1 << 20  # a description of MAX_HOSTS hosts, each with every key, is about 0.8 MB
+MAX_NESTING = 20  # a description nests 4 deep (object, hosts list, host object, value)
+MAX_ALIASES = 100  # YAML aliases (*name): a few share options; more are an alias bomb
+MAX_NODES = 200_000  # values after YAML aliases are expanded (MAX_HOSTS hosts with every key: about 90,000)
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _Refused(Exception):
+    """A description's shape is refused: ``line`` (1-based, 0: none) and why."""
+
+    def __init__(self, line: int, why: str):
+        super().__init__(why)
+        self.line = line
+
+
+@functools.cache
+def _bounded_loader() -> type:
+    """PyYAML's safe loader, bounded while it composes: at most MAX_ALIASES aliases, MAX_NESTING levels and
+    MAX_NODES nodes (libyaml's parser when PyYAML has it: 1 MiB in about 1 s, against 7 s in Python)."""
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.resolver import Resolver
+
+    if yaml.__with_libyaml__:
+        from yaml._yaml import CParser as Parser
+    else:
+        from yaml.parser import Parser as PyParser
+        from yaml.reader import Reader
+        from yaml.scanner import Scanner
+
+        class Parser(Reader, Scanner, PyParser):  # type: ignore[no-redef]
+            def __init__(self, stream: str):
+                Reader.__init__(self, stream)
+                Scanner.__init__(self)
+                PyParser.__init__(self)
+
+    class BoundedSafeLoader(Composer, Parser, SafeConstructor, Resolver):
+        def __init__(self, stream: str):
+            Parser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self.aliases = self.depth = self.nodes = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_ALIASES:
+                    raise _Refused(line, f"it uses more than {MAX_ALIASES} aliases (*name); write the values out")
+            else:
+                self.nodes += 1
+                if self.nodes > MAX_NODES:
+                    raise _Refused(line, f"it holds more than {MAX_NODES} values; is it a cluster description?")
+            self.depth += 1
+            try:
+                if self.depth > MAX_NESTING:
+                    raise _Refused(line, f"it nests deeper than {MAX_NESTING} levels; a description nests 4")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedSafeLoader
+
+
+def _check_yaml_nodes(root: Any) -> None:
+    """The composed YAML, before anything is built from it: each mapping's keys strings, each given once (PyYAML
+    would keep the last silently), and the document no deeper or larger than the limits once aliases are
+    expanded (an alias bomb is small as written). A merge key (<<: *defaults) is YAML's own, not a duplicate."""
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (levels, values) with aliases expanded
+    open_nodes: set[int] = set()
+
+    def measure(node: Any, depth: int) -> tuple[int, int]:
+        line = node.start_mark.line + 1
+        if id(node) in open_nodes:
+            raise _Refused(line, "an alias refers to a value that holds it (a recursive anchor); write it out")
+        if id(node) not in measured:
+            open_nodes.add(id(node))
+            children: list = []
+            if isinstance(node, yaml.MappingNode):
+                _check_keys(node)
+                children = [n for pair in node.value for n in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                children = list(node.value)
+            levels, values = 1, 1
+            for child in children:
+                if depth + 1 > MAX_NESTING:
+                    raise _Refused(line, f"with its aliases expanded it nests deeper than {MAX_NESTING} levels")
+                child_levels, child_values = measure(child, depth + 1)
+                levels, values = max(levels, child_levels + 1), values + child_values
+            open_nodes.discard(id(node))
+            measured[id(node)] = (levels, values)
+        levels, values = measured[id(node)]
+        if depth + levels - 1 > MAX_NESTING:
+            raise _Refused(line, f"with its aliases expanded it nests deeper than {MAX_NESTING} levels")
+        if values > MAX_NODES:
+            raise _Refused(line, f"with its aliases expanded it holds {values} values, more than {MAX_NODES} "
+                                 f"(an alias bomb?); write the values out")
+        return measured[id(node)]
+
+    measure(root, 1)
+
+
+def _check_keys(node: Any) -> None:
+    first: dict[str, int] = {}
+    for key, _ in node.value:
+        line = key.start_mark.line + 1
+        if key.tag == _YAML_MERGE:
+            continue
+        if not isinstance(key, yaml.ScalarNode) or key.tag != _YAML_STR:
+            written = f"the key {shown(key.value, quoted=False)}" if isinstance(key, yaml.ScalarNode) \
+                else f"a {key.id} as a key"
+            raise _Refused(line, f"{written} is not a name; keys are names like hosts or host (quote it if it is "
+                                 f"meant as one)")
+        if key.value in first:
+            raise _Refused(line, f"the key {shown(key.value)} is given twice (first at line {first[key.value]}); "
+                                 f"YAML would keep only the last: give each key once")
+        first[key.value] = line
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+    data: dict = {}
+    for key, value in pairs:
+        if key in data:
+            raise _Refused(0, f"the key {shown(key)} is given twice in one object; JSON readers keep only the "
+                              f"last: give each key once")
+        data[key] = value
+    return data
+
+
+def _levels(data: Any, limit: int) -> int:
+    """How many levels ``data`` has (a plain value: 1, as _check_yaml_nodes counts), counted no further than
+    ``limit`` + 1."""
+    if not isinstance(data, (list, dict)) or limit <= 0:
+        return 1
+    children = data.values() if isinstance(data, dict) else data
+    return 1 + max((_levels(child, limit - 1) for child in children), default=0)
 
 
 def read_description(path: str) -> Any:
-    """A cluster description file as data, unvalidated: YAML when named .yaml/.yml (PyYAML's safe loader), else JSON."""
+    """A cluster description file as data, unvalidated: YAML when named .yaml/.yml (PyYAML's safe loader, bounded:
+    see _bounded_loader), else JSON; a regular file of at most MAX_DESCRIPTION_BYTES (a device or a FIFO would
+    never end or never start), with every key once. Anything else is one UserError."""
     import json
 
+    raw = read_regular(path, "a cluster description", MAX_DESCRIPTION_BYTES)
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path} is not text (UTF-8)") from None
     if not text.strip():
         raise UserError(f"{path} is empty; describe the cluster's hosts in it (see README, Clusters over SSH)")
-    if path.lower().endswith(YAML_SUFFIXES):
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            where = getattr(exc, "problem_mark", None)
-            at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
-            problem = getattr(exc, "problem", None) or type(exc).__name__
-            raise UserError(f"{path} is not valid YAML{at}: {problem}") from None
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from None
+        if path.lower().endswith(YAML_SUFFIXES):
+            return _load_yaml(text, path)
+        try:
+            data = json.loads(text, object_pairs_hook=_json_object)
+        except RecursionError:
+            raise _Refused(0, f"it nests deeper than {MAX_NESTING} levels; a description nests 4") from None
+        except ValueError as exc:
+            raise UserError(f"{path} is not valid JSON: {exc}") from None
+        if _levels(data, MAX_NESTING) > MAX_NESTING:
+            raise _Refused(0, f"it nests deeper than {MAX_NESTING} levels; a description nests 4")
+        return data
+    except _Refused as exc:
+        raise UserError(f"{path}{f': line {exc.line}' if exc.line else ''}: {exc}") from None
+
+
+def _load_yaml(text: str, path: str) -> Any:
+    loader = _bounded_loader()(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _check_yaml_nodes(root)
+        return loader.construct_document(root)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise UserError(f"{path} is not valid YAML{at}: {problem}") from None
+    finally:
+        loader.dispose()
 
 
 def load(path: str, environ: Mapping[str, str] | None = None) -> ClusterConfig:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from reprokit.cluster.ssh import Connection
 from reprokit.errors import UserError
+from reprokit.values import SHOWN_PATH_CHARACTERS, shown
 
 if TYPE_CHECKING:  # transfer.py asks this module for free space
     from reprokit.cluster.transfer import Transfer
@@ -83,5 +84,6 @@ def check_output(conn: Connection, name: str, path: str) -> None:
     result = conn.run(f"p=$(mktemp -- {shlex.quote(folder)}/.reprokit-write-check-XXXXXX) && rm -f -- \"$p\"",
                       timeout=CHECK_TIMEOUT_S)
     if result.exit_code != 0:
-        raise UserError(f"{conn.endpoint.label}: {name}={path!r}: cannot write into {folder} there (missing or "
-                        f"read-only); create it on every worker host, or give another path with --env.{name}=PATH")
+        raise UserError(f"{conn.endpoint.label}: {name}={shown(path, SHOWN_PATH_CHARACTERS)}: cannot write into "
+                        f"{shown(folder, SHOWN_PATH_CHARACTERS, quoted=False)} there (missing or read-only); create "
+                        f"it on every worker host, or give another path with --env.{name}=PATH")

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from reprokit.errors import UserError
+from reprokit.values import shown
 from reprokit.paths import SRC_DIR
 
 SUBNET = "10.77.0"
@@ -55,12 +56,12 @@ def host_address(index: int) -> str:
 
 def check_name(name: str) -> None:
     if not _NAME.match(name):
-        raise UserError(f"testbed name {name!r} must be 1 to 8 lower-case letters or digits")
+        raise UserError(f"testbed name {shown(name)} must be 1 to 8 lower-case letters or digits")
 
 
 def check_rate(rate: str) -> None:
     if not _RATE.match(rate):
-        raise UserError(f"rate {rate!r} is not a tc rate like 100mbit, 1gbit or 500kbit")
+        raise UserError(f"rate {shown(rate)} is not a tc rate like 100mbit, 1gbit or 500kbit")
 
 
 def _require_root_and_tools() -> str:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from reprokit.errors import UserError
+from reprokit.values import shown
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ def data_mode(mode: str, pinned: str, registered: str, workload: str) -> str:
     mode = mode.strip() or (registered if pinned else SYNTHETIC)
     valid = (SYNTHETIC, registered)
     if mode not in valid:
-        raise UserError(f"unknown DATA {mode!r} for {workload}; valid ones: {', '.join(valid)}")
+        raise UserError(f"unknown DATA {shown(mode)} for {workload}; valid ones: {', '.join(valid)}")
     if mode == "synthetic" and pinned:
         raise UserError(f"DATA=synthetic reads no dataset, but DATASET_ENV={pinned} pins one; drop one of them")
     return mode

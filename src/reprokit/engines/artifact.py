@@ -42,7 +42,7 @@ from typing import Callable, Mapping, Sequence
 
 from reprokit.data.fetch import download, extract_zip
 from reprokit.errors import UserError
-from reprokit.values import whole_number
+from reprokit.values import shown, whole_number
 
 from reprokit.engines.choice import ARTIFACT_BUILDS as BUILDS, P3_PACKAGES_HINT
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
@@ -177,10 +177,10 @@ def request_from_env(env: Mapping[str, str]) -> InstallRequest:
     elif kind == "zip":
         md5 = str(env.get("PACKAGE_MD5", "")).strip().lower()
         if md5 and not re.fullmatch(r"[0-9a-f]{32}", md5):
-            raise UserError(f"PACKAGE_MD5 must be 32 hex digits, got {md5!r}; fix it with --env.PACKAGE_MD5=HEX")
+            raise UserError(f"PACKAGE_MD5 must be 32 hex digits, got {shown(md5)}; fix it with --env.PACKAGE_MD5=HEX")
         source = ZipSource(url, md5, str(env.get("PACKAGE_TOP_DIR", "")).strip())
     else:
-        raise UserError(f"PACKAGE_SOURCE must be git or zip, got {kind!r}")
+        raise UserError(f"PACKAGE_SOURCE must be git or zip, got {shown(kind)}")
     jobs_raw = str(env.get("CK_HOST_CPU_NUMBER_OF_PROCESSORS", "")).strip() or str(os.cpu_count() or 1)
     jobs = whole_number(jobs_raw, "the number of build jobs", "--j=N", low=1)
     python = str(env.get("ARTIFACT_PYTHON", "")).strip() or str(env.get("FRAMEWORK_PYTHON", "")).strip() or sys.executable

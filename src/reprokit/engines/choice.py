@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from reprokit.errors import UserError
+from reprokit.values import shown
 
 ARTIFACT_BUILDS = ("p3", "baseline")  # p3: the authors' fork; baseline: their unmodified MXNet build
 EMBEDDED, ARTIFACT = "embedded", "artifact"  # the engine kinds: stock MXNet with our scripts, the authors' builds
@@ -59,7 +60,7 @@ def select_engine(candidates: Sequence[EngineChoice], variant: str, engine: str 
     ``pinned`` (ENGINE_ENV) names one env entry and wins over both.
     """
     if engine not in ENGINE_CHOICES:
-        raise UserError(f"unknown ENGINE {engine!r}; valid ones: embedded, artifact (or empty: the artifact when "
+        raise UserError(f"unknown ENGINE {shown(engine)}; valid ones: embedded, artifact (or empty: the artifact when "
                         f"installed); fix it with --env.ENGINE=embedded")
     if pinned:
         found = [c for c in candidates if pinned == c.env_uid]

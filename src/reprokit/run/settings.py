@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
-from reprokit.values import whole_number
+from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
 
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
@@ -214,8 +214,9 @@ def absolute_outputs(settings: "RunSettings") -> None:
     """On a cluster, output paths must be absolute: each host's run folder is removed after the run."""
     for name, path in output_paths(settings).items():
         if not os.path.isabs(path):
-            raise UserError(f"{name}={path!r} is relative, but on a cluster the roles' run folders are removed after "
-                            f"the run; give an absolute path on the worker hosts: --env.{name}=/PATH")
+            raise UserError(f"{name}={shown(path, SHOWN_PATH_CHARACTERS)} is relative, but on a cluster the roles' "
+                            f"run folders are removed after the run; give an absolute path on the worker hosts: "
+                            f"--env.{name}=/PATH")
 
 
 def check_writable_here(name: str, path: str, folder_ok: bool = False) -> None:
@@ -223,15 +224,16 @@ def check_writable_here(name: str, path: str, folder_ok: bool = False) -> None:
     ``folder_ok``: the run writes a folder there (Sockeye's model), else a file, which an existing folder blocks."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     fix = f"create the folder, or give another path with --env.{name}=PATH"
+    given, there = shown(path, SHOWN_PATH_CHARACTERS), shown(folder, SHOWN_PATH_CHARACTERS, quoted=False)
     if not folder_ok and os.path.isdir(path):
-        raise UserError(f"{name}={path!r} is a folder, and the run writes a file there; give a file path with "
+        raise UserError(f"{name}={given} is a folder, and the run writes a file there; give a file path with "
                         f"--env.{name}=PATH")
     if not os.path.isdir(folder):
-        raise UserError(f"{name}={path!r}: the folder {folder} does not exist (or is not a folder); {fix}")
+        raise UserError(f"{name}={given}: the folder {there} does not exist (or is not a folder); {fix}")
     try:
         fd, probe = tempfile.mkstemp(prefix=".reprokit-write-check-", dir=folder)
     except OSError as exc:
-        raise UserError(f"{name}={path!r}: cannot write into {folder} ({exc.strerror}); {fix}") from None
+        raise UserError(f"{name}={given}: cannot write into {there} ({exc.strerror}); {fix}") from None
     os.close(fd)
     os.unlink(probe)
 
@@ -248,11 +250,11 @@ def _image_shape(raw: str, model: Model) -> str:
     parts = raw.split(",")
     if len(parts) != 3 or not all(p.strip().isdigit() and 0 < int(p) <= MAX_IMAGE_SIDE for p in parts):
         raise UserError(f"IMAGE_SHAPE must be C,H,W with whole numbers from 1 to {MAX_IMAGE_SIDE} (e.g. 3,224,224), "
-                        f"got {raw!r}")
+                        f"got {shown(raw)}")
     channels, height, width = (int(p) for p in parts)
     if min(height, width) < model.min_image_side:
-        raise UserError(f"IMAGE_SHAPE {raw} is too small for {model.cmd_key}, which needs at least "
-                        f"{model.min_image_side}x{model.min_image_side}; fix it with --env.IMAGE_SHAPE="
+        raise UserError(f"IMAGE_SHAPE {shown(raw, quoted=False)} is too small for {model.cmd_key}, which needs at "
+                        f"least {model.min_image_side}x{model.min_image_side}; fix it with --env.IMAGE_SHAPE="
                         f"{model.paper_image_shape} or leave it empty")
     return f"{channels},{height},{width}"
 
@@ -267,11 +269,11 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
     """Turn the program's environment (run_vars merged with --env.*) into validated settings."""
     model = MODELS.get(cmd_key)
     if model is None:
-        raise UserError(f"unknown cmd_key {cmd_key!r}; valid ones: {', '.join(sorted(MODELS))}")
+        raise UserError(f"unknown cmd_key {shown(cmd_key)}; valid ones: {', '.join(sorted(MODELS))}")
     profile_name = str(env.get("PROFILE", "")).strip() or default_profile
     profile = PROFILES.get(profile_name)
     if profile is None:
-        raise UserError(f"unknown PROFILE {profile_name!r}; valid ones: {', '.join(sorted(PROFILES))}")
+        raise UserError(f"unknown PROFILE {shown(profile_name)}; valid ones: {', '.join(sorted(PROFILES))}")
     shape_raw = str(env.get("IMAGE_SHAPE", "")).strip()
     smoke = profile.use_smoke_shape
     if not model.is_image:
@@ -316,7 +318,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
 def _variant(env: Mapping[str, str]) -> str:
     variant = str(env.get("VARIANT", "")).strip() or "p3"
     if variant not in VARIANTS:
-        raise UserError(f"unknown VARIANT {variant!r}; valid ones: {', '.join(VARIANTS)}")
+        raise UserError(f"unknown VARIANT {shown(variant)}; valid ones: {', '.join(VARIANTS)}")
     return variant
 
 
@@ -325,5 +327,5 @@ def _flag(env: Mapping[str, str], key: str, default: bool) -> bool:
     if raw == "":
         return default
     if raw not in ("0", "1"):
-        raise UserError(f"{key} must be 0 or 1, got {raw!r}; fix it with --env.{key}=0 or --env.{key}=1")
+        raise UserError(f"{key} must be 0 or 1, got {shown(raw)}; fix it with --env.{key}=0 or --env.{key}=1")
     return raw == "1"

@@ -54,12 +54,13 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from reprokit.errors import UserError
+from reprokit.files import read_regular
 from reprokit.jsonfile import read_json, write_json
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study import identity
 from reprokit.study import schema as s
 from reprokit.study.claims import now_iso
-from reprokit.study.store import NAME, ORIGIN_SCHEMA, Record, Store
+from reprokit.study.store import MAX_RECORD_BYTES, NAME, ORIGIN_SCHEMA, Record, Store
 
 BUNDLE_FORMAT = "reprokit-study-bundle/2"
 UNSIGNED_FORMAT = "reprokit-study-bundle/1"  # before bundles were signed
@@ -67,7 +68,6 @@ MANIFEST = "manifest.json"
 MAX_BUNDLE_BYTES = 1 << 30  # the files of one bundle together (a quick sweep's come to a few MB)
 MAX_FILES = 100_000
 MAX_MANIFEST_BYTES = 16 << 20
-MAX_RECORD_BYTES = 4 << 20
 HEADER_ROOM = 64 << 10  # gzip bytes tarfile may read per member beyond its data (headers, long names, padding)
 CHUNK = 1 << 20
 LOCK_TIMEOUT_S = 300.0
@@ -305,7 +305,8 @@ class _Imported:
         self.keys: dict[str, str] = {}
         self.origins: set[str] = set()
         for path, record in store.imported_record_files(left_out=[]):  # unreadable ones: the report says so
-            self.runs.setdefault(record.run_id, (record.imported_from, hashlib.sha256(path.read_bytes()).hexdigest()))
+            self.runs.setdefault(record.run_id, (record.imported_from, hashlib.sha256(
+                read_regular(path, "an imported run record", MAX_RECORD_BYTES)).hexdigest()))
             self.origins.add(record.origin.id)
         folder = store.imported_dir
         for bundle in sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")) \

@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Mapping, TextIO
 from reprokit.cluster.testbed import testbed_of
 from reprokit.engines.choice import ARTIFACT_BUILDS, EMBEDDED
 from reprokit.errors import UserError
+from reprokit.values import shown
 
 RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")
 _UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
@@ -32,7 +33,7 @@ def rate_bps(rate: str) -> float | None:
         return None
     match = RATE.match(rate)
     if not match:
-        raise UserError(f"bandwidth {rate!r} is not a rate like 100mbit, 1gbit or 4gbit (or 'native')")
+        raise UserError(f"bandwidth {shown(rate)} is not a rate like 100mbit, 1gbit or 4gbit (or 'native')")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 

@@ -20,13 +20,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from reprokit.errors import UserError
+from reprokit.files import read_regular
 
 KEY_FILE = "origin.key"
+MAX_KEY_BYTES = 64 << 10  # an Ed25519 key in PEM is 119 bytes
 
 
 def load_or_create_key(path: Path) -> Ed25519PrivateKey:
     """The key at ``path``, made (exclusively, so concurrent makers agree on one) when there is none."""
-    if not path.exists():
+    if not os.path.lexists(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         pem = Ed25519PrivateKey.generate().private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -43,9 +45,10 @@ def load_or_create_key(path: Path) -> Ed25519PrivateKey:
                 pass  # another process made it first: use theirs
         finally:
             tmp.unlink(missing_ok=True)
+    pem = read_regular(path, "the store's signing key", MAX_KEY_BYTES)
     try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (ValueError, TypeError, OSError) as exc:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
         raise UserError(f"the store's signing key {path} is unreadable ({exc}); restore it from a backup, or move "
                         f"the store's origin.json and {path.name} aside to start a new identity") from None
     if not isinstance(key, Ed25519PrivateKey):

@@ -18,7 +18,7 @@ from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE
 from reprokit.errors import UserError
 from reprokit.study.claims import (MIN_RUNS, NATIVE, Study, Target, engine_variants, rate_bps, select,
                                    sweep_bandwidths)
-from reprokit.values import plain_setting
+from reprokit.values import plain_setting, shown
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity")
@@ -190,7 +190,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
     bandwidths = [] if ratios else list(sweep_bandwidths(target, requested_bw, matrix))
     raw_reps = str(options.get("repetitions", "") or matrix.repetitions)
     if not raw_reps.isdigit() or int(raw_reps) < 1:
-        raise UserError(f"--repetitions must be a whole number of at least 1, got {raw_reps!r}")
+        raise UserError(f"--repetitions must be a whole number of at least 1, got {shown(raw_reps)}")
     if target.kind != "embedded" and int(raw_reps) < MIN_RUNS:
         print(f"study: note: n={raw_reps} < {MIN_RUNS} runs per configuration: the report will give no verdict "
               f"(--repetitions={MIN_RUNS} or more for verdicts)", file=console, flush=True)
@@ -198,7 +198,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
     if not profile:
         profile = matrix.profile if (quick or target.kind != "embedded") else "smoke"
     if profile not in run_settings.PROFILES:
-        raise UserError(f"unknown --profile {profile!r}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
+        raise UserError(f"unknown --profile {shown(profile)}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
     user_env = env_overrides(options)
     check_env(user_env)
     check_runs(study, models, variants, {**dict(matrix.env), **user_env}, profile, target)
@@ -217,7 +217,8 @@ def timeline_config(options: Mapping) -> tuple[str, str] | None:
         return None
     parts = [p.strip() for p in raw.split(",")]
     if len(parts) != 2 or not all(parts):
-        raise UserError(f"--timeline_config={raw!r} is not MODEL,BANDWIDTH; give e.g. --timeline_config=vgg,720mbit")
+        raise UserError(f"--timeline_config={shown(raw)} is not MODEL,BANDWIDTH; give e.g. "
+                        f"--timeline_config=vgg,720mbit")
     if parts[1] != NATIVE:
         rate_bps(parts[1])
     return parts[0], parts[1]

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from reprokit.values import shown  # a value as a message quotes it: repr, clipped
+
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 HOST_NAME = re.compile(r"[A-Za-z0-9\[][A-Za-z0-9._:@\[\]-]*\Z")  # names, IPv4/IPv6 addresses, user@host
 HEX = re.compile(r"[0-9a-f]+\Z")
@@ -30,12 +32,6 @@ class Invalid(ValueError):
     def __init__(self, where: str, problem: str):
         super().__init__(f"{where or 'it'} {problem}")
         self.where, self.problem = where, problem
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A value as it appears in a message: repr (control characters escaped), cut to ``limit``."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _at(where: str, key: object) -> str:

@@ -41,6 +41,7 @@ from typing import Any, Mapping
 
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
+from reprokit.values import shown
 from reprokit.jsonfile import read_json
 from reprokit.study import identity
 from reprokit.study import schema as s
@@ -49,6 +50,7 @@ from reprokit.study.claims import NATIVE, RATE, RunConfig, Target, plan_runs
 from reprokit.study.forecast import Forecast
 
 RECORD_FORMAT = "reprokit-study-run/1"
+MAX_RECORD_BYTES = 4 << 20  # one run's record (a few KB; its texts are cut to fit the schema)
 SWEEP_FORMAT = "reprokit-study-sweep/1"
 OK, FAILED = "ok", "failed"
 
@@ -95,7 +97,7 @@ def _json_files(folder: Path) -> list[Path]:
 
 def _check_format(data: Mapping, expected: str, what: str) -> None:
     if data.get("format") != expected:
-        raise UserError(f"{what} has format {data.get('format')!r}, not {expected}")
+        raise UserError(f"{what} has format {shown(data.get('format'))}, not {expected}")
 
 
 def _parse(cls: type, data: Any, what: str, parse) -> Any:
@@ -378,7 +380,7 @@ class Store:
                 pass  # another process made it first: use theirs
         raw = read_json(path, "the store's origin")
         if raw.get("study") != self.study:
-            raise UserError(f"{self.root} holds results of study {raw.get('study')!r}, not {self.study!r}; "
+            raise UserError(f"{self.root} holds results of study {shown(raw.get('study'))}, not {self.study!r}; "
                             f"choose another --store")
         return Origin.from_dict(raw, f"the store's origin {path}")
 
@@ -405,7 +407,8 @@ class Store:
     @staticmethod
     def read_record(path: Path, imported_from: str | None = None) -> Record:
         what = "imported run record" if imported_from else "run record"
-        return Record.from_dict(read_json(path, what), f"{what} {path}", imported_from=imported_from)
+        return Record.from_dict(read_json(path, f"a {what}", MAX_RECORD_BYTES), f"{what} {path}",
+                                imported_from=imported_from)
 
     def local_record_files(self) -> list[tuple[Path, Record]]:
         """Every local record with its file; a record whose id is not its file's name is refused."""
@@ -473,7 +476,7 @@ class Store:
         write_once(self.sweep_path(sweep.sweep_id), sweep.to_dict())
 
     def _read_sweep(self, path: Path) -> Sweep:
-        return Sweep.from_dict(read_json(path, "sweep plan"), f"sweep plan {path}")
+        return Sweep.from_dict(read_json(path, "a sweep plan"), f"sweep plan {path}")
 
     def sweeps(self) -> list[Sweep]:
         return sorted((self._read_sweep(p) for p in _json_files(self.sweeps_dir)), key=lambda s: (s.created, s.sweep_id))
@@ -482,5 +485,5 @@ class Store:
         path = self.sweep_path(sweep_id)
         if not path.exists():
             known = ", ".join(s.sweep_id for s in self.sweeps()) or "none"
-            raise UserError(f"there is no sweep {sweep_id!r} in {self.root} (sweeps: {known})")
+            raise UserError(f"there is no sweep {shown(sweep_id)} in {self.root} (sweeps: {known})")
         return self._read_sweep(path)
