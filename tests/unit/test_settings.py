@@ -235,3 +235,17 @@ def test_an_unknown_setting_is_named_with_the_likely_one_and_engine_variables_pa
         "unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in the README, 'Run settings'")
     assert unknown_setting(["FOO"], known).startswith("unknown setting FOO; program:p3's settings are BATCH_SIZE, ")
     assert unknown_setting(["MXNET_ENGINE_TYPE", "OMP_WAIT_POLICY", "VARIANT"], known) is None
+
+
+def test_an_output_path_is_refused_up_front_when_its_disk_is_too_full_or_its_name_too_long(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    with pytest.raises(UserError, match=r"SAVE_PARAMS='.*': the name x+\.\.\.x+\.npz in .* is 304 bytes long, "
+                                        r"more than the 255 .*; shorten the name"):
+        with_local_outputs(settings(SAVE_PARAMS="x" * 300 + ".npz"), str(tmp_path))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: usage(10 ** 9, 10 ** 9, 10 * 1024 * 1024))
+    with pytest.raises(UserError, match=r"SAVE_PARAMS='.*p\.npz': only 10\.0 MB free on .*, 100\.0 MB needed .*; "
+                                        r"free space on"):  # resnet's parameters take about 100 MB
+        with_local_outputs(settings(SAVE_PARAMS="p.npz"), str(tmp_path))
