@@ -7,6 +7,7 @@ timeout. Here the traceback is logged, the streams flushed, and the process
 ends with ``os._exit(1)``; the launcher quotes the error line and tears the
 other roles down.
 """
+import errno
 import os
 import sys
 import traceback
@@ -27,3 +28,25 @@ def run(main):
                 pass
         os._exit(1)
     sys.exit(code)
+
+
+def save_output(setting, path, save):
+    """Call ``save()``, which writes ``path`` (the run setting ``setting`` names it); a full disk or an overlong
+    name ends the role at once with one error line naming the path and the fix, and no partial file."""
+    try:
+        save()
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG):
+            raise
+        if exc.errno == errno.ENAMETOOLONG:
+            fix = "shorten the name"
+        else:
+            fix = f"free space on {os.path.dirname(os.path.abspath(path)) or '/'}, or give another path"
+            for partial in (path, path + ".npz"):  # numpy adds .npz to a name without it
+                try:
+                    os.unlink(partial)
+                except OSError:
+                    pass
+        print(f"OutputError: {setting}={path}: {exc.strerror}; {fix} with --env.{setting}=PATH", file=sys.stderr,
+              flush=True)
+        os._exit(1)

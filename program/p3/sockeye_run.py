@@ -163,7 +163,8 @@ def main(argv=None):
     if args.save_params and rank == 0:
         import numpy as np
 
-        np.savez(args.save_params, **{name: array.asnumpy() for name, array in params.items()})
+        role_exit.save_output("SAVE_PARAMS", args.save_params, lambda: np.savez(
+            args.save_params, **{name: array.asnumpy() for name, array in params.items()}))
     # The last line: every output is written. Under the P3 van the process then never exits by itself
     # (ps-lite's sender thread is never joined), so the launcher ends it once every worker printed this.
     print(f"Parameter checksum: rank={rank} sha256={parameter_checksum(params)} params={len(params)}", flush=True)

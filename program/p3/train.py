@@ -230,8 +230,9 @@ def main(argv=None):
     digest, count = parameter_checksum(net)
     if args.save_params and kv.rank == 0:
         params = net.collect_params()
-        np.savez(args.save_params, **{name: params[name].data().asnumpy() for name in params.keys()
-                                      if params[name].grad_req != "null"})
+        role_exit.save_output("SAVE_PARAMS", args.save_params, lambda: np.savez(
+            args.save_params, **{name: params[name].data().asnumpy() for name in params.keys()
+                                 if params[name].grad_req != "null"}))
     # The last line: every output is written. Under the P3 van the process then never exits by itself
     # (ps-lite's sender thread is never joined), so the launcher ends it once every worker printed this.
     logging.info("Parameter checksum: rank=%d sha256=%s params=%d", kv.rank, digest, count)

@@ -1,5 +1,5 @@
 """The fault suite: every test here is marked ``fault(CLASS)`` (the fault it injects: signal, link, bundle,
-injection, settings, concurrent, message, preparation, hostile-input). With REPROKIT_FAULT_TOTALS=FILE, each
+injection, settings, concurrent, message, preparation, hostile-input, disk). With REPROKIT_FAULT_TOTALS=FILE, each
 case's outcome is appended to FILE as one JSON line for benchmarks/fault_totals.py."""
 import json
 import os

@@ -6,10 +6,11 @@ Needs root and Debian's openssh-server; CI runs as root.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,20 @@ def assert_run_folders_removed(state: Path, run_id: str) -> None:
            f"{folder} was left on host 3")
 
 
+@contextmanager
+def without_command(state: Path, index: int, command: str, tmp_path: Path):
+    """Host ``index`` without ``command``: a non-executable file mounted over it in that host's namespace only."""
+    path = shutil.which(command)
+    blank = tmp_path / f"no-{command}"
+    blank.write_text("")
+    blank.chmod(0o644)
+    in_host(state, index, "mount", "--bind", str(blank), path)
+    try:
+        yield
+    finally:
+        in_host(state, index, "umount", path, check=False)
+
+
 def preflight_rows(output: str) -> dict[str, list[str]]:
     return {line.split()[0]: line.split() for line in output.splitlines() if line.startswith("10.77.0.")}
 
@@ -71,10 +86,12 @@ def test_a_host_without_sftp_passes_preflight_and_runs_with_files_over_the_exec_
 
 
 @pytest.mark.fault("message")
-@pytest.mark.parametrize("cause", ["read-only", "full", "no-interpreter"])
+@pytest.mark.parametrize("cause", ["read-only", "full", "no-interpreter", "no-timeout"])
 def test_preflight_and_the_run_refuse_a_host_naming_it_and_the_cause(ck, testbed, tmp_path, cause):
     machine, host, broken = NAME, "10.77.0.2", nullcontext()
-    if cause == "read-only":
+    if cause == "no-timeout":  # the roles' watchdog needs it: without it a run would fail as a lost connection
+        broken, names = without_command(testbed, 2, "timeout", tmp_path), (host, "'timeout'", "not on the PATH")
+    elif cause == "read-only":
         broken, names = host_mount(testbed, 2, RUNS_ROOT, "ro,size=1m"), (host, "Read-only file system")
     elif cause == "full":
         broken, names = host_mount(testbed, 2, RUNS_ROOT, "size=1m"), (host, "MB free", "needs at least 100 MB")
@@ -147,6 +164,29 @@ def test_run_folders_are_removed_after_a_run_that_failed(ck, testbed, tmp_path):
             raise FaultFailure("hang", "the run went on after one of its workers was killed") from None
     no_traceback(output)
     assert "p3: FAILED: worker#2 on 10.77.0.3 was killed by SIGKILL" in output
+    assert_run_folders_removed(testbed, run_id)
+
+
+@pytest.mark.fault("signal")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=lambda s: s.name)
+def test_run_folders_are_removed_when_the_launcher_is_killed_or_stopped_for_good(ck, testbed, tmp_path, sig):
+    """The launcher cannot clean up: each host's janitor sees its channel close (SIGKILL) or fall silent (SIGSTOP)."""
+    from reprokit.run.lifeline import LAUNCHER_FILE
+    from reprokit.run.remote import REMOTE_SILENCE_S, WATCHDOG_GRACE_S
+
+    with long_run(ck, tmp_path, f"--target={NAME}", "--env.PROFILE=smoke", "--env.WORKER_THREADS=1",
+                  watch_log="worker-2.log") as (run, run_id):
+        folder = f"{RUNS_ROOT}/{run_id}"
+        assert os.path.isdir(folder) and in_host(testbed, 3, "test", "-d", folder, check=False).returncode == 0
+        launcher = int((tmp_path / LAUNCHER_FILE).read_text().split(":")[0])
+        os.kill(launcher, sig)
+        try:
+            gone = wait_for(lambda: not os.path.exists(folder) and in_host(
+                testbed, 3, "test", "-e", folder, check=False).returncode != 0, REMOTE_SILENCE_S + WATCHDOG_GRACE_S + 15)
+        finally:
+            if sig == signal.SIGSTOP:
+                os.kill(launcher, signal.SIGKILL)
+        expect(gone, "data-lost", f"{folder} was left on a host after {sig.name} to the launcher")
     assert_run_folders_removed(testbed, run_id)
 
 

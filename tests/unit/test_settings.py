@@ -249,3 +249,17 @@ def test_every_engine_refuses_a_set_smaller_than_a_batch_per_worker_before_any_r
         build_spec(s, engine, small, parse(data), data)
     enough = RunData("imagenet-min", ["--data-train", "t.rec"], "t.rec", "u1", samples=96, unit="images", split=True)
     assert build_spec(s, engine, enough, parse(data), data).data.samples == 96
+
+
+def test_an_output_path_is_refused_up_front_when_its_disk_is_too_full_or_its_name_too_long(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    with pytest.raises(UserError, match=r"SAVE_PARAMS='.*'… \(\d+ characters\): the name x+\.\.\.x+\.npz in .* is 304 bytes long, "
+                                        r"more than the 255 .*; shorten the name"):
+        with_local_outputs(settings(SAVE_PARAMS="x" * 300 + ".npz"), str(tmp_path))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: usage(10 ** 9, 10 ** 9, 10 * 1024 * 1024))
+    with pytest.raises(UserError, match=r"SAVE_PARAMS='.*p\.npz': only 10\.0 MB free on .*, 100\.0 MB needed .*; "
+                                        r"free space on"):  # resnet's parameters take about 100 MB
+        with_local_outputs(settings(SAVE_PARAMS="p.npz"), str(tmp_path))

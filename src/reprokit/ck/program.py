@@ -148,7 +148,11 @@ def run_folder(i: dict) -> Path:
 
 def preprocess(i: dict) -> dict:
     """Choose the run folder; write the run specification and the hosts file into it."""
-    run_dir = run_folder(i)
+    try:
+        run_dir = run_folder(i)
+    except UserError as exc:  # no folder to say why in (a full disk, an overlong name): this line says it
+        print(f"p3: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_BAD_INPUT) from None
     i.setdefault("misc", {})[RUN_FOLDER_KEY] = str(run_dir)
     for stale in (RESULT_FILE, "launch.json"):
         (run_dir / stale).unlink(missing_ok=True)
@@ -187,7 +191,10 @@ def postprocess(i: dict) -> dict:
                 kill_run_processes(spec.plan.run_id)
             result = Result.failed(f"the launcher was stopped before it finished (no {RESULT_FILE} in {run_dir}); "
                                    f"the run was interrupted", interrupted=True)
-            result.save(run_dir)
+            try:
+                result.save(run_dir)
+            except OSError:  # a full disk: the line below still says what happened
+                pass
             print(f"p3: FAILED: {result.failure_reason}", flush=True)
         else:
             result = Result.failed(f"the run wrote no {RESULT_FILE} in {run_dir}")

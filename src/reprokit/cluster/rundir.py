@@ -1,8 +1,13 @@
 """A run's folder on a remote host (/tmp/reprokit-runs/RUN_ID): created and checked, filled, removed.
 
 The run and `ck check cluster` take these same steps, so a host that passes the check can hold a run's
-folder: it is created (with its parents), written to, and must have ``MIN_FREE_MB`` free (the engine's
-files, the workers' timelines and Sockeye's model folder live there while the run lasts).
+folder: the commands the run's remote side uses are on the PATH (``REMOTE_COMMANDS``), it is created (with its
+parents), written to, and must have ``MIN_FREE_MB`` free (the engine's files, the workers' timelines and
+Sockeye's model folder live there while the run lasts).
+
+The launcher removes the folder after the run, whatever ended it. When the launcher itself is gone (SIGKILL, or
+stopped with SIGSTOP and never resumed, or its link cut) a ``Janitor`` on the host removes it: it waits on its
+channel's stdin as the roles' watchdogs do, and cleans up when that ends or stays silent.
 """
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import re
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import paramiko
 
 from reprokit.cluster.ssh import Connection
 from reprokit.errors import UserError
@@ -31,14 +38,25 @@ def run_dir(run_id: str) -> str:
     return f"{RUNS_ROOT}/{run_id}"
 
 
+# What the remote side runs (the run folder's steps, the roles' wrapper and watchdog, the sweep, the janitor).
+REMOTE_COMMANDS = ("mkdir", "rm", "df", "awk", "mktemp", "env", "timeout", "dd", "sleep", "grep", "readlink", "cat",
+                   "nproc")
+
+
 def create(conn: Connection, remote_dir: str, min_free_mb: int = MIN_FREE_MB) -> None:
-    """Create ``remote_dir`` and check that it takes a file and has ``min_free_mb`` free; raises naming the cause."""
+    """Check that the remote side's commands are there, create ``remote_dir`` and check that it takes a file and has
+    ``min_free_mb`` free; raises naming the cause."""
     label, quoted = conn.endpoint.label, shlex.quote(remote_dir)
     result = conn.run(
-        f"d={quoted}; mkdir -p -- \"$d\" || exit 10; "
+        f"for c in {' '.join(REMOTE_COMMANDS)}; do [ -x \"$(command -v \"$c\")\" ] || {{ echo \"$c\" >&2; exit 12; }}; "
+        f"done; d={quoted}; mkdir -p -- \"$d\" || exit 10; "
         f": > \"$d/.reprokit-write-test\" || exit 11; rm -f -- \"$d/.reprokit-write-test\"; {_FREE_KB}",
         timeout=CHECK_TIMEOUT_S)
     reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+    if result.exit_code == 12:
+        raise UserError(f"{label}: the command {reason!r} is not on the PATH of {conn.endpoint.user}'s login shell "
+                        f"there, and the run's remote side needs it (and {', '.join(REMOTE_COMMANDS)}); install it "
+                        f"(coreutils, grep, gawk) or put its folder on that PATH")
     if result.exit_code == 10:
         raise UserError(f"{label}: cannot create the run folder {remote_dir} ({reason}); the run needs "
                         f"write access to {RUNS_ROOT} for {conn.endpoint.user}")
@@ -75,6 +93,33 @@ def remove(conn: Connection, remote_dir: str) -> None:
     if result.exit_code != 0:
         raise UserError(f"{conn.endpoint.label}: cannot remove {remote_dir}: "
                         f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+
+
+class Janitor:
+    """Removes a host's run folder once the launcher is gone: started when the folder is made, it reads a heartbeat
+    byte (``beat``) from its channel; when the channel ends or stays silent for ``silence_s``, it waits for the
+    roles' watchdogs to stop the roles (``grace_s``) and removes the folder. ``release`` ends it without that, once
+    the launcher has removed the folder itself."""
+
+    def __init__(self, conn: Connection, remote_dir: str, silence_s: int, grace_s: int):
+        command = remove_command(remote_dir)
+        self.channel = conn.start(
+            f'while b=$(timeout {int(silence_s)} dd bs=1 count=1 2>/dev/null) && [ "$b" = . ]; do :; done; '
+            f'[ "$b" = q ] && exit 0; exec >/dev/null 2>&1 </dev/null; sleep {int(grace_s)}; {command}')
+
+    def beat(self) -> None:
+        self._send(b".")
+
+    def release(self) -> None:
+        self._send(b"q")
+        self.channel.close()
+
+    def _send(self, byte: bytes) -> None:
+        try:
+            if not self.channel.closed and self.channel.send_ready():
+                self.channel.send(byte)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass  # a lost host: its janitor cleans up on its own
 
 
 def check_output(conn: Connection, name: str, path: str) -> None:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from reprokit.errors import UserError
+from reprokit.paths import disk_error
 from reprokit.jsonfile import write_json
 from reprokit.run import lifeline
 from reprokit.run.forecast import EpochForecast
@@ -55,17 +56,22 @@ def main(argv: list[str] | None = None) -> int:
             outcome: Outcome = run_remote(spec.plan, parse(spec.cluster), run_dir, sys.stdout, stop=stop, watch=watch)
         else:
             outcome = run_local(spec.plan, run_dir, stop=stop, watch=watch)
-    except Exception as exc:  # a bug of ours: say so in one line, keep the details for a report
-        import traceback
-
-        (run_dir / "launcher-error.txt").write_text(traceback.format_exc())
-        outcome = Outcome(False, f"internal launcher error ({type(exc).__name__}: {exc}); "
-                                 f"details in {run_dir / 'launcher-error.txt'}")
+    except OSError as exc:
+        full = disk_error(exc, "the run folder", run_dir)  # a full disk or an overlong name: not a bug of ours
+        outcome = Outcome(False, str(full)) if full else _internal_error(exc, run_dir)
+    except Exception as exc:
+        outcome = _internal_error(exc, run_dir)
     if forecast is not None and forecast.message:
         outcome.warnings.insert(0, forecast.message)
-    write_json(run_dir / "launch.json", outcome.to_dict())
-    result = build(spec, outcome, run_dir)
-    result.save(run_dir)
+    try:
+        write_json(run_dir / "launch.json", outcome.to_dict())
+        result = build(spec, outcome, run_dir)
+        result.save(run_dir)
+    except OSError as exc:  # the run is over and torn down; only its record could not be kept
+        full = disk_error(exc, "the run's result", run_dir)
+        print(f"p3: error: {full or f'cannot write the result into {run_dir}: {exc.strerror or exc}'}"
+              f" (the run itself: {'succeeded' if outcome.success else outcome.reason})", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     try:
         print(result.summary_line(), flush=True)
     except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
@@ -73,6 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     if result.run_success:
         return 0
     return EXIT_INTERRUPTED if outcome.interrupted else EXIT_FAILED
+
+
+def _internal_error(exc: Exception, run_dir: Path) -> Outcome:
+    """A bug of ours: say so in one line, keep the details for a report."""
+    import traceback
+
+    try:
+        (run_dir / "launcher-error.txt").write_text(traceback.format_exc())
+    except OSError:
+        pass
+    return Outcome(False, f"internal launcher error ({type(exc).__name__}: {exc}); "
+                          f"details in {run_dir / 'launcher-error.txt'}")
 
 
 if __name__ == "__main__":

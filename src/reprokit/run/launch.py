@@ -27,6 +27,7 @@ from typing import Callable, Protocol, TextIO
 
 from reprokit.errors import UserError
 from reprokit.cluster.ports import hold_port
+from reprokit.paths import disk_error
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
@@ -80,6 +81,7 @@ class OutputSink:
         self.done: set[str] = set()  # roles whose output matched finish_pattern
         self.raised_at: dict[str, float] = {}  # role -> when it printed a traceback (time.monotonic)
         self.errors: dict[str, str] = {}  # role -> the last error line it printed
+        self.failure = ""  # why the logs can no longer be kept (a full disk): the run stops with it
 
     def last_error(self, role: str) -> str:
         with self.lock:
@@ -117,26 +119,58 @@ class OutputSink:
         with self.lock:
             return set(self.done)
 
+    def _open_log(self, path: Path) -> TextIO | None:
+        try:
+            return open(path, "w", encoding="utf-8", errors="replace")
+        except OSError as exc:
+            self._lost_log(exc, path)
+            return None
+
+    def _write_log(self, log: TextIO, line: str) -> TextIO | None:
+        try:
+            log.write(line)
+            log.flush()
+            return log
+        except OSError as exc:
+            self._lost_log(exc, Path(log.name))
+            self._close_log(log)
+            return None
+
+    def _close_log(self, log: TextIO) -> None:
+        try:
+            log.close()
+        except OSError as exc:  # its last bytes could not be written
+            self._lost_log(exc, Path(log.name))
+
+    def _lost_log(self, exc: OSError, path: Path) -> None:
+        """A log that cannot be written fails the run (with one line) rather than the copy: the role keeps
+        being read, and ``supervise`` ends the run."""
+        error = disk_error(exc, "the run's logs", path)
+        with self.lock:
+            self.failure = self.failure or str(error or f"cannot write the log {path}: {exc.strerror or exc}")
+
     def pump(self, role: Role, stream, consume: Callable[[str], bool] | None = None) -> threading.Thread:
         """Copy ``stream`` line by line; lines that ``consume`` claims are the launcher's, not the role's."""
         log_path = self.log_dir / role.log_name
         prefix = f"[{role.host} {role.name}] "
 
         def copy() -> None:
-            with open(log_path, "w", encoding="utf-8", errors="replace") as log:
-                for raw in iter(stream.readline, b""):
-                    line = raw.decode("utf-8", errors="replace")
-                    if consume is not None and consume(line):
-                        continue
-                    log.write(line)
-                    log.flush()
-                    with self.lock:
-                        if self.finish is not None and self.finish.search(line):
-                            self.done.add(role.name)
-                        self._note_error(role.name, line)
-                        self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
-                        if self.watch is not None:
-                            self.watch(role, line)
+            log = self._open_log(log_path)
+            for raw in iter(stream.readline, b""):  # read to the end even without a log: the role must not block
+                line = raw.decode("utf-8", errors="replace")
+                if consume is not None and consume(line):
+                    continue
+                if log is not None:
+                    log = self._write_log(log, line)
+                with self.lock:
+                    if self.finish is not None and self.finish.search(line):
+                        self.done.add(role.name)
+                    self._note_error(role.name, line)
+                    self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
+                    if self.watch is not None:
+                        self.watch(role, line)
+            if log is not None:
+                self._close_log(log)
             stream.close()
 
         thread = threading.Thread(target=copy, name=f"output {role.name}", daemon=True)
@@ -289,6 +323,8 @@ def supervise(
                 outcome = Outcome(False, f"{stuck.role.name} on {stuck.role.host}: {error} (it printed a traceback and "
                                          f"was still running {RAISED_GRACE_S:g} s later)", stuck.role.name,
                                   stuck.role.host)
+            elif output is not None and output.failure:
+                outcome = Outcome(False, f"{output.failure}; every role was torn down")
             elif stop.reason:
                 outcome = Outcome(False, f"run {stop.reason}; every role was torn down", interrupted=True)
             elif all(code == 0 for code in codes.values()) and len(procs) == len(plan.roles):

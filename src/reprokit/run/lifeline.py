@@ -9,7 +9,7 @@ A run is a chain: ck's Python -> CK's shell script -> the launcher (``reprokit.r
 * SIGKILL of ck's Python: the launcher watches it (``CK_PROCESS_ENV``, see ``watch``) and stops when it is gone.
 * The launcher handles the three signals itself, stops when its parent (CK's shell) dies (``parent_death_signal``),
   and if it is SIGKILLed its local roles get SIGKILL from the kernel and its SSH connections close, which the
-  remote watchdogs see.
+  remote watchdogs see (and each host's janitor, which removes the run folder there: ``rundir.Janitor``).
 
 Either side may come first (ck may be signalled before the launcher has started): ck writes the stop file before
 it reads the launcher's file, and the launcher writes its file before it reads the stop file, so one of them

@@ -7,7 +7,8 @@ writes a heartbeat byte every HEARTBEAT_S: when the launcher closes it
 (teardown), the connection drops, or nothing arrives for REMOTE_SILENCE_S (a
 cut link whose sshd never notices), the watchdog SIGTERMs the group and SIGKILLs
 it a few seconds later. The launcher's side of a lost host is
-``Connection.start_heartbeat``. Every value is shell-quoted; names are
+``Connection.start_heartbeat``. Each host's run folder is removed by the launcher after the run, or by
+that host's ``rundir.Janitor`` when the launcher is gone. Every value is shell-quoted; names are
 validated, so neither a host name nor an environment value can run a command.
 """
 from __future__ import annotations
@@ -174,8 +175,17 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
         return Outcome(False, str(exc), began_at=began_at)
     outcome = Outcome(False, "the run was interrupted before it started", began_at=began_at)
     transfers: dict[str, Transfer] = {}
+    janitors: dict[str, rundir.Janitor] = {}
+    tended = threading.Event()
+
+    def beat_janitors() -> None:  # from the first folder made until every folder is removed
+        while not tended.wait(HEARTBEAT_S):
+            for janitor in list(janitors.values()):
+                janitor.beat()
+
+    threading.Thread(target=beat_janitors, name="janitor heartbeat", daemon=True).start()
     try:
-        outcome = _prepare_and_supervise(plan, cluster, conns, run_dir, remote_dir, sink, stop, transfers)
+        outcome = _prepare_and_supervise(plan, cluster, conns, run_dir, remote_dir, sink, stop, transfers, janitors)
         outcome.began_at = began_at
         return outcome
     finally:
@@ -195,6 +205,10 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
             if result.exit_code != 0:
                 outcome.warnings.append(f"{host}: could not remove {remote_dir}: "
                                         f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+        tended.set()
+        for host, janitor in janitors.items():
+            if host in swept.succeeded and swept.succeeded[host].exit_code == 0:
+                janitor.release()  # the folder is gone: nothing left for it to do
         outcome.torn_down_at = time.time()
         for transfer in transfers.values():
             transfer.close()
@@ -205,9 +219,10 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
 
 def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[str, Connection], run_dir: Path,
                            remote_dir: str, sink: OutputSink, stop: StopRequest | None,
-                           transfers: dict[str, Transfer]) -> Outcome:
+                           transfers: dict[str, Transfer], janitors: dict[str, rundir.Janitor]) -> Outcome:
     # One parallel step per host: the run folder with the plan's files, and where needed a free port and the cores.
-    prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir, transfers))
+    prepared = on_each(plan.hosts, lambda h: _prepare_host(conns[h], h, plan, cluster, remote_dir, transfers,
+                                                           janitors))
     # The scheduler's port stays held on its host until the run ends (see ports.hold_remote_port).
     holders = [ready.holder for ready in prepared.succeeded.values() if ready.holder is not None]
     try:
@@ -271,7 +286,7 @@ def _fetch_outputs(transfer: Transfer, remote_dir: str, run_dir: Path) -> list[s
 
 
 def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig, remote_dir: str,
-                  transfers: dict[str, Transfer]) -> _Prepared:
+                  transfers: dict[str, Transfer], janitors: dict[str, rundir.Janitor]) -> _Prepared:
     """The steps `ck check cluster` takes too, in this order: the transfer this sshd offers, the engine's
     interpreter, the run folder (write access, free space) with the plan's files, the scheduler's port;
     the host's cores (its allocated slots, else nproc); on worker hosts, the folders of output paths."""
@@ -279,6 +294,8 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
     transfer = transfers[host] = choose_transfer(conn)
     interpreter.version(conn, python)
     rundir.create(conn, remote_dir)
+    # Before anything is copied in: from here on the folder goes even if this launcher is killed.
+    janitors[host] = rundir.Janitor(conn, remote_dir, REMOTE_SILENCE_S, WATCHDOG_GRACE_S + 1)
     rundir.upload(transfer, remote_dir, plan.files)
     port = holder = None
     if host == plan.scheduler_host:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
+from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
 
 
@@ -30,6 +31,7 @@ class Model:
     paper_image_shape: str = ""  # C,H,W as in the paper and the original workflow; "" for text
     smoke_image_shape: str = ""
     min_image_side: int = 1  # smaller inputs make the model fail deep inside MXNet
+    params_mb: int = 0  # its trainable parameters as SAVE_PARAMS writes them (float32, paper shape), rounded up
     # The smoke profile's per-model fill-ins, for models too heavy for its generic values.
     smoke_batch_size: int = PAPER_BATCH_SIZE
     smoke_num_batches: int | None = None
@@ -44,14 +46,14 @@ class Model:
 SOCKEYE_NETWORK = "rnn-lstm-2:2-h512-e512:512-mlp512"
 
 MODELS: dict[str, Model] = {
-    "resnet": Model("resnet", "resnet50_v1", IMAGE_SCRIPT, "3,224,224", "3,32,32"),
+    "resnet": Model("resnet", "resnet50_v1", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=100),
     # Inception-v3 needs 299x299 (its last pooling is 8x8); the smoke profile keeps that shape and
     # makes the run affordable with a smaller batch and fewer, more frequent reports instead.
     "inception-v3": Model("inception-v3", "inceptionv3", IMAGE_SCRIPT, "3,299,299", "3,299,299",
-                          min_image_side=299, smoke_batch_size=8, smoke_num_batches=7, smoke_disp_batches=2),
-    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32"),
+                          min_image_side=299, params_mb=100, smoke_batch_size=8, smoke_num_batches=7, smoke_disp_batches=2),
+    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=550),
     # Sockeye's LSTM is slow on a CPU: the smoke profile takes smaller batches and reports every 5.
-    "sockeye": Model("sockeye", SOCKEYE_NETWORK, TRANSLATION_SCRIPT,
+    "sockeye": Model("sockeye", SOCKEYE_NETWORK, TRANSLATION_SCRIPT, params_mb=200,
                      smoke_batch_size=16, smoke_num_batches=16, smoke_disp_batches=5),
 }
 
@@ -206,7 +208,7 @@ def with_local_outputs(settings: "RunSettings", run_dir: str) -> "RunSettings":
     absolute = {OUTPUT_SETTINGS[name]: os.path.join(run_dir, path) for name, path in output_paths(settings).items()}
     for name, field in OUTPUT_SETTINGS.items():
         if field in absolute:
-            check_writable_here(name, absolute[field], folder_ok=name == "OUTPUT_FILE")
+            check_writable_here(name, absolute[field], output_need_bytes(settings), folder_ok=name == "OUTPUT_FILE")
     return replace(settings, **absolute)
 
 
@@ -219,9 +221,15 @@ def absolute_outputs(settings: "RunSettings") -> None:
                             f"--env.{name}=/PATH")
 
 
-def check_writable_here(name: str, path: str, folder_ok: bool = False) -> None:
-    """``path``'s folder exists and a file can be created in it (tried for real: root passes any mode check);
-    ``folder_ok``: the run writes a folder there (Sockeye's model), else a file, which an existing folder blocks."""
+def output_need_bytes(settings: "RunSettings") -> int:
+    """The free space an output path needs: the model's parameters (a Sockeye model folder holds them too)."""
+    return MODELS[settings.model].params_mb * MB
+
+
+def check_writable_here(name: str, path: str, need_bytes: int, folder_ok: bool = False) -> None:
+    """``path``'s folder exists, a file can be created in it (tried for real: root passes any mode check), its name
+    fits and ``need_bytes`` are free there; ``folder_ok``: the run writes a folder there (Sockeye's model), else a
+    file, which an existing folder blocks."""
     folder = os.path.dirname(os.path.abspath(path)) or "/"
     fix = f"create the folder, or give another path with --env.{name}=PATH"
     given, there = shown(path, SHOWN_PATH_CHARACTERS), shown(folder, SHOWN_PATH_CHARACTERS, quoted=False)
@@ -236,6 +244,7 @@ def check_writable_here(name: str, path: str, folder_ok: bool = False) -> None:
         raise UserError(f"{name}={given}: cannot write into {there} ({exc.strerror}); {fix}") from None
     os.close(fd)
     os.unlink(probe)
+    check_room(path, need_bytes, f"{name}={given}")
 
 
 def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:

@@ -56,6 +56,7 @@ from typing import Iterator
 from reprokit.errors import UserError
 from reprokit.files import read_regular
 from reprokit.jsonfile import read_json, write_json
+from reprokit.paths import check_room, disk_error, disk_errors
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study import identity
 from reprokit.study import schema as s
@@ -148,17 +149,20 @@ def export(store: Store, out: Path) -> dict:
                 "records": len(stored), "left_out": left_out, "total_bytes": total, "files": files}
     manifest["signature"] = identity.sign(key, _signed_bytes(manifest))
     out = out.expanduser().resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
+    # Compressed, the bundle is at most about the size of its files: that much must be free where it goes.
+    check_room(tmp, total + len(files) * tarfile.BLOCKSIZE * 2, "ck export")
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            now = int(time.time())
-            data = json.dumps(manifest, indent=2, sort_keys=True).encode()
-            tar.addfile(_info(MANIFEST, len(data), now), io.BytesIO(data))  # first: import reads it before the rest
-            for name, path in sorted(paths.items()):
-                with open(path, "rb") as handle:
-                    tar.addfile(_info(name, files[name]["size"], now), handle)
-        tmp.replace(out)
+        with disk_errors("ck export", tmp):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(tmp, "w:gz") as tar:
+                now = int(time.time())
+                data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+                tar.addfile(_info(MANIFEST, len(data), now), io.BytesIO(data))  # first: import reads it first
+                for name, path in sorted(paths.items()):
+                    with open(path, "rb") as handle:
+                        tar.addfile(_info(name, files[name]["size"], now), handle)
+            tmp.replace(out)
     finally:
         tmp.unlink(missing_ok=True)
     return {"path": out, "records": len(stored), "files": len(files), "left_out": left_out}
@@ -229,7 +233,8 @@ def _archive(bundle: Path, first_grant: int) -> Iterator[tuple[tarfile.TarFile, 
     except (tarfile.TarError, ValueError, UnicodeError) as exc:
         raise _refuse(bundle, f"its archive is damaged ({exc}); copy it again from the exporting evaluator") from None
     except OSError as exc:
-        raise _refuse(bundle, f"it cannot be read ({exc.strerror or exc})") from None
+        # Writing the store (a full disk, an overlong name) is the store's problem, not the bundle's.
+        raise disk_error(exc, "ck import") or _refuse(bundle, f"it cannot be read ({exc.strerror or exc})") from None
 
 
 def _read_manifest(tar: tarfile.TarFile, study: str | None) -> dict:
@@ -431,7 +436,8 @@ def import_bundle(store: Store, bundle: Path) -> dict:
         try:
             return _import_locked(store, bundle, staging)
         except OSError as exc:
-            raise UserError(f"could not write into {store.root}: {exc.strerror or exc}; nothing was imported") from None
+            raise disk_error(exc, "ck import", store.root) or UserError(
+                f"could not write into {store.root}: {exc.strerror or exc}; nothing was imported") from None
         except KeyboardInterrupt:  # Ctrl-C: the staging folder goes (below); say so in one line
             raise UserError(f"import of {bundle} interrupted; nothing was imported") from None
         finally:

@@ -150,7 +150,8 @@ def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env
                 run_settings.local_layout(settings)
                 for name, path in run_settings.output_paths(settings).items():
                     if os.path.isabs(path):  # a relative one lands in each run's own (new) folder
-                        run_settings.check_writable_here(name, path, folder_ok=name == "OUTPUT_FILE")
+                        run_settings.check_writable_here(name, path, run_settings.output_need_bytes(settings),
+                                                         folder_ok=name == "OUTPUT_FILE")
             else:
                 run_settings.absolute_outputs(settings)
 

@@ -43,6 +43,8 @@ from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
 from reprokit.values import shown
 from reprokit.jsonfile import read_json
+from reprokit.paths import MB, check_room, disk_errors
+from reprokit.run.folders import RUN_FOLDER_NEED_MB
 from reprokit.study import identity
 from reprokit.study import schema as s
 from reprokit.study.choice import BandwidthChoice
@@ -64,18 +66,21 @@ def write_once(path: Path, data: object) -> None:
 
     Unlike jsonfile.write_json (atomic replace), this never overwrites: records are immutable.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    check_room(tmp, len(text.encode()), "the study store")
     try:
-        with open(tmp, "x") as handle:
-            handle.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise AlreadyStored(str(path)) from None
-        _fsync_dir(path.parent)
+        with disk_errors("the study store", path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "x") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise AlreadyStored(str(path)) from None
+            _fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -458,7 +463,9 @@ class Store:
     def new_attempt_dir(self, record_id: str) -> Path:
         """A fresh run folder for this record: earlier attempts (killed runs) keep theirs."""
         parent = self.runs_dir / record_id
-        parent.mkdir(parents=True, exist_ok=True)
+        check_room(parent / "attempt-N", RUN_FOLDER_NEED_MB * MB, "the study store")
+        with disk_errors("the study store", parent):
+            parent.mkdir(parents=True, exist_ok=True)
         n = 1
         while True:
             candidate = parent / f"attempt-{n}"
