@@ -163,3 +163,31 @@ def test_a_signal_stops_the_run_on_every_host_of_a_testbed(ck, tmp_path, sig, ta
     finally:
         ck("testbed", f"cluster:{name}", "--down", timeout=60)
         ck("rm", f"machine:{name}", "--force")
+
+
+@pytest.mark.parametrize("target", ["launcher", "worker"])
+def test_a_stopped_launcher_or_worker_ends_the_run_named_within_the_stopped_limit(ck, tmp_path, target):
+    """SIGSTOP: no exit, no output. ck would wait for a stopped launcher forever, and synchronous training for a
+    stopped worker until RUN_TIMEOUT; each is named and the run ended STOPPED_LIMIT_S after it was stopped."""
+    from reprokit.run.progress import STOPPED_LIMIT_S
+    from support.runs import worker_pid
+
+    with long_run(ck, tmp_path, "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1") as (run, run_id):
+        launcher = launcher_of(tmp_path)
+        victim = int(launcher.split(":")[0]) if target == "launcher" else worker_pid(run_id, 1)
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            code = run.wait(timeout=STOPPED_LIMIT_S + 30)
+        except Exception:
+            os.kill(victim, signal.SIGCONT)
+            raise
+        output = run.stdout.read()
+        no_orphans(alive(run_id, launcher), 5, f"SIGSTOP to the {target}")
+    # A killed launcher's script ends with the shell's 128 + SIGKILL, which CK passes on; a failed run's 1 otherwise.
+    assert code == (137 if target == "launcher" else 1), output[-2000:]
+    no_traceback(output)
+    [failed] = [line for line in output.splitlines() if line.startswith("p3: FAILED:")]
+    if target == "launcher":
+        assert f"the launcher (pid {victim}) was stopped (SIGSTOP or a tracer) for 10 s" in failed
+    else:
+        assert "worker#1 on 127.0.0.1 has been stopped (SIGSTOP or a tracer) for 10 s" in failed

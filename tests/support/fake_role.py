@@ -1,6 +1,6 @@
 """A stand-in role process for launcher tests: behaves by DMLC_ROLE and DMLC_WORKER_ID.
 
-    fake_role.py [--fail ROLE#I:CODE] [--hang ROLE#I] [--raise-and-hang ROLE#I] [--speed N]
+    fake_role.py [--fail ROLE#I:CODE] [--hang ROLE#I] [--raise-and-hang ROLE#I] [--speed N] [--report-forever S]
 
 Workers print Speedometer lines and a checksum, then exit 0, unless told to
 fail or hang. Scheduler and servers wait until every worker has written its
@@ -16,6 +16,8 @@ parser.add_argument("--fail", default="")
 parser.add_argument("--hang", default="")
 parser.add_argument("--raise-and-hang", default="", help="print a traceback, then never exit (MXNet work pending)")
 parser.add_argument("--speed", type=float, default=100.0)
+parser.add_argument("--report-forever", type=float, default=0.0,
+                    help="workers print a speed report every this many seconds and never finish")
 parser.add_argument("--spawn-child", action="store_true", help="leave a grandchild running, as real roles may")
 args = parser.parse_args()
 
@@ -42,6 +44,12 @@ if args.fail.split(":")[0] == name:
     print(f"ValueError: {name} failed on purpose", file=sys.stderr, flush=True)
     sys.exit(int(args.fail.split(":")[1]))
 
+if kind == "worker" and args.report_forever:
+    batch = 0
+    while True:
+        print(f"Epoch[0] Batch [{batch}-{batch + 10}]\tSpeed: {args.speed:.2f} samples/sec", file=sys.stderr, flush=True)
+        batch += 10
+        time.sleep(args.report_forever)
 if kind == "worker":
     rank = int(os.environ["DMLC_WORKER_ID"])
     for first in (0, 10, 20):

@@ -61,6 +61,18 @@ def role_pid(run_id: str, kind: str, node_host: str) -> int | None:
     return None
 
 
+def worker_pid(run_id: str, index: int) -> int | None:
+    """The MXNet process of worker#index (DMLC_WORKER_ID, which the launcher gives each worker)."""
+    for pid in run_processes(run_id):
+        try:
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"DMLC_ROLE=worker" in environ and f"DMLC_WORKER_ID={index}".encode() in environ:
+            return pid
+    return None
+
+
 def no_process_left(run_id: str, timeout: float = 5.0) -> bool:
     return wait_for(lambda: not run_processes(run_id), timeout) is not None
 

@@ -12,6 +12,7 @@ from support.ckcli import REPO_ROOT
 from support.runs import fake_plan, no_process_left, wait_for, write_spec
 from reprokit.run.launch import StopRequest, run_local
 from reprokit.run.procscan import run_processes
+from reprokit.run.progress import STALL_FLOOR_S, STOPPED_LIMIT_S, ProgressWatch
 
 
 def role_pid(run_id, kind, worker_id=None):
@@ -70,13 +71,56 @@ def test_worker_killed_from_outside_is_named_and_everything_else_torn_down(run_d
     assert no_process_left(plan.run_id)
 
 
-def test_global_timeout_names_what_was_still_running(run_dir):
+def test_global_timeout_names_what_was_still_running_and_advises_no_longer_timeout_for_a_silent_worker(run_dir):
     plan = fake_plan("--hang", "worker#0", timeout_s=2)
     outcome = run_local(plan, run_dir, console=io.StringIO())
     assert not outcome.success
-    assert "exceeded its timeout of 2 s" in outcome.reason
-    assert "worker#0" in outcome.reason and "--env.RUN_TIMEOUT" in outcome.reason
+    assert outcome.reason.startswith("run exceeded its timeout of 2 s (still running: scheduler, server#0, worker#0)")
+    assert "not progressing (fewer than two speed reports, or silent since): worker#0" in outcome.reason
+    assert "raise it with" not in outcome.reason
     assert no_process_left(plan.run_id)
+
+
+def test_a_timeout_while_every_worker_progresses_advises_raising_it(run_dir):
+    plan = fake_plan("--report-forever", "0.2", timeout_s=3)
+    outcome = run_local(plan, run_dir, console=io.StringIO())
+    assert outcome.reason.endswith("every worker was progressing: raise it with --env.RUN_TIMEOUT=SECONDS")
+    assert no_process_left(plan.run_id)
+
+
+def test_a_stopped_worker_ends_the_run_named_long_before_its_timeout(run_dir):
+    """SIGSTOP: the process neither exits nor prints; synchronous training would wait for it until RUN_TIMEOUT."""
+    plan = fake_plan("--hang", "worker#1", timeout_s=600)
+    holder = {}
+    thread = threading.Thread(target=lambda: holder.update(outcome=run_local(plan, run_dir, console=io.StringIO())))
+    thread.start()
+    pid = wait_for(lambda: role_pid(plan.run_id, "worker", 1), timeout=10)
+    assert pid, "worker#1 never started"
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    thread.join(timeout=40)
+    assert not thread.is_alive()
+    assert STOPPED_LIMIT_S <= time.monotonic() - stopped_at < STOPPED_LIMIT_S + 15
+    assert holder["outcome"].reason == ("worker#1 on 127.0.0.1 has been stopped (SIGSTOP or a tracer) for 10 s; every "
+                                        "role was torn down")
+    assert no_process_left(plan.run_id)
+
+
+def test_a_worker_silent_past_ten_times_its_slowest_report_interval_has_stalled():
+    watch = ProgressWatch()
+    assert watch.stall(["worker#0"], now=1000.0) is None  # no pace measured yet: no verdict
+    for at in (0.0, 2.0, 4.0):
+        watch.report("worker#0", at)
+    for at in (0.0, 10.0, 30.0):
+        watch.report("worker#1", at)
+    assert watch.bound_s("worker#0") == STALL_FLOOR_S  # 10 x 2 s is under the floor
+    assert watch.bound_s("worker#1") == 200.0  # 10 x its slowest interval, 20 s
+    stall = watch.stall(["worker#0", "worker#1"], now=4.0 + STALL_FLOOR_S + 1)
+    assert stall.workers == ["worker#0"] and round(stall.silent_s) == 61
+    assert stall.describe().startswith("no progress from worker#0 for 61 s, past the bound of 60 s (10 x the slowest "
+                                       "interval between their speed reports, 2.0 s; at least 60 s)")
+    assert watch.stall(["worker#0", "worker#1"], now=231.0).workers == ["worker#0", "worker#1"]
+    assert watch.not_progressing(["worker#0", "worker#1", "worker#2"], now=40.0) == ["worker#2"]
 
 
 def test_stop_request_tears_everything_down(run_dir):

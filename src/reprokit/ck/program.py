@@ -161,6 +161,7 @@ def preprocess(i: dict) -> dict:
     refuse_bad_settings(i.get("env", {}), ours, run_dir, known=(i.get("meta") or {}).get("run_vars", {}))
     lifeline.clear(run_dir)
     lifeline.forward_stops(run_dir)
+    lifeline.watch_launcher(run_dir)
     try:
         spec = make_spec(i, run_dir)
     except UserError as exc:
@@ -189,8 +190,9 @@ def postprocess(i: dict) -> dict:
             # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.
             if spec.plan is not None:
                 kill_run_processes(spec.plan.run_id)
-            result = Result.failed(f"the launcher was stopped before it finished (no {RESULT_FILE} in {run_dir}); "
-                                   f"the run was interrupted", interrupted=True)
+            frozen = lifeline.read_line(run_dir / lifeline.FROZEN_FILE)
+            result = Result.failed(frozen or f"the launcher was stopped before it finished (no {RESULT_FILE} in "
+                                             f"{run_dir}); the run was interrupted", interrupted=not frozen)
             try:
                 result.save(run_dir)
             except OSError:  # a full disk: the line below still says what happened

@@ -30,7 +30,9 @@ from reprokit.cluster.ports import hold_port
 from reprokit.paths import disk_error
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
-from reprokit.run.procscan import kill_run_processes
+from reprokit.run.procscan import is_stopped, kill_run_processes
+from reprokit.run.progress import STOPPED_LIMIT_S, ProgressWatch
+from reprokit.run.speedometer import is_speed_report
 
 POLL_INTERVAL_S = 0.05
 TERMINATE_GRACE_S = 3.0
@@ -66,6 +68,9 @@ class RoleProcess(Protocol):
     def describe(self, code: int) -> str:
         """How the role ended, for messages: 'exited with code 3', 'was killed by SIGKILL', ..."""
 
+    def stopped(self) -> bool:
+        """Whether the role's process is stopped (SIGSTOP, a tracer); False where that cannot be seen."""
+
 
 class OutputSink:
     """Copies each role's output live to the console, prefixed ``[host role#i]``, and to its log file."""
@@ -82,6 +87,7 @@ class OutputSink:
         self.raised_at: dict[str, float] = {}  # role -> when it printed a traceback (time.monotonic)
         self.errors: dict[str, str] = {}  # role -> the last error line it printed
         self.failure = ""  # why the logs can no longer be kept (a full disk): the run stops with it
+        self.progress = ProgressWatch()  # the workers' speed reports, for a stalled run
 
     def last_error(self, role: str) -> str:
         with self.lock:
@@ -166,6 +172,8 @@ class OutputSink:
                     if self.finish is not None and self.finish.search(line):
                         self.done.add(role.name)
                     self._note_error(role.name, line)
+                    if role.kind == "worker" and is_speed_report(line):
+                        self.progress.report(role.name, time.monotonic())
                     self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
                     if self.watch is not None:
                         self.watch(role, line)
@@ -213,6 +221,9 @@ class LocalRoleProcess:
 
     def describe(self, code: int) -> str:
         return describe_exit(code)
+
+    def stopped(self) -> bool:
+        return is_stopped(self.pid)
 
 
 def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
@@ -299,6 +310,7 @@ def supervise(
         all_running_at = time.time()
         workers_done_at: float | None = None
         trained_at: float | None = None
+        stopped_since: dict[str, float] = {}  # role -> when it was first seen stopped
 
         def torn_down_after(grace_s: float, event: str, why: str = "") -> Outcome:
             """Success: the roles still running ``grace_s`` after ``event`` are torn down, with a warning."""
@@ -329,10 +341,14 @@ def supervise(
                 outcome = Outcome(False, f"run {stop.reason}; every role was torn down", interrupted=True)
             elif all(code == 0 for code in codes.values()) and len(procs) == len(plan.roles):
                 outcome = Outcome(True, "")
+            elif (frozen := _stopped_too_long(procs, codes, stopped_since, now)) is not None:
+                outcome = Outcome(False, f"{frozen.role.name} on {frozen.role.host} has been stopped (SIGSTOP or a "
+                                         f"tracer) for {STOPPED_LIMIT_S:g} s; every role was torn down",
+                                  frozen.role.name, frozen.role.host)
+            elif output is not None and (stall := output.progress.stall(_live_workers(procs, codes), time.monotonic())):
+                outcome = Outcome(False, f"{stall.describe()}; every role was torn down")
             elif now - begin > plan.timeout_s:
-                running = [p.role.name for p in procs if codes[p.role.name] is None]
-                outcome = Outcome(False, f"run exceeded its timeout of {plan.timeout_s} s "
-                                         f"(still running: {', '.join(running)}); raise it with --env.RUN_TIMEOUT=SECONDS")
+                outcome = Outcome(False, _timeout_reason(plan, procs, codes, output, time.monotonic()))
             else:
                 workers = [p for p in procs if p.role.kind == "worker"]
                 if workers and all(codes[p.role.name] == 0 for p in workers):
@@ -359,6 +375,34 @@ def supervise(
     outcome.wall_s = clock() - begin
     outcome.torn_down_at = time.time()
     return outcome
+
+
+def _live_workers(procs: list[RoleProcess], codes: dict[str, int | None]) -> list[str]:
+    return [p.role.name for p in procs if p.role.kind == "worker" and codes[p.role.name] is None]
+
+
+def _stopped_too_long(procs: list[RoleProcess], codes: dict[str, int | None], since: dict[str, float],
+                      now: float) -> RoleProcess | None:
+    """A running role seen stopped for STOPPED_LIMIT_S in a row (a resumed one starts over)."""
+    for p in procs:
+        if codes[p.role.name] is None and _quietly(p.stopped):
+            if now - since.setdefault(p.role.name, now) >= STOPPED_LIMIT_S:
+                return p
+        else:
+            since.pop(p.role.name, None)
+    return None
+
+
+def _timeout_reason(plan: RolePlan, procs: list[RoleProcess], codes: dict[str, int | None],
+                    output: OutputSink | None, now: float) -> str:
+    """Raising RUN_TIMEOUT helps only a run whose workers were all alive and progressing: say so only then."""
+    running = [p.role.name for p in procs if codes[p.role.name] is None]
+    reason = f"run exceeded its timeout of {plan.timeout_s} s (still running: {', '.join(running)})"
+    behind = output.progress.not_progressing(_live_workers(procs, codes), now) if output is not None else running
+    if not behind:
+        return f"{reason}; every worker was progressing: raise it with --env.RUN_TIMEOUT=SECONDS"
+    return (f"{reason}; not progressing (fewer than two speed reports, or silent since): {', '.join(behind)}; "
+            f"see their logs before raising --env.RUN_TIMEOUT")
 
 
 def _quietly(action: Callable[[], object]) -> object:

@@ -7,6 +7,8 @@ A run is a chain: ck's Python -> CK's shell script -> the launcher (``reprokit.r
   run folder (``STOP_FILE``) and passes it on to the launcher named in ``LAUNCHER_FILE``; the launcher tears the run
   down and writes its result, which ck then reports (no KeyboardInterrupt traceback).
 * SIGKILL of ck's Python: the launcher watches it (``CK_PROCESS_ENV``, see ``watch``) and stops when it is gone.
+* A launcher that is stopped (SIGSTOP, a tracer) would keep ck waiting forever: ck's Python watches its state
+  (``watch_launcher``) and after STOPPED_LIMIT_S kills it, writing why in ``FROZEN_FILE``.
 * The launcher handles the three signals itself, stops when its parent (CK's shell) dies (``parent_death_signal``),
   and if it is SIGKILLed its local roles get SIGKILL from the kernel and its SSH connections close, which the
   remote watchdogs see (and each host's janitor, which removes the run folder there: ``rundir.Janitor``).
@@ -25,10 +27,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from reprokit.run.procscan import is_running, process_identity
+from reprokit.run.procscan import is_running, is_stopped, process_identity
+from reprokit.run.progress import STOPPED_LIMIT_S
 
 STOP_FILE = "stop-requested"  # the signal ck's Python got, one line
 LAUNCHER_FILE = "launcher.pid"  # the launcher's process identity (PID:START)
+FROZEN_FILE = "launcher-frozen"  # why ck's Python killed a stopped launcher, one line
 CK_PROCESS_ENV = "REPROKIT_CK_PROCESS"  # ck's Python's process identity, for the launcher to watch
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WATCH_INTERVAL_S = 0.2
@@ -60,7 +64,7 @@ def forward_stops(run_dir: Path) -> None:
             (run_dir / STOP_FILE).write_text(name + "\n")
         except OSError:  # the run folder is gone: nothing left to stop
             return
-        launcher = _read(run_dir / LAUNCHER_FILE)
+        launcher = read_line(run_dir / LAUNCHER_FILE)
         if launcher and is_running(launcher):
             try:
                 os.kill(int(launcher.split(":")[0]), signum)
@@ -77,7 +81,7 @@ def launcher_started(run_dir: Path, request_stop: Callable[[str], None]) -> None
     identity = process_identity(os.getpid())
     if identity:
         (run_dir / LAUNCHER_FILE).write_text(identity + "\n")
-    name = _read(run_dir / STOP_FILE)
+    name = read_line(run_dir / STOP_FILE)
     if name:
         request_stop(f"stopped by {name}")
     parent_death_signal(signal.SIGTERM)  # the shell that started us died (a closed terminal, a kill): stop too
@@ -98,13 +102,48 @@ def watch(identity: str | None, request_stop: Callable[[str], None], what: str) 
     threading.Thread(target=poll, name=f"watch {what}", daemon=True).start()
 
 
+def watch_launcher(run_dir: Path, limit_s: float = STOPPED_LIMIT_S) -> threading.Thread:
+    """In ck's Python: kill this run's launcher once it has been stopped for ``limit_s`` in a row (its roles die
+    with it), so ck reports the run instead of waiting forever. A daemon thread, done when the launcher is gone."""
+
+    def poll() -> None:
+        identity, stopped_since = "", None
+        while True:
+            time.sleep(WATCH_INTERVAL_S)
+            identity = identity or read_line(run_dir / LAUNCHER_FILE)
+            if not identity:
+                continue  # not started yet
+            if not is_running(identity):
+                return
+            pid = int(identity.split(":")[0])
+            if not is_stopped(pid):
+                stopped_since = None
+                continue
+            stopped_since = stopped_since or time.monotonic()
+            if time.monotonic() - stopped_since >= limit_s:
+                try:
+                    (run_dir / FROZEN_FILE).write_text(f"the launcher (pid {pid}) was stopped (SIGSTOP or a tracer) "
+                                                       f"for {limit_s:g} s; it was killed with every role\n")
+                except OSError:
+                    pass
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+
+    thread = threading.Thread(target=poll, name="watch the launcher", daemon=True)
+    thread.start()
+    return thread
+
+
 def clear(run_dir: Path) -> None:
     """Before a run reuses a folder: no stop or launcher of an earlier run may count for this one."""
-    for name in (STOP_FILE, LAUNCHER_FILE):
+    for name in (STOP_FILE, LAUNCHER_FILE, FROZEN_FILE):
         (run_dir / name).unlink(missing_ok=True)
 
 
-def _read(path: Path) -> str:
+def read_line(path: Path) -> str:
     try:
         return path.read_text().strip()
     except OSError:

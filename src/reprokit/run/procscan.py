@@ -44,6 +44,14 @@ def process_identity(pid: int) -> str | None:
     return f"{pid}:{fields[19]}"
 
 
+def is_stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP, SIGTSTP, or a tracer): state T or t in /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def is_running(identity: str) -> bool:
     """Whether the process ``process_identity`` named is still running."""
     pid = identity.split(":", 1)[0]

@@ -112,6 +112,9 @@ class RemoteRoleProcess:
             return True
         return False
 
+    def stopped(self) -> bool:
+        return False  # not seen from here: a stopped remote role shows as a stall of the workers' progress
+
     def poll(self) -> int | None:
         if self.channel.exit_status_ready():
             status = self.channel.recv_exit_status()

@@ -16,6 +16,13 @@ _SPEED = re.compile(
     r"(?:\s+(?P<tokens>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?\d+)?)\s*tokens/sec)?",  # Sockeye adds tokens/sec
     re.IGNORECASE,
 )
+
+
+def is_speed_report(line: str) -> bool:
+    """A worker's progress line (MXNet's Speedometer, Sockeye's too)."""
+    return _SPEED.search(line) is not None
+
+
 _SOURCE = re.compile(r"^\[(?P<source>[^\]]+#\d+)\]\s")  # our launcher's "[host role#i] "
 _CHECKSUM = re.compile(r"Parameter checksum: rank=(?P<rank>\d+) sha256=(?P<digest>[0-9a-f]{64})")
 
