@@ -216,3 +216,18 @@ def test_yaml_keys_are_names_given_once_and_nesting_is_bounded(tmp_path, text, m
     described.write_text(text)
     with pytest.raises(UserError, match=re.escape(message)):
         load(str(described))
+
+
+def test_hosts_json_port_and_user_reach_ssh_configs_proxy_command(tmp_path):
+    """ssh_config's %p and %r must expand to what hosts.json says, or the run reaches another sshd (and
+    accept-new records that sshd's key under [host]:port)."""
+    from reprokit.cluster.ssh import resolve
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host node1\n  HostName 10.0.0.1\n  User bob\n  ProxyCommand relay %h %p %r\n")
+    cluster = parse({"hosts": [{"host": "node1", "port": 2222, "user": "eve"}], "ssh_config": str(config)}, "t")
+    endpoint = resolve(cluster.hosts[0], cluster)
+    assert (endpoint.port, endpoint.user, endpoint.label) == (2222, "eve", "node1:2222")
+    assert endpoint.proxy_command == "relay 10.0.0.1 2222 eve"
+    plain = parse({"hosts": ["node1"], "ssh_config": str(config)}, "t")
+    assert resolve(plain.hosts[0], plain).proxy_command == "relay 10.0.0.1 22 bob"  # ssh_config's own, unchanged

@@ -26,6 +26,7 @@ from typing import BinaryIO
 import paramiko
 
 from reprokit.errors import UserError
+from reprokit.files import read_regular
 from reprokit.cluster.hosts import ClusterConfig, HostSpec
 
 # paramiko's transport threads log failures with tracebacks; our SshError lines already say what
@@ -69,7 +70,7 @@ def resolve(spec: HostSpec, cluster: ClusterConfig) -> Endpoint:
     config_path = Path(os.path.expanduser(cluster.ssh_config or DEFAULT_SSH_CONFIG))
     if cluster.ssh_config and not config_path.exists():
         raise SshError(f"ssh_config {config_path} named in the cluster description does not exist")
-    lookup = paramiko.SSHConfig.from_path(str(config_path)).lookup(spec.host) if config_path.exists() else {}
+    lookup = _lookup(config_path, spec) if config_path.exists() else {}
     identity = (spec.identity_file,) if spec.identity_file else tuple(lookup.get("identityfile", []))
     known_hosts = cluster.known_hosts or (lookup.get("userknownhostsfile", "").split() or [DEFAULT_KNOWN_HOSTS])[0]
     return Endpoint(
@@ -82,6 +83,20 @@ def resolve(spec: HostSpec, cluster: ClusterConfig) -> Endpoint:
         known_hosts=os.path.expanduser(known_hosts),
         accept_new=cluster.accept_new_host_keys,
     )
+
+
+SSH_CONFIG_LIMIT = 1024 * 1024
+
+
+def _lookup(config_path: Path, spec: HostSpec) -> dict:
+    """ssh_config's options for ``spec.host``, with hosts.json's port and user in force: ssh_config keeps the
+    first value it obtains, so they go first, and its tokens (%p, %r in a ProxyCommand) expand to them, not to
+    ssh_config's own (which would reach another sshd)."""
+    text = read_regular(config_path, "ssh_config", SSH_CONFIG_LIMIT).decode("utf-8", errors="replace")
+    ours = "".join(f"    {key} {value}\n" for key, value in (("Port", spec.port), ("User", spec.user)) if value)
+    if ours:
+        text = f"Host {spec.host}\n{ours}\n" + text
+    return paramiko.SSHConfig.from_text(text).lookup(spec.host)
 
 
 _known_hosts_lock = threading.Lock()
