@@ -495,3 +495,37 @@ def test_concurrent_imports_serialise_and_count_each_run_once(cli, workspace, ev
     assert not list(workspace.root.glob(".import-staging-*"))
     counts = runs_per_setup(report_json(cli, workspace))
     assert sorted(counts.values()) == [6, 6, 6]
+
+
+@pytest.mark.fault("concurrent")
+def test_an_import_behind_another_says_it_waits_and_one_behind_a_stopped_one_is_refused_at_once(
+        cli, workspace, evaluator_a):
+    """The lock is a flock on the store's folder; its holder is found in /proc/locks."""
+    _, bundle = evaluator_a
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(workspace.root)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(3)\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        code, out = run_ck(cli, "import", "study", f"--in={bundle}", f"--store={workspace.root}")
+        assert code == 0, out  # it waited for the holder's 3 s
+        assert f"study: waiting for another import into {workspace.root} (pid {holder.pid}) to finish" in out
+    finally:
+        holder.wait(timeout=30)
+    frozen = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, time\n"
+        f"fd = os.open({str(workspace.root)!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert frozen.stdout.readline() == "held\n"
+        frozen.send_signal(signal.SIGSTOP)
+        code, out = run_ck(cli, "import", "study", f"--in={bundle}", f"--store={workspace.root}", timeout=30)
+        line = one_clear_line(out, f"(pid {frozen.pid}) is stopped (SIGSTOP or a tracer) and holds the store",
+                              f"kill -CONT {frozen.pid}")
+        assert code != 0, line
+    finally:
+        frozen.kill()
+        frozen.wait()

@@ -56,3 +56,18 @@ def is_running(identity: str) -> bool:
     """Whether the process ``process_identity`` named is still running."""
     pid = identity.split(":", 1)[0]
     return pid.isdigit() and process_identity(int(pid)) == identity
+
+
+def flock_holder(path: Path, locks: Path = Path("/proc/locks")) -> int | None:
+    """The pid holding a flock on ``path`` (from /proc/locks: device as MAJ:MIN in hex, then the inode)."""
+    try:
+        st = os.stat(path)
+        lines = locks.read_text().splitlines()
+    except OSError:
+        return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == where and fields[4].isdigit():
+            return int(fields[4])
+    return None

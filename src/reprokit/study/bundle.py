@@ -45,6 +45,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tarfile
 import time
 import uuid
@@ -57,6 +58,7 @@ from reprokit.errors import UserError
 from reprokit.files import read_regular
 from reprokit.jsonfile import read_json, write_json
 from reprokit.paths import check_room, disk_error, disk_errors
+from reprokit.run.procscan import flock_holder, is_stopped
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study import identity
 from reprokit.study import schema as s
@@ -405,11 +407,22 @@ def _import_lock(store: Store) -> Iterator[None]:
     fd = os.open(store.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
+        said = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                holder = flock_holder(store.root)
+                if holder is not None and is_stopped(holder):
+                    raise UserError(f"another import into {store.root} (pid {holder}) is stopped (SIGSTOP or a "
+                                    f"tracer) and holds the store; resume it (kill -CONT {holder}) or end it, then "
+                                    f"import again") from None
+                if not said:  # waiting in silence looks like a hang
+                    who = f" (pid {holder})" if holder is not None else ""
+                    print(f"study: waiting for another import into {store.root}{who} to finish (at most "
+                          f"{LOCK_TIMEOUT_S:.0f} s)", file=sys.stderr, flush=True)
+                    said = True
                 if time.monotonic() > deadline:
                     raise UserError(f"another import into {store.root} has been running for over "
                                     f"{LOCK_TIMEOUT_S:.0f} s; try again when it has finished") from None
