@@ -102,5 +102,11 @@ def test_the_output_folder_check_on_a_host_passes_where_a_file_can_be_written_an
         assert list(tmp_path.iterdir()) == []
         with pytest.raises(UserError, match=r"SAVE_PARAMS='/sys/p.npz': cannot write into /sys there"):
             rundir.check_output(conn, "SAVE_PARAMS", "/sys/p.npz")
+        with pytest.raises(UserError, match=r"the name is 304 bytes long, more than the 255 its filesystem there "
+                                            r"allows; shorten the name"):
+            rundir.check_output(conn, "SAVE_PARAMS", str(tmp_path / ("x" * 300 + ".npz")))
+        with pytest.raises(UserError, match=r"MB free in .* there, 1048576.0 MB needed; free space there"):
+            rundir.check_output(conn, "SAVE_PARAMS", str(tmp_path / "p.npz"), need_bytes=1024 ** 4)  # 1 TiB
+        assert list(tmp_path.iterdir()) == []
     finally:
         conn.close()

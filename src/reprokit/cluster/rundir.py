@@ -20,6 +20,7 @@ import paramiko
 
 from reprokit.cluster.ssh import Connection
 from reprokit.errors import UserError
+from reprokit.paths import MB
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown
 
 if TYPE_CHECKING:  # transfer.py asks this module for free space
@@ -122,13 +123,21 @@ class Janitor:
             pass  # a lost host: its janitor cleans up on its own
 
 
-def check_output(conn: Connection, name: str, path: str) -> None:
+def check_output(conn: Connection, name: str, path: str, need_bytes: int = 0) -> None:
     """The run setting ``name`` writes ``path`` outside the run folder: a file can be created in its folder there
-    (tried for real, as root passes any mode check)."""
+    (tried for real, as root passes any mode check), its name fits that filesystem and ``need_bytes`` are free."""
     folder = path.rsplit("/", 1)[0] or "/"
-    result = conn.run(f"p=$(mktemp -- {shlex.quote(folder)}/.reprokit-write-check-XXXXXX) && rm -f -- \"$p\"",
-                      timeout=CHECK_TIMEOUT_S)
+    base = path.rsplit("/", 1)[-1]
+    given, there = shown(path, SHOWN_PATH_CHARACTERS), shown(folder, SHOWN_PATH_CHARACTERS, quoted=False)
+    result = conn.run(f"d={shlex.quote(folder)}; p=$(mktemp -- \"$d/.reprokit-write-check-XXXXXX\") && "
+                      f"rm -f -- \"$p\" || exit 10; getconf NAME_MAX \"$d\"; {_FREE_KB}", timeout=CHECK_TIMEOUT_S)
     if result.exit_code != 0:
-        raise UserError(f"{conn.endpoint.label}: {name}={shown(path, SHOWN_PATH_CHARACTERS)}: cannot write into "
-                        f"{shown(folder, SHOWN_PATH_CHARACTERS, quoted=False)} there (missing or read-only); create "
-                        f"it on every worker host, or give another path with --env.{name}=PATH")
+        raise UserError(f"{conn.endpoint.label}: {name}={given}: cannot write into {there} there (missing or "
+                        f"read-only); create it on every worker host, or give another path with --env.{name}=PATH")
+    name_max, free_kb = (result.stdout.split() + ["", ""])[:2]
+    if name_max.isdigit() and len(base.encode()) > int(name_max):
+        raise UserError(f"{conn.endpoint.label}: {name}={given}: the name is {len(base.encode())} bytes long, more "
+                        f"than the {name_max} its filesystem there allows; shorten the name")
+    if free_kb.isdigit() and int(free_kb) * 1024 < need_bytes:
+        raise UserError(f"{conn.endpoint.label}: {name}={given}: only {int(free_kb) / 1024:.1f} MB free in {there} "
+                        f"there, {need_bytes / MB:.1f} MB needed; free space there, or write elsewhere")

@@ -57,6 +57,7 @@ class RolePlan:
     finish_grace_s: float = 10.0  # after every worker printed finish_pattern: time left for a clean exit
     finish_note: str = ""  # why roles may linger after training, for the warning that says they were ended
     outputs: dict[str, str] = field(default_factory=dict)  # setting -> path workers write outside their folder
+    output_need_bytes: int = 0  # free space each output path needs on its host
 
     def address(self, host: str) -> str:
         return self.addresses.get(host, host)

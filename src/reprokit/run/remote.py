@@ -309,5 +309,5 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
         cores = cluster.host(host).slots or int(conn.run("nproc", timeout=30).stdout.strip() or 1)
     if any(r.host == host for r in plan.workers):  # MXNet's rank 0 may be any worker: every worker host checks
         for name, path in plan.outputs.items():
-            rundir.check_output(conn, name, path)
+            rundir.check_output(conn, name, path, plan.output_need_bytes)
     return _Prepared(transfer, port, holder, cores)

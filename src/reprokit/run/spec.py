@@ -22,7 +22,8 @@ from reprokit.jsonfile import write_json
 from reprokit.paths import PROGRAM_DIR
 from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.run.settings import RunSettings, absolute_outputs, local_layout, output_paths, with_local_outputs
+from reprokit.run.settings import (RunSettings, absolute_outputs, local_layout, output_need_bytes, output_paths,
+                                   with_local_outputs)
 
 SPEC_FILE = "p3-run.json"
 FINISH_LINE = r"Parameter checksum: rank="  # the last line of train.py and sockeye_run.py, after every output
@@ -167,6 +168,7 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
             interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
         )
     plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
+    plan.output_need_bytes = output_need_bytes(settings)
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
     if engine.is_artifact:  # the artifact runs its own scripts (P3 is compiled in): none of ours is shipped
         run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
