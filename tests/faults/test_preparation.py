@@ -170,7 +170,8 @@ def test_run_folders_are_removed_after_a_run_that_failed(ck, testbed, tmp_path):
 @pytest.mark.fault("signal")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=lambda s: s.name)
 def test_run_folders_are_removed_when_the_launcher_is_killed_or_stopped_for_good(ck, testbed, tmp_path, sig):
-    """The launcher cannot clean up: each host's janitor sees its channel close (SIGKILL) or fall silent (SIGSTOP)."""
+    """The launcher cannot clean up: each host's janitor sees its channel close (SIGKILL, and SIGSTOP once ck's
+    Python has killed the stopped launcher) or fall silent (SIGSTOP)."""
     from reprokit.run.lifeline import LAUNCHER_FILE
     from reprokit.run.remote import REMOTE_SILENCE_S, WATCHDOG_GRACE_S
 
@@ -185,7 +186,10 @@ def test_run_folders_are_removed_when_the_launcher_is_killed_or_stopped_for_good
                 testbed, 3, "test", "-e", folder, check=False).returncode != 0, REMOTE_SILENCE_S + WATCHDOG_GRACE_S + 15)
         finally:
             if sig == signal.SIGSTOP:
-                os.kill(launcher, signal.SIGKILL)
+                try:
+                    os.kill(launcher, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # ck's Python killed it already (lifeline.watch_launcher, after 10 s stopped)
         expect(gone, "data-lost", f"{folder} was left on a host after {sig.name} to the launcher")
     assert_run_folders_removed(testbed, run_id)
 

@@ -43,8 +43,11 @@ import yaml
 
 from reprokit.errors import UserError
 from reprokit.files import read_regular
-from reprokit.run.settings import MAX_ROLES
 from reprokit.values import shown
+
+# NUM_WORKERS/NUM_SERVERS and hosts.json's per-host counts, whatever the hosts: 1000 nodes x 100 roles. It
+# keeps a typo (1e9) from being laid out role by role before the per-host limit sees it.
+MAX_ROLES = 100_000
 
 HOST_KEYS = {"host", "port", "user", "identity_file", "interface", "workers", "servers", "python", "proxy_command",
              "slots"}

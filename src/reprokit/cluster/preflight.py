@@ -1,25 +1,22 @@
 """Preflight check of a cluster: can every host run its roles? Checked on all hosts at once.
 
-Per host, with the same code the run uses, in the run's order: reachable, host key trusted, key
-authentication; the file transfer its sshd offers (SFTP, else the exec channel); the engine's interpreter,
-and that it imports MXNet; a run folder created under /tmp/reprokit-runs (write access, free space) and the
-run's files copied into it, then removed; the dataset folders; on the scheduler's host, a free port. A host
-that passes cannot fail the run's preparation. Each check is bounded in time.
+Per host: reachable, host key trusted, key authentication; then the run's own preparation
+(``prepare.prepare_host``, the same steps in the same order, each bounded in time), recording every
+failure instead of stopping at the first, and removing the run folder and releasing the port afterwards.
+A host that passes cannot fail the run's preparation.
 """
 from __future__ import annotations
 
-import shlex
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reprokit.errors import UserError
-from reprokit.cluster import interpreter, rundir
-from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster import rundir
 from reprokit.cluster.group import on_each
-from reprokit.cluster.ports import free_port
+from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, resolve
-from reprokit.cluster.transfer import Transfer, choose as choose_transfer
+from reprokit.errors import UserError
 
 
 @dataclass
@@ -52,59 +49,30 @@ def check_host(cluster: ClusterConfig, host: str, python: str, required_paths: l
         check.problems.append(str(exc))
         return check
     check.ssh = "ok"
-    python = spec.python or python
-    transfer = None
-
-    def step(column: str, action, failed: str = "FAILED") -> bool:
-        try:
-            setattr(check, column, action())
-            return True
-        except UserError as exc:
-            setattr(check, column, failed)
-            check.problems.append(str(exc))
-            return False
-
-    try:
-        try:
-            transfer = choose_transfer(conn)
-        except UserError as exc:
-            check.transfer = "FAILED"
-            check.problems.append(str(exc))
-            return check
-        check.transfer = transfer.kind
-        if step("python", lambda: interpreter.version(conn, python)):
-            step("mxnet", lambda: interpreter.mxnet_version(conn, python))
-        step("run_folder", lambda: _try_run_folder(conn, transfer, files or []))
-        step("data", lambda: _required_paths(conn, host, required_paths), failed="MISSING")
-        if scheduler_port is not None and check.python != "FAILED":
-            step("port", lambda: str(free_port(conn, python, "0.0.0.0", scheduler_port)), failed="BUSY")
-    finally:
-        if transfer is not None:
-            transfer.close()
-        conn.close()
-    return check
-
-
-def _try_run_folder(conn: Connection, transfer: Transfer, files: list[Path]) -> str:
+    needs = HostNeeds(python=spec.python or python, files=list(files or []), check_mxnet=True,
+                      data_folders=required_paths, scheduler_port=scheduler_port)
+    steps = Steps(strict=False)
     remote_dir = rundir.run_dir(uuid.uuid4().hex)
+    prepared = PreparedHost()
     try:
-        rundir.create(conn, remote_dir)
-        rundir.upload(transfer, remote_dir, files)
-    except UserError:
-        try:
-            rundir.remove(conn, remote_dir)
-        except UserError:
-            pass  # the first failure is the one to report
-        raise
-    rundir.remove(conn, remote_dir)  # the run removes its folder the same way
-    return "ok"
-
-
-def _required_paths(conn: Connection, host: str, paths: list[str]) -> str:
-    missing = [path for path in paths if conn.run(f"test -d {shlex.quote(path)}", timeout=30).exit_code != 0]
-    if missing:
-        raise UserError(f"{host}: missing dataset folder(s): {', '.join(missing)}")
-    return "ok"
+        prepared = prepare_host(conn, host, needs, remote_dir, steps)
+    finally:
+        if prepared.holder is not None:
+            prepared.holder.close()
+        if "transfer" in steps.values and "transfer" not in steps.failed:
+            try:
+                rundir.remove(conn, remote_dir)  # the run removes its folder the same way
+            except UserError as exc:
+                if "run_folder" not in steps.failed:
+                    steps.values["run_folder"] = "FAILED"
+                    steps.problems.append(str(exc))
+        if prepared.transfer is not None:
+            prepared.transfer.close()
+        conn.close()
+    for column in ("transfer", "python", "mxnet", "run_folder", "data", "port"):
+        setattr(check, column, steps.values.get(column, getattr(check, column)))
+    check.problems += steps.problems
+    return check
 
 
 def check_cluster(cluster: ClusterConfig, python: str, required_paths: list[str] | None = None,

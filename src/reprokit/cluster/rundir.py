@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import paramiko
 
@@ -22,9 +20,6 @@ from reprokit.cluster.ssh import Connection
 from reprokit.errors import UserError
 from reprokit.paths import MB
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown
-
-if TYPE_CHECKING:  # transfer.py asks this module for free space
-    from reprokit.cluster.transfer import Transfer
 
 RUNS_ROOT = "/tmp/reprokit-runs"
 MIN_FREE_MB = 100
@@ -77,10 +72,6 @@ def free_kb(conn: Connection, folder: str) -> int | None:
     result = conn.run(f"d={shlex.quote(folder)}; {_FREE_KB}", timeout=CHECK_TIMEOUT_S)
     text = result.stdout.strip()
     return int(text) if result.exit_code == 0 and text.isdigit() else None
-
-
-def upload(transfer: "Transfer", remote_dir: str, files: list[str] | list[Path]) -> None:
-    transfer.put([Path(f) for f in files], remote_dir)
 
 
 def remove_command(remote_dir: str) -> str:

@@ -19,7 +19,6 @@ import shlex
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -30,11 +29,11 @@ from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
 from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
-from reprokit.cluster import interpreter, rundir
+from reprokit.cluster import rundir
 from reprokit.cluster.group import connect_all, on_each
-from reprokit.cluster.ports import hold_remote_port
+from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, SshError
-from reprokit.cluster.transfer import Transfer, choose as choose_transfer
+from reprokit.cluster.transfer import Transfer
 
 WATCHDOG_GRACE_S = 3
 HEARTBEAT_S = 3.0  # the launcher writes a byte to every role's stdin this often
@@ -154,14 +153,6 @@ class RemoteRoleProcess:
 
     def wait_output(self, timeout: float) -> None:
         self.output.join(timeout)
-
-
-@dataclass
-class _Prepared:
-    transfer: Transfer
-    port: int | None  # on the scheduler's host
-    holder: "paramiko.Channel | None"  # keeps that port held until it closes
-    cores: int | None  # when threads are automatic, on hosts with workers
 
 
 def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
@@ -289,25 +280,20 @@ def _fetch_outputs(transfer: Transfer, remote_dir: str, run_dir: Path) -> list[s
 
 
 def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterConfig, remote_dir: str,
-                  transfers: dict[str, Transfer], janitors: dict[str, rundir.Janitor]) -> _Prepared:
-    """The steps `ck check cluster` takes too, in this order: the transfer this sshd offers, the engine's
-    interpreter, the run folder (write access, free space) with the plan's files, the scheduler's port;
-    the host's cores (its allocated slots, else nproc); on worker hosts, the folders of output paths."""
-    python = cluster.host(host).python or plan.command[0]
-    transfer = transfers[host] = choose_transfer(conn)
-    interpreter.version(conn, python)
-    rundir.create(conn, remote_dir)
-    # Before anything is copied in: from here on the folder goes even if this launcher is killed.
-    janitors[host] = rundir.Janitor(conn, remote_dir, REMOTE_SILENCE_S, WATCHDOG_GRACE_S + 1)
-    rundir.upload(transfer, remote_dir, plan.files)
-    port = holder = None
-    if host == plan.scheduler_host:
-        port, holder = hold_remote_port(conn, python, "0.0.0.0", plan.scheduler_port)
-    cores = None
-    if any(r.host == host and r.kind != "scheduler" for r in plan.roles):  # for threads and the roles-per-core limit
-        # An allocation's slots are the cores the job may use there (OAR/PBS reserve per core).
-        cores = cluster.host(host).slots or int(conn.run("nproc", timeout=30).stdout.strip() or 1)
-    if any(r.host == host for r in plan.workers):  # MXNet's rank 0 may be any worker: every worker host checks
-        for name, path in plan.outputs.items():
-            rundir.check_output(conn, name, path, plan.output_need_bytes)
-    return _Prepared(transfer, port, holder, cores)
+                  transfers: dict[str, Transfer], janitors: dict[str, rundir.Janitor]) -> PreparedHost:
+    """The steps `ck check cluster` takes too (``prepare.prepare_host``), stopping at the first failure."""
+    spec = cluster.host(host)
+    needs = HostNeeds(
+        python=spec.python or plan.command[0], files=[Path(f) for f in plan.files],
+        scheduler_port=plan.scheduler_port if host == plan.scheduler_host else None,
+        count_cores=any(r.host == host and r.kind != "scheduler" for r in plan.roles), slots=spec.slots,
+        outputs=plan.outputs if any(r.host == host for r in plan.workers) else {},
+        output_need_bytes=plan.output_need_bytes)
+
+    def folder_made() -> None:  # before anything is copied in: from here on the folder goes even if we are killed
+        janitors[host] = rundir.Janitor(conn, remote_dir, REMOTE_SILENCE_S, WATCHDOG_GRACE_S + 1)
+
+    prepared = prepare_host(conn, host, needs, remote_dir, Steps(strict=True), folder_made)
+    if prepared.transfer is not None:
+        transfers[host] = prepared.transfer
+    return prepared

@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
+from reprokit.cluster.hosts import MAX_ROLES
 from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
@@ -84,9 +85,6 @@ TIMELINE_FILE = "timeline-worker-{rank}.json"  # each worker's Chrome trace, in 
 # holds the model, a few hundred MB): at most ROLES_PER_CORE workers + servers per core of their host
 # (this machine's cores here, each host's own, asked over SSH, before a cluster run starts).
 ROLES_PER_CORE = 4
-# NUM_WORKERS/NUM_SERVERS and hosts.json's per-host counts, whatever the hosts: 1000 nodes x 100 roles. It
-# keeps a typo (1e9) from being laid out role by role before the per-host limit sees it.
-MAX_ROLES = 100_000
 MAX_SEED = 2**32 - 1  # NumPy's and MXNet's seeds are 32-bit
 MAX_TIMEOUT_S = 30 * 24 * 3600
 MAX_IMAGE_SIDE = 4096
