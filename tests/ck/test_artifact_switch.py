@@ -140,7 +140,7 @@ def test_only_the_p3_build_installed_refuses_the_baseline_in_one_line(ck, artifa
     # Register the P3 build that is already built (ck detect), and nothing else of the artifact.
     p3_install = Path(builds["p3"]["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).parent
     cli("detect", "soft:tool.p3", f"--search_dirs={p3_install}", "--search_depth=1", "--quiet", check=True)
-    # Detected like installed: the p3-build tag the package gives (what the README's selection by tag relies on).
+    # Detected like installed: the p3-build tag the package gives (what the selection by tag in docs/engines.md relies on).
     assert len(artifact_envs(cli)) == 1
     found = json.loads(cli("search", "env", "--tags=tool,p3,p3-build", "--out=json", check=True).stdout)["lst"]
     assert len(found) == 1

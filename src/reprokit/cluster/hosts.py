@@ -469,7 +469,8 @@ def read_description(path: str) -> Any:
     except UnicodeDecodeError:
         raise UserError(f"{path} is not text (UTF-8)") from None
     if not text.strip():
-        raise UserError(f"{path} is empty; describe the cluster's hosts in it (see README, Clusters over SSH)")
+        raise UserError(f"{path} is empty; describe the cluster's hosts in it "
+                        f"(see docs/clusters.md, 'Clusters over SSH')")
     try:
         if path.lower().endswith(YAML_SUFFIXES):
             return _load_yaml(text, path)
