@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Protocol
 from reprokit.data.registered import EnvEntry
 from reprokit.vocabulary import Variant
 
-EMBEDDED, ARTIFACT = "embedded", "artifact"  # the ENGINE knob's sides: stock MXNet with our scripts, the authors' builds
+# The ENGINE knob's sides: stock MXNet with our scripts, the authors' builds with theirs.
+EMBEDDED, ARTIFACT = "embedded", "artifact"
 
 
 class EngineKind(StrEnum):

@@ -20,6 +20,7 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
+from reprokit.vocabulary import Variant
 from reprokit.run.settings import (RunSettings, absolute_outputs, local_layout, output_need_bytes, output_paths,
                                    with_local_outputs)
 
@@ -140,7 +141,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
     plan.output_need_bytes = output_need_bytes(settings)
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
-    job = RunJob(variant=settings.variant, model=settings.model, batch_size=settings.batch_size,
+    job = RunJob(variant=Variant(settings.variant), model=settings.model, batch_size=settings.batch_size,
                  image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
                  disp_batches=settings.disp_batches, output_file=settings.output_file,
                  worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],

@@ -184,4 +184,5 @@ def image_command(installed: InstalledEngine, job: RunJob, slots: Sequence[Worke
                  "--num-examples", str(batches * job.batch_size * num_workers)]
     per_worker = {f"worker#{s.rank}": ["--gpus", str(s.local)] for s in slots} if installed.cuda else {}
     # Module.fit logs "Epoch[N] Time cost=..." at the end of each epoch: the last one ends the training.
-    return RoleCommand(args, role_args=per_worker, finish_pattern=rf"Epoch\[{max(1, job.num_epochs) - 1}\] Time cost=")
+    return RoleCommand(args, role_args=per_worker,
+                       finish_pattern=rf"Epoch\[{max(1, job.num_epochs) - 1}\] Time cost=")

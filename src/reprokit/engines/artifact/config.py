@@ -119,7 +119,8 @@ def request_from_env(env: Mapping[str, str]) -> InstallRequest:
         raise UserError("INSTALL_DIR is empty: refusing to install (check the os entry's env_set)")
     build = str(env.get("P3_BUILD", "")).strip()
     if build not in builds(ARTIFACT):
-        raise UserError(f"P3_BUILD must be one of {', '.join(builds(ARTIFACT))}, got {build!r} (set by the package's meta.json)")
+        raise UserError(f"P3_BUILD must be one of {', '.join(builds(ARTIFACT))}, got {build!r} "
+                        f"(set by the package's meta.json)")
     url = str(env.get("PACKAGE_URL", "")).strip()
     if not url:
         raise UserError("PACKAGE_URL is empty; give the artifact's location with --env.PACKAGE_URL=URL")

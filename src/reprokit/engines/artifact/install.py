@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from reprokit.data.fetch import download, extract_zip
-from reprokit.engines.artifact.config import GitSource, InstallRequest, ZipSource, build_env, make_args, request_from_env
+from reprokit.engines.artifact.config import (GitSource, InstallRequest, ZipSource, build_env, make_args,
+                                             request_from_env)
 from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
 from reprokit.errors import UserError
 

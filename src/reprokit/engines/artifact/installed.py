@@ -94,8 +94,10 @@ class ArtifactEnv:
     manifest: str
     installed_at: str
 
-    KEYS: ClassVar[dict[str, str]] = {"tree": "", "python": "_PYTHON", "build": "_BUILD", "commit": "_COMMIT", "cuda": "_CUDA", "lib": "_LIB",
-            "manifest": "_MANIFEST", "installed_at": "_INSTALLED_AT"}  # field -> suffix of ENV_PREFIX
+    # field -> its key's suffix after ENV_PREFIX
+    KEYS: ClassVar[dict[str, str]] = {"tree": "", "python": "_PYTHON", "build": "_BUILD", "commit": "_COMMIT",
+                                      "cuda": "_CUDA", "lib": "_LIB", "manifest": "_MANIFEST",
+                                      "installed_at": "_INSTALLED_AT"}
 
     @classmethod
     def of(cls, installed: InstalledArtifact) -> "ArtifactEnv":
