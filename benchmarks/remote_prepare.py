@@ -22,7 +22,7 @@ from reprokit.cluster import interpreter, rundir, testbed
 from reprokit.cluster.hosts import load
 from reprokit.cluster.ssh import Connection, resolve
 from reprokit.cluster.transfer import choose
-from reprokit.run.spec import engine_files
+from reprokit.engines.stock import engine_files
 
 NAME = "bprep"
 

@@ -17,7 +17,7 @@ import pytest
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip, standin_settings, write_patches
 from support.ckcli import CkCli, REPO_ROOT, own_ck
 from support.loopback import FileServer
-from reprokit.engines.artifact import detect_cuda
+from reprokit.engines.artifact.config import detect_cuda
 
 
 

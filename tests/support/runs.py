@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 from reprokit.run.plan import RolePlan, layout_roles
 from reprokit.run.procscan import run_processes
 from reprokit.run.settings import resolve
-from reprokit.run.spec import RunEngine, RunSpec
+from reprokit.engines.base import InstalledEngine
+from reprokit.run.spec import RunSpec
 
 FAKE_ROLE = Path(__file__).resolve().parent / "fake_role.py"
 
@@ -30,7 +31,8 @@ def fake_plan(*role_args: str, workers: int = 2, servers: int = 1, timeout_s: in
 def fake_spec(plan: RolePlan, variant: str = "baseline", batch_size: str = "32") -> RunSpec:
     settings = resolve("resnet", {"BATCH_SIZE": batch_size, "VARIANT": variant}, default_profile="smoke")
     plan.extra_env = {**settings.role_env(), **plan.extra_env}
-    return RunSpec(settings=settings, engine=RunEngine(name="fake-engine", python=sys.executable, env_uid="0"),
+    return RunSpec(settings=settings,
+                   engine=InstalledEngine(name="fake-engine", python=sys.executable, env_uid="0"),
                    plan=plan)
 
 

@@ -8,10 +8,12 @@ import pytest
 
 from support.loopback import FileServer
 from reprokit.data.fetch import extract_zip
-from reprokit.engines.artifact import (Cuda, InstallError, Steps, ZipSource, apply_patches, build_env, detect_cuda,
-                                       fetch_zip, make_args, make_deps, request_from_env)
-from reprokit.engines.artifact_run import WorkerSlot, artifact_command, count_records, worker_slots
-from reprokit.engines.choice import EngineChoice, select_engine
+from reprokit.engines.artifact.command import WorkerSlot, count_records, worker_slots
+from reprokit.engines.artifact.config import Cuda, ZipSource, build_env, detect_cuda, make_args, request_from_env
+from reprokit.engines.artifact.install import InstallError, Steps, apply_patches, fetch_zip, make_deps
+from reprokit.engines.base import InstalledEngine, JobData, RoleCommand, RunJob
+from reprokit.engines.choice import select_engine
+from reprokit.engines.registry import get_engine
 from reprokit.errors import UserError
 
 
@@ -79,7 +81,7 @@ def test_deps_folder_links_the_system_zmq_and_protobuf_only_for_a_tree_with_ps_l
 
 
 def test_ccache_goes_first_on_path_not_into_cxx(tmp_path, monkeypatch):
-    import reprokit.engines.artifact as artifact
+    import reprokit.engines.artifact.config as artifact
 
     wrappers = tmp_path / "ccache"
     wrappers.mkdir()
@@ -166,7 +168,8 @@ def _zip_bytes(names: list[str]) -> bytes:
 
 
 def test_an_unreachable_clone_names_the_offline_way(tmp_path):
-    from reprokit.engines.artifact import GitSource, fetch_git
+    from reprokit.engines.artifact.config import GitSource
+    from reprokit.engines.artifact.install import fetch_git
 
     steps = Steps(tmp_path / "log.txt", io.StringIO())
     with pytest.raises(InstallError) as err:
@@ -225,12 +228,16 @@ def test_checksum_mismatch_names_both_checksums(tmp_path):
 
 # ----------------------------------------------------------------------------- engine selection
 
-STOCK = EngineChoice("stock1", "stock", "mxnet-1.9.1-cpu", "/e/bin/python", (1, 9, 1))
-STOCK_OLD = EngineChoice("stock0", "stock", "mxnet-1.8.0-cpu", "/o/bin/python", (1, 8, 0))
-P3 = EngineChoice("p3env", "p3", "sysml19-p3@c647954", "/a/prefix/bin/python", ("2026-01-01",), tree="/a/src")
-P3_NEWER = EngineChoice("p3new", "p3", "sysml19-p3@abc1234", "/n/prefix/bin/python", ("2026-02-01",), tree="/n/src")
-BASELINE = EngineChoice("baseenv", "baseline", "sysml19-p3-baseline@1234567", "/b/prefix/bin/python", ("2026-01-01",),
-                        tree="/b/src")
+STOCK = InstalledEngine(env_uid="stock1", build="stock", name="mxnet-1.9.1-cpu", python="/e/bin/python",
+                        rank=(1, 9, 1))
+STOCK_OLD = InstalledEngine(env_uid="stock0", build="stock", name="mxnet-1.8.0-cpu", python="/o/bin/python",
+                            rank=(1, 8, 0))
+P3 = InstalledEngine(env_uid="p3env", build="p3", name="sysml19-p3@c647954", python="/a/prefix/bin/python",
+                     rank=("2026-01-01",), tree="/a/src")
+P3_NEWER = InstalledEngine(env_uid="p3new", build="p3", name="sysml19-p3@abc1234", python="/n/prefix/bin/python",
+                           rank=("2026-02-01",), tree="/n/src")
+BASELINE = InstalledEngine(env_uid="baseenv", build="baseline", name="sysml19-p3-baseline@1234567",
+                           python="/b/prefix/bin/python", rank=("2026-01-01",), tree="/b/src")
 
 
 @pytest.mark.parametrize("variant", ["p3", "baseline"])
@@ -276,31 +283,45 @@ def test_pinned_engine_wins_but_never_runs_the_other_variant():
 # ----------------------------------------------------------------------------- the artifact's command line
 
 
+def artifact_role_command(engine: InstalledEngine, model: str, batch_size: int, image_shape: str, num_epochs: int,
+                          num_batches: int, disp_batches: int, workers: list[str] | int, data_train: str = "",
+                          sockeye_output: str = "", corpus: str = "", corpus_name: str = "") -> RoleCommand:
+    """The registered engine's role command for a run of these values (``workers``: each worker's host in rank
+    order, or their number when all are on one host; ``corpus``: a registered corpus folder)."""
+    job = RunJob(variant=engine.build.value, model=model, batch_size=batch_size, image_shape=image_shape,
+                 num_epochs=num_epochs, num_batches=num_batches, disp_batches=disp_batches, output_file=sockeye_output,
+                 worker_hosts=["here"] * workers if isinstance(workers, int) else list(workers),
+                 data=JobData(corpus_name, ["--data-dir", corpus] if corpus else [], data_train),
+                 script="", script_args=[], role_env={})
+    return get_engine(engine.build).role_command(engine, job)
+
+
 def test_image_run_is_the_artifacts_train_imagenet_with_the_runs_batch_budget():
-    run = artifact_command(P3, "resnet", 32, "3,32,32", 1, 31, 10, workers=2)
+    run = artifact_role_command(P3, "resnet", 32, "3,32,32", 1, 31, 10, workers=2)
     assert run.command[:2] == ["/a/prefix/bin/python", "/a/src/example/image-classification/train_imagenet.py"]
     # --benchmark-batches (our patch) bounds the fixed 500-batch synthetic iterator; --num-examples counts all workers.
     assert run.command[2:] == ["--network", "resnet", "--num-layers", "50", "--batch-size", "32",
                                "--image-shape", "3,32,32", "--num-epochs", "1", "--kv-store", "dist_sync",
                                "--disp-batches", "10", "--benchmark", "1", "--benchmark-batches", "31",
                                "--num-examples", str(31 * 32 * 2)]
-    assert run.extra_env == {} and run.worker_args == {}
+    assert run.extra_env == {} and run.role_args == {}
 
 
 def test_cuda_build_gives_each_local_worker_its_own_gpu_on_the_registered_data(tmp_path):
     rec = tmp_path / "imagenet1k_train.rec"
     rec.write_bytes(b"")
     (tmp_path / "imagenet1k_train.idx").write_text("".join(f"{i}\t{i * 8}\n" for i in range(4 * 32)))
-    cuda_build = EngineChoice("g", "p3", "sysml19-p3@x", "/g/bin/python", (), tree="/g/src", cuda=True)
+    cuda_build = InstalledEngine(env_uid="g", build="p3", name="sysml19-p3@x", python="/g/bin/python", tree="/g/src",
+                                 cuda=True)
     slots = worker_slots(["h1", "h1", "h2", "h2"])
     assert slots == [WorkerSlot(0, 0), WorkerSlot(1, 1), WorkerSlot(2, 0), WorkerSlot(3, 1)]
-    run = artifact_command(cuda_build, "vgg", 32, "3,224,224", 1, 0, 20, workers=slots, data_train=str(rec))
+    run = artifact_role_command(cuda_build, "vgg", 32, "3,224,224", 1, 0, 20, workers=["h1", "h1", "h2", "h2"], data_train=str(rec))
     args = run.command
     assert args[args.index("--network") + 1: args.index("--network") + 4] == ["vgg", "--num-layers", "19"]
     assert args[args.index("--kv-store") + 1] == "dist_device_sync"
     assert args[args.index("--data-train") + 1] == str(rec)
     assert "--benchmark" not in args and "--gpus" not in args
-    assert run.worker_args == {"worker#0": ["--gpus", "0"], "worker#1": ["--gpus", "1"],
+    assert run.role_args == {"worker#0": ["--gpus", "0"], "worker#1": ["--gpus", "1"],
                                "worker#2": ["--gpus", "0"], "worker#3": ["--gpus", "1"]}
 
 
@@ -324,34 +345,35 @@ def test_recordio_records_are_counted_from_their_headers(tmp_path):
 def test_recordio_set_smaller_than_a_batch_per_worker_is_refused_in_one_line(tmp_path):
     rec = _recordio(tmp_path / "tiny.rec", [10] * 63)
     with pytest.raises(UserError) as refused:
-        artifact_command(P3, "resnet", 32, "3,224,224", 1, 0, 20, workers=2, data_train=str(rec))
+        artifact_role_command(P3, "resnet", 32, "3,224,224", 1, 0, 20, workers=2, data_train=str(rec))
     message = str(refused.value)
     assert "holds 63 images, fewer than one batch per worker (32 x 2 workers)" in message
     assert "--env.DATA=synthetic" in message and "\n" not in message
     _recordio(rec, [10] * 64)
-    assert "--data-train" in artifact_command(P3, "resnet", 32, "3,224,224", 1, 0, 20, workers=2,
+    assert "--data-train" in artifact_role_command(P3, "resnet", 32, "3,224,224", 1, 0, 20, workers=2,
                                               data_train=str(rec)).command
 
 
 def test_full_epoch_on_synthetic_data_splits_imagenet_over_the_workers():
-    run = artifact_command(BASELINE, "inception-v3", 32, "3,299,299", 1, 0, 20, workers=4)
+    run = artifact_role_command(BASELINE, "inception-v3", 32, "3,299,299", 1, 0, 20, workers=4)
     assert run.command[2:4] == ["--network", "inception-v3"]
     batches = -(-1281167 // (4 * 32))
     assert run.command[-4:] == ["--benchmark-batches", str(batches), "--num-examples", str(batches * 32 * 4)]
 
 
 def bundled_tree(root: Path, files=("train-preproc.en", "train-preproc.vi", "tst2012.en", "tst2012.vi",
-                                    "vocab.en", "vocab.vi")) -> EngineChoice:
+                                    "vocab.en", "vocab.vi")) -> InstalledEngine:
     data = root / "example/sockeye/dataset/iwslt15_en-vi"
     data.mkdir(parents=True)
     for name in files:
         (data / name).write_text("x\n")
-    return EngineChoice("p3env", "p3", "sysml19-p3@c647954", "/a/prefix/bin/python", (), tree=str(root))
+    return InstalledEngine(env_uid="p3env", build="p3", name="sysml19-p3@c647954", python="/a/prefix/bin/python",
+                           tree=str(root))
 
 
 def test_sockeye_run_is_the_bundled_sockeye_on_the_bundled_iwslt15_with_our_report_period(tmp_path):
     engine = bundled_tree(tmp_path / "src")
-    run = artifact_command(engine, "sockeye", 64, "", 1, 31, 10, workers=2, sockeye_output="/out/model",
+    run = artifact_role_command(engine, "sockeye", 64, "", 1, 31, 10, workers=2, sockeye_output="/out/model",
                            corpus="/corpus", corpus_name="iwslt15-synthetic")
     args = run.command
     assert args[:3] == ["/a/prefix/bin/python", "-m", "sockeye.train"]
@@ -365,43 +387,43 @@ def test_sockeye_run_is_the_bundled_sockeye_on_the_bundled_iwslt15_with_our_repo
         assert args[args.index(flag) + 1] == value, flag
     assert "--use-cpu" in args and "--output" not in args and "--device-ids" not in args
     # Sockeye removes its output folder first: one per worker.
-    assert run.worker_args == {"worker#0": ["--output", "/out/model"], "worker#1": ["--output", "/out/model.worker-1"]}
+    assert run.role_args == {"worker#0": ["--output", "/out/model"], "worker#1": ["--output", "/out/model.worker-1"]}
 
 
 def test_sockeye_without_the_bundled_training_files_reads_the_registered_corpus_and_says_so(tmp_path):
     engine = bundled_tree(tmp_path / "src", files=("tst2012.en", "tst2012.vi", "vocab.en", "vocab.vi"))
-    run = artifact_command(engine, "sockeye", 64, "", 1, 31, 10, workers=1, corpus="/corpus",
+    run = artifact_role_command(engine, "sockeye", 64, "", 1, 31, 10, workers=1, corpus="/corpus",
                            corpus_name="iwslt15-synthetic")
     assert run.command[run.command.index("--source") + 1] == "/corpus/train.en"
     assert run.command[run.command.index("--validation-source") + 1] == "/corpus/tst2012.en"
     assert run.data == "iwslt15-synthetic"
     with pytest.raises(UserError, match="lacks train-preproc.en, train-preproc.vi .*ck install package:dataset-iwslt15"):
-        artifact_command(engine, "sockeye", 64, "", 1, 31, 10, workers=1)
+        artifact_role_command(engine, "sockeye", 64, "", 1, 31, 10, workers=1)
 
 
 def test_sockeye_on_a_cuda_build_gives_each_local_worker_its_own_device(tmp_path):
     engine = bundled_tree(tmp_path / "src")
-    cuda_build = EngineChoice("g", "p3", "x", "/g/bin/python", (), tree=engine.tree, cuda=True)
-    run = artifact_command(cuda_build, "sockeye", 64, "", 1, 31, 10, workers=worker_slots(["a", "a", "b"]))
+    cuda_build = InstalledEngine(env_uid="g", build="p3", name="x", python="/g/bin/python", tree=engine.tree, cuda=True)
+    run = artifact_role_command(cuda_build, "sockeye", 64, "", 1, 31, 10, workers=["a", "a", "b"])
     assert "--use-cpu" not in run.command and "--device-ids" not in run.command
-    assert {k: v[v.index("--device-ids") + 1] for k, v in run.worker_args.items()} == \
+    assert {k: v[v.index("--device-ids") + 1] for k, v in run.role_args.items()} == \
         {"worker#0": "0", "worker#1": "1", "worker#2": "0"}
-    assert run.worker_args["worker#0"][:2] == ["--output", "sockeye-model"]
+    assert run.role_args["worker#0"][:2] == ["--output", "sockeye-model"]
 
 
 def test_unknown_model_for_the_artifact_is_refused():
     with pytest.raises(UserError, match="no run for cmd_key 'alexnet'.*--env.ENGINE=embedded"):
-        artifact_command(P3, "alexnet", 32, "3,224,224", 1, 0, 20, workers=2)
+        artifact_role_command(P3, "alexnet", 32, "3,224,224", 1, 0, 20, workers=2)
 
 
 # ----------------------------------------------------------------------------- ending a run whose roles hang at exit
 
 
 def test_image_and_sockeye_runs_carry_the_line_their_training_ends_with(tmp_path):
-    assert artifact_command(P3, "resnet", 32, "3,32,32", 2, 31, 10, workers=2).finish_pattern == \
+    assert artifact_role_command(P3, "resnet", 32, "3,32,32", 2, 31, 10, workers=2).finish_pattern == \
         r"Epoch\[1\] Time cost="
     engine = bundled_tree(tmp_path / "src")
-    assert artifact_command(engine, "sockeye", 16, "", 1, 16, 5, workers=2).finish_pattern == r"Training finished\."
+    assert artifact_role_command(engine, "sockeye", 16, "", 1, 16, 5, workers=2).finish_pattern == r"Training finished\."
 
 
 def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(run_dir):

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from reprokit.engines.artifact_run import IMAGENET_TRAIN_IMAGES
+from reprokit.engines.artifact.command import IMAGENET_TRAIN_IMAGES
 from reprokit.run.forecast import EpochForecast, epoch_batches, forecast_message
 from reprokit.run.settings import resolve
 from reprokit.run.spec import RunData

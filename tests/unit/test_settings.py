@@ -7,7 +7,8 @@ from reprokit.cluster.hosts import parse
 from reprokit.errors import UserError
 from reprokit.run.settings import (ROLES_PER_CORE, absolute_outputs, check_roles_fit, local_layout, resolve,
                                    with_local_outputs)
-from reprokit.run.spec import RunData, RunEngine, build_spec
+from reprokit.engines.base import InstalledEngine
+from reprokit.run.spec import RunData, build_spec
 from reprokit.values import plain_setting, shell_hazard
 
 DEFAULTS = {"BATCH_SIZE": "", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
@@ -175,7 +176,7 @@ def test_workers_and_servers_per_host_are_bounded_by_its_cores():
 def test_a_thousand_node_cluster_validates_without_reaching_any_host():
     data = {"hosts": [f"node{i}" for i in range(1000)]}
     s = resolve("resnet", {"NUM_WORKERS": "4000", "SAVE_PARAMS": "/data/p.npz"}, "paper")
-    spec = build_spec(s, RunEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""), RunData(), parse(data), data)
+    spec = build_spec(s, InstalledEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""), RunData(), parse(data), data)
     assert len(spec.plan.workers) == 4000 and len(spec.plan.servers) == 1000
     assert spec.plan.outputs == {"SAVE_PARAMS": "/data/p.npz"}  # each worker host checks it before the run starts
 
@@ -237,9 +238,9 @@ def test_an_unknown_setting_is_named_with_the_likely_one_and_engine_variables_pa
     assert unknown_setting(["MXNET_ENGINE_TYPE", "OMP_WAIT_POLICY", "VARIANT"], known) is None
 
 
-@pytest.mark.parametrize("engine", [RunEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""),
-                                    RunEngine("sysml19-p3@c647954", "/usr/bin/python3", "e1", build="p3",
-                                              tree="/opt/p3")])
+@pytest.mark.parametrize("engine", [InstalledEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""),
+                                    InstalledEngine("sysml19-p3@c647954", "/usr/bin/python3", "e1", build="p3",
+                                                    tree="/opt/p3")])
 def test_every_engine_refuses_a_set_smaller_than_a_batch_per_worker_before_any_role_starts(engine):
     """The check is in build_spec, which every engine's plan goes through: a cluster of 3 workers, batch 32."""
     data = {"hosts": ["a", "b", "c"]}

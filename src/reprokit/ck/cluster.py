@@ -26,7 +26,7 @@ def check(i: dict) -> dict:
     from reprokit.cluster.preflight import check_cluster, table
     from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
     from reprokit.run.settings import resolve_port
-    from reprokit.run.spec import engine_files
+    from reprokit.engines.stock import engine_files
 
     name = i.get("data_uoa", "")
     if not name:

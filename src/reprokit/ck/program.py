@@ -30,7 +30,7 @@ from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_b
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
-from reprokit.engines.mxnet import sockeye_in_engine
+from reprokit.engines.base import InstalledEngine
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run.command import EXIT_BAD_INPUT
@@ -39,7 +39,7 @@ from reprokit.run.folders import new_run_folder
 from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
-from reprokit.run.spec import SPEC_FILE, RunData, RunEngine, RunSpec, build_spec
+from reprokit.run.spec import SPEC_FILE, RunData, RunSpec, build_spec
 from reprokit.values import plain_setting, shown
 
 SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"
@@ -61,11 +61,9 @@ def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
     return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid, corpus.train_pairs, "sentence pairs")
 
 
-def run_engine(settings: RunSettings, env: dict) -> RunEngine:
+def run_engine(settings: RunSettings, env: dict) -> InstalledEngine:
     choice = find_engine(settings.variant, str(env.get("ENGINE", "")).strip(), str(env.get("ENGINE_ENV", "")).strip())
-    if MODELS[settings.model].is_image or choice.is_artifact:
-        return RunEngine.of(choice)
-    return RunEngine.of(choice, name=f"{choice.name}+sockeye-{sockeye_in_engine(choice.python)}")
+    return choice.engine.for_run(choice, MODELS[settings.model].is_image)
 
 
 def _cluster_data(i: dict):

@@ -1,14 +1,13 @@
 """Look-ups in CK's registry (env entries, machines) that return typed, plain values."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from reprokit.ck.errors import access
 from reprokit.data.registered import EnvEntry
-from reprokit.engines.artifact import ENV_PREFIX as ARTIFACT_ENV
-from reprokit.engines.choice import (ARTIFACT_BUILDS, ARTIFACT_TAGS, STOCK_TAGS, EngineChoice, artifact_engine_name,
-                                     select_engine)
+from reprokit.engines.base import ARTIFACT, InstalledEngine
+from reprokit.engines.choice import select_engine
+from reprokit.engines.registry import engines
 from reprokit.errors import UserError
 from reprokit.values import shown
 
@@ -22,36 +21,29 @@ def env_entries(tags: str) -> list[EnvEntry]:
                      customize=e.get("meta", {}).get("customize", {})) for e in r["lst"]]
 
 
-def _stock_engine(entry: EnvEntry) -> EngineChoice | None:
-    python = entry.variables.get("CK_ENV_LIB_MXNET_PYTHON", "")
-    if not (python and os.path.exists(python)):
-        return None  # an entry whose install was removed
-    version = entry.customize.get("version", "")
-    return EngineChoice(env_uid=entry.uid, build="stock", name=f"mxnet-{version}-cpu", python=python,
-                        rank=tuple(int(x) for x in version.split(".") if x.isdigit()))
+def installed_engines(side: str = "") -> list[tuple[EnvEntry, InstalledEngine | None]]:
+    """Every env entry of a registered engine (of one side of the ENGINE knob, or all), with the usable install it
+    registers (None: its install was removed); each engine's tags are searched once, in the engines' order."""
+    found: list[tuple[EnvEntry, InstalledEngine | None]] = []
+    wanted = [e for e in engines() if not side or e.side == side]
+    for tags in dict.fromkeys(e.env_tags for e in wanted):
+        readers = [e for e in wanted if e.env_tags == tags]
+        for entry in env_entries(tags):
+            found.append((entry, next((i for i in (r.installed_from_env(entry) for r in readers) if i is not None),
+                                      None)))
+    return found
 
 
-def _artifact_engine(entry: EnvEntry) -> EngineChoice | None:
-    v = entry.variables
-    python, tree, build = v.get(f"{ARTIFACT_ENV}_PYTHON", ""), v.get(ARTIFACT_ENV, ""), v.get(f"{ARTIFACT_ENV}_BUILD", "")
-    if not (python and os.path.exists(python) and tree and os.path.isdir(tree)) or build not in ARTIFACT_BUILDS:
-        return None  # an entry whose install was removed
-    return EngineChoice(env_uid=entry.uid, build=build, name=artifact_engine_name(build, v.get(f"{ARTIFACT_ENV}_COMMIT", "")),
-                        python=python, rank=(v.get(f"{ARTIFACT_ENV}_INSTALLED_AT", ""),), tree=tree,
-                        cuda=v.get(f"{ARTIFACT_ENV}_CUDA") == "1")
-
-
-def find_engine(variant: str, engine: str = "", pinned: str = "") -> EngineChoice:
+def find_engine(variant: str, engine: str = "", pinned: str = "") -> InstalledEngine:
     """The engine for ``variant`` (see engines.choice.select_engine); ``pinned`` is an env UID or alias."""
-    entries = [(e, _stock_engine(e)) for e in env_entries(STOCK_TAGS)]
-    entries += [(e, _artifact_engine(e)) for e in env_entries(ARTIFACT_TAGS)]
+    entries = installed_engines()
     pinned = next((e.uid for e, _ in entries if pinned and pinned == e.alias), pinned)
     return select_engine([c for _, c in entries if c is not None], variant, engine, pinned)
 
 
 def artifact_builds() -> set[str]:
     """The authors' builds registered and usable (p3, baseline)."""
-    return {c.build for c in (_artifact_engine(e) for e in env_entries(ARTIFACT_TAGS)) if c is not None}
+    return {c.build.value for _, c in installed_engines(ARTIFACT) if c is not None}
 
 
 def machine_cluster_data(name: str) -> Any:

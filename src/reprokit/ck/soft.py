@@ -129,8 +129,7 @@ def sockeye_setup(i: dict) -> dict:
 
 @ck_command
 def artifact_limit(i: dict) -> dict:
-    from reprokit.engines.artifact import MANIFEST
-    from reprokit.engines.choice import P3_PACKAGES_HINT
+    from reprokit.engines.artifact.installed import MANIFEST, P3_PACKAGES_HINT
 
     found = sorted(set(i.get("list", [])))
     if not found:
@@ -141,7 +140,7 @@ def artifact_limit(i: dict) -> dict:
 
 @ck_command
 def artifact_version(i: dict) -> dict:
-    from reprokit.engines.artifact import load_installed
+    from reprokit.engines.artifact.installed import load_installed
 
     return {"return": 0, "version": load_installed(i["full_path"]).manifest.version}
 
@@ -149,11 +148,11 @@ def artifact_version(i: dict) -> dict:
 @ck_command
 def artifact_setup(i: dict) -> dict:
     """Register the artifact's source tree, interpreter, build (p3|baseline), commit and CUDA flag."""
-    from reprokit.engines.artifact import build_tag, env_variables, load_installed
+    from reprokit.engines.artifact.installed import ArtifactEnv, build_tag, load_installed
 
     installed = load_installed(i["customize"]["full_path"])
     i["customize"]["path_install"] = install_folder(i, installed.root.parent)  # a reinstall swaps artifact/ there
-    i["env"].update(env_variables(installed))
+    i["env"].update(ArtifactEnv.of(installed).to_env())
     tags = i.get("tags")  # CK saves this very list as the entry's tags: `ck detect` gets the package's build tag too
     if isinstance(tags, list) and build_tag(installed.manifest.build) not in tags:
         tags.append(build_tag(installed.manifest.build))

@@ -108,7 +108,8 @@ class Result:
 def build(spec, outcome: Outcome, run_dir: Path) -> Result:
     """Merge the launch outcome with every worker's parsed log (``spec``: the run's RunSpec)."""
     settings, plan = spec.settings, spec.plan
-    ours = settings.variant == "p3" and not spec.engine.is_artifact
+    reports = spec.engine.engine.reports
+    ours = settings.variant == "p3" and reports.p3_knobs
     result = Result(
         run_success=outcome.success,
         failure_reason=outcome.reason or None,
@@ -123,8 +124,8 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         warnings=list(outcome.warnings),
         interrupted=outcome.interrupted or None,
     )
-    parse_worker_logs(result, plan, run_dir)
-    if not spec.engine.is_artifact:
+    parse_worker_logs(result, plan, run_dir, comm_probes=reports.comm_probes)
+    if reports.ps_van:
         check_vans(result, plan, run_dir, settings.role_env().get("DMLC_PS_VAN_TYPE", "zmq"))
     return result
 
@@ -177,7 +178,9 @@ def _last_comm_line(log: Path) -> dict | None:
     return found[-1] if found else None
 
 
-def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
+def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, comm_probes: bool = True) -> None:
+    """Throughput and parameter checksums from every worker's log; with ``comm_probes`` (an engine running our
+    scripts), each worker's p3-comm line and trace too."""
     log_dir = run_dir / "logs"
     worker_logs = [log_dir / w.log_name for w in plan.workers]
     per_worker: list[speedometer.WorkerThroughput | None] = []
@@ -209,7 +212,7 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
             "no steady-state throughput found (Speedometer 'Speed: ... samples/sec' lines after the "
             f"first report of each epoch) in {', '.join(missing)}; run more batches with --env.NUM_BATCHES=N"
         )
-    comm = [c for c in (_last_comm_line(log) for log in worker_logs) if c is not None]
+    comm = [c for c in (_last_comm_line(log) for log in worker_logs) if c is not None] if comm_probes else []
     if comm:
         result.comm_per_worker = comm
         for key in ("comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter"):
@@ -220,7 +223,7 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path) -> None:
             if any(r != ran[0] for r in ran):
                 result.warnings.append(f"the workers report different mechanisms: {ran}")
             result.mechanism = ran[0]
-    traces = sorted(p for p in run_dir.glob("timeline-worker-*.json"))
+    traces = sorted(p for p in run_dir.glob("timeline-worker-*.json")) if comm_probes else []
     if traces:
         result.timelines = [str(p.relative_to(run_dir)) for p in traces]
     if checksums:

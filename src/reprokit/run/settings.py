@@ -17,6 +17,7 @@ from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
+from reprokit.vocabulary import VARIANTS
 
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
@@ -68,11 +69,6 @@ class Profile:
     timeout_s: int  # global timeout of the whole run
 
 
-# baseline: stock MXNet, the optimizer on the servers (as the authors' baseline build);
-# baseline-worker-update: stock MXNet, the optimizer on the workers (MXNet's P3 can only update there, so p3 over
-#   this one isolates slicing and priority from where the optimizer runs);
-# p3: MXNet 1.9.1's own P3 (apache/mxnet PR #15124, dmlc/ps-lite PR #147), switched on in every role.
-VARIANTS = ("baseline", "baseline-worker-update", "p3")
 P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements (upstream's default is 40,000)
 P3_DEFAULT_WATER_MARK = 10  # ZMQ_SNDHWM, as upstream's tools/launch.py --p3 sets it; 0: no limit
 # MXNET_KVSTORE_SLICE_THRESHOLD for P3_SLICE_SIZE=0 (no slicing): P3StoreDist reads it as an int and loops

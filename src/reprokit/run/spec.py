@@ -15,45 +15,16 @@ from typing import Any
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ssh import resolve as ssh_resolve
-from reprokit.engines.artifact_run import artifact_command, corpus_folder, worker_slots
-from reprokit.engines.choice import EngineChoice
+from reprokit.engines.base import InstalledEngine, JobData, RunJob
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
-from reprokit.paths import PROGRAM_DIR
 from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
+from reprokit.vocabulary import Variant
 from reprokit.run.settings import (RunSettings, absolute_outputs, local_layout, output_need_bytes, output_paths,
                                    with_local_outputs)
 
 SPEC_FILE = "p3-run.json"
-FINISH_LINE = r"Parameter checksum: rank="  # the last line of train.py and sockeye_run.py, after every output
-P3_VAN_EXIT_GRACE_S = 5.0  # a role that can exit does so within milliseconds, or seconds on a loaded host
-HOOKS_FILE = "ck_hooks.py"  # runs in CK's process, not in the engine's
-
-
-def engine_files() -> list[Path]:
-    """Shipped into every role's working folder: the training scripts and everything beside them they import."""
-    return sorted(p for p in PROGRAM_DIR.glob("*.py") if p.name != HOOKS_FILE)
-
-
-@dataclass(frozen=True)
-class RunEngine:
-    """The engine a run uses, as the run command and the result need it."""
-    name: str  # recorded in every result: mxnet-1.9.1-cpu, mxnet-1.9.1-cpu+sockeye-1.18.106, sysml19-p3@c647954
-    python: str
-    env_uid: str
-    build: str = "stock"  # stock | p3 | baseline
-    tree: str = ""  # the artifact's source tree
-    cuda: bool = False
-
-    @property
-    def is_artifact(self) -> bool:
-        return self.build != "stock"
-
-    @classmethod
-    def of(cls, choice: EngineChoice, name: str = "") -> "RunEngine":
-        return cls(name=name or choice.name, python=choice.python, env_uid=choice.env_uid, build=choice.build,
-                   tree=choice.tree, cuda=choice.cuda)
 
 
 @dataclass(frozen=True)
@@ -90,7 +61,7 @@ class RunData:
 @dataclass
 class RunSpec:
     settings: RunSettings | None = None
-    engine: RunEngine | None = None
+    engine: InstalledEngine | None = None
     data: RunData = field(default_factory=RunData)
     plan: RolePlan | None = None
     cluster: Any = None  # the machine's hosts.json data, an allocation expanded; None on this machine
@@ -103,14 +74,14 @@ class RunSpec:
     def to_dict(self) -> dict:
         if self.error:
             return {"error": self.error}
-        return {"settings": self.settings.to_dict(), "engine": asdict(self.engine), "data": asdict(self.data),
+        return {"settings": self.settings.to_dict(), "engine": self.engine.to_dict(), "data": asdict(self.data),
                 "plan": self.plan.to_dict(), "cluster": self.cluster}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
         if data.get("error"):
             return cls.refused(str(data["error"]))
-        return cls(settings=RunSettings(**data["settings"]), engine=RunEngine(**data["engine"]),
+        return cls(settings=RunSettings(**data["settings"]), engine=InstalledEngine.from_dict(data["engine"]),
                    data=RunData(**data.get("data", {})), plan=RolePlan.from_dict(data["plan"]),
                    cluster=data.get("cluster"))
 
@@ -136,7 +107,7 @@ class RunSpec:
                 f"profile {s.profile}; engine {self.engine.name}; {self.data.describe()}")
 
 
-def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster: ClusterConfig | None = None,
+def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cluster: ClusterConfig | None = None,
                cluster_data: Any = None, run_dir: str | None = None) -> RunSpec:
     """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here).
 
@@ -170,22 +141,17 @@ def build_spec(settings: RunSettings, engine: RunEngine, data: RunData, cluster:
     plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
     plan.output_need_bytes = output_need_bytes(settings)
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
-    if engine.is_artifact:  # the artifact runs its own scripts (P3 is compiled in): none of ours is shipped
-        run = artifact_command(engine, settings.model, settings.batch_size, settings.image_shape, settings.num_epochs,
-                               settings.num_batches, settings.disp_batches, worker_slots([w.host for w in sorted(plan.workers, key=lambda w: w.index)]),
-                               data_train=data.rec, sockeye_output=settings.output_file,
-                               corpus=corpus_folder(data.train_args), corpus_name=data.name)
-        plan.command, plan.extra_env, plan.role_args = run.command, dict(run.extra_env), dict(run.worker_args)
-        plan.finish_pattern = run.finish_pattern
-        if run.data and run.data != data.name:  # the artifact's Sockeye reads its bundled IWSLT15: say so
-            data = RunData(run.data)
-    else:
-        plan.command = [engine.python, settings.script, *settings.train_args(), *data.train_args]
-        plan.files = [str(f) for f in engine_files()]
-        plan.extra_env = settings.role_env()
-        if settings.variant == "p3":
-            # MXNet 1.9.1's P3 van never joins its sender thread, so workers and servers stay alive after training
-            # (the wheel cannot be patched): once every worker printed its last line, the run ends them.
-            plan.finish_pattern, plan.finish_grace_s = FINISH_LINE, P3_VAN_EXIT_GRACE_S
-            plan.finish_note = "MXNet 1.9.1's P3 van may keep its roles alive after training; nothing was lost"
+    job = RunJob(variant=Variant(settings.variant), model=settings.model, batch_size=settings.batch_size,
+                 image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
+                 disp_batches=settings.disp_batches, output_file=settings.output_file,
+                 worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],
+                 data=JobData(data.name, list(data.train_args), data.rec), script=settings.script,
+                 script_args=settings.train_args(), role_env=settings.role_env())
+    run = engine.engine.role_command(engine, job)
+    plan.command, plan.files, plan.extra_env, plan.role_args = run.command, run.files, run.extra_env, run.role_args
+    plan.finish_pattern, plan.finish_note = run.finish_pattern, run.finish_note
+    if run.finish_grace_s is not None:
+        plan.finish_grace_s = run.finish_grace_s
+    if run.data and run.data != data.name:  # the artifact's Sockeye reads its bundled IWSLT15: say so
+        data = RunData(run.data)
     return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster_data)

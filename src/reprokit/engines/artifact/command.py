@@ -1,4 +1,4 @@
-"""The artifact's own training command for a run (P3 is compiled into the fork: none of our scripts is shipped).
+"""The artifact's own training commands (P3 is compiled into the fork: none of our scripts is shipped).
 
 What the authors' scripts do, and what this command line does about it:
 
@@ -25,11 +25,12 @@ What the authors' scripts do, and what this command line does about it:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from reprokit.data.recordio import record_heads
+from reprokit.engines.base import InstalledEngine, RoleCommand, RunJob
 from reprokit.errors import UserError
 
 IMAGENET_TRAIN_IMAGES = 1281167
@@ -54,29 +55,11 @@ SPEED_PERIOD_ENV = "SOCKEYE_MEASURE_SPEED_EVERY"  # read by our patch of the bun
 SOCKEYE_FINISHED = r"Training finished\."  # sockeye/training.py's last log line of fit()
 
 
-class ArtifactBuild(Protocol):
-    """What the command line needs of an installed build."""
-    python: str
-    tree: str
-    cuda: bool
-
-
 @dataclass(frozen=True)
 class WorkerSlot:
     """One worker of the run: its rank (DMLC_WORKER_ID) and its index among the workers of its host."""
     rank: int
     local: int
-
-
-@dataclass(frozen=True)
-class ArtifactRun:
-    command: list[str]  # every role's
-    extra_env: dict[str, str]
-    worker_args: dict[str, list[str]] = field(default_factory=dict)  # "worker#k" -> appended for that worker only
-    data: str = ""  # what the run reads, for the result; "" keeps the data chosen for the run
-    # What a worker logs when its training is over: the launcher ends the run cleanly a grace period after every
-    # worker has, since the authors' builds can wait forever at exit (a worker stuck in KVStoreDist's destructor).
-    finish_pattern: str = ""
 
 
 def worker_slots(hosts_of_workers: Sequence[str]) -> list[WorkerSlot]:
@@ -142,65 +125,64 @@ def corpus_folder(train_args: Sequence[str]) -> str:
     return args[args.index("--data-dir") + 1] if "--data-dir" in args[:-1] else ""
 
 
-def artifact_command(engine: ArtifactBuild, model: str, batch_size: int, image_shape: str, num_epochs: int,
-                     num_batches: int, disp_batches: int, workers: Sequence[WorkerSlot] | int, data_train: str = "",
-                     sockeye_output: str = "", corpus: str = "", corpus_name: str = "") -> ArtifactRun:
-    """The artifact's own training command for one run (every role runs it; workers get their own arguments).
+def kv_store(installed: InstalledEngine) -> str:
+    """``dist_device_sync`` for a CUDA build (one GPU per local worker), ``dist_sync`` on the CPU."""
+    return "dist_device_sync" if installed.cuda else "dist_sync"
 
-    ``workers``: the run's workers (``worker_slots``), or their number when all are on one host.
-    Image models: example/image-classification/train_imagenet.py with the seed's
-    arguments, on ``data_train`` (RecordIO) or on the script's synthetic data for
-    ``num_batches`` per epoch (0: a full ImageNet-1k epoch split over the
-    workers). Sockeye: the bundled sockeye 1.5 (``python -m sockeye.train``).
-    ``dist_device_sync`` and one GPU per local worker for a CUDA build, ``dist_sync`` on the CPU.
-    """
-    slots = worker_slots(["here"] * workers) if isinstance(workers, int) else list(workers)
-    num_workers = max(1, len(slots))
-    tree = Path(engine.tree)
-    kv_store = "dist_device_sync" if engine.cuda else "dist_sync"
-    if model == "sockeye":
-        files, data = sockeye_data(tree, corpus, corpus_name)
-        args = [
-            engine.python, "-m", "sockeye.train",
-            "--source", str(files["train.0"]), "--target", str(files["train.1"]),
-            "--validation-source", str(files["valid.0"]), "--validation-target", str(files["valid.1"]),
-            "--source-vocab", str(files["vocab.0"]), "--target-vocab", str(files["vocab.1"]),
-            "--overwrite-output",
-            "--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",
-            "--rnn-num-hidden", "512", "--rnn-encoder-reverse-input", "--num-embed", "512:512",
-            "--attention-type", "mlp", "--attention-num-hidden", "512", "--batch-size", str(batch_size),
-            "--bucket-width", "10", "--metrics", "perplexity", "--optimized-metric", "bleu",
-            "--checkpoint-frequency", "10000000000", "--max-num-checkpoint-not-improved", "-1",
-            "--weight-init", "uniform", "--weight-init-scale", "0.1", "--learning-rate-reduce-factor", "1.0",
-            "--monitor-bleu", "-1", "--kv-store", kv_store,
-            *([] if engine.cuda else ["--use-cpu"]),
-            *(["--max-updates", str(num_batches)] if num_batches else []),
-        ]
-        base = sockeye_output or SOCKEYE_OUTPUT
-        per_worker = {}
-        for slot in slots:
-            # Sockeye removes and rewrites its output folder: one per worker (as our embedded run does).
-            own = ["--output", base if slot.rank == 0 else f"{base}.worker-{slot.rank}"]
-            if engine.cuda:
-                own += ["--device-ids", str(slot.local)]  # with device locking, distinct GPUs per host
-            per_worker[f"worker#{slot.rank}"] = own
-        env = {"PYTHONPATH": str(tree / SOCKEYE_SOURCE), SPEED_PERIOD_ENV: str(disp_batches)}
-        return ArtifactRun(args, env, per_worker, data, SOCKEYE_FINISHED)
-    network = IMAGE_NETWORKS.get(model)
+
+def sockeye_command(installed: InstalledEngine, job: RunJob, slots: Sequence[WorkerSlot]) -> RoleCommand:
+    """The bundled sockeye 1.5 (``python -m sockeye.train``) on the bundled IWSLT15, else the registered corpus."""
+    tree = Path(installed.tree)
+    files, data = sockeye_data(tree, corpus_folder(job.data.args), job.data.name)
+    args = [
+        installed.python, "-m", "sockeye.train",
+        "--source", str(files["train.0"]), "--target", str(files["train.1"]),
+        "--validation-source", str(files["valid.0"]), "--validation-target", str(files["valid.1"]),
+        "--source-vocab", str(files["vocab.0"]), "--target-vocab", str(files["vocab.1"]),
+        "--overwrite-output",
+        "--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",
+        "--rnn-num-hidden", "512", "--rnn-encoder-reverse-input", "--num-embed", "512:512",
+        "--attention-type", "mlp", "--attention-num-hidden", "512", "--batch-size", str(job.batch_size),
+        "--bucket-width", "10", "--metrics", "perplexity", "--optimized-metric", "bleu",
+        "--checkpoint-frequency", "10000000000", "--max-num-checkpoint-not-improved", "-1",
+        "--weight-init", "uniform", "--weight-init-scale", "0.1", "--learning-rate-reduce-factor", "1.0",
+        "--monitor-bleu", "-1", "--kv-store", kv_store(installed),
+        *([] if installed.cuda else ["--use-cpu"]),
+        *(["--max-updates", str(job.num_batches)] if job.num_batches else []),
+    ]
+    base = job.output_file or SOCKEYE_OUTPUT
+    per_worker = {}
+    for slot in slots:
+        # Sockeye removes and rewrites its output folder: one per worker (as our embedded run does).
+        own = ["--output", base if slot.rank == 0 else f"{base}.worker-{slot.rank}"]
+        if installed.cuda:
+            own += ["--device-ids", str(slot.local)]  # with device locking, distinct GPUs per host
+        per_worker[f"worker#{slot.rank}"] = own
+    env = {"PYTHONPATH": str(tree / SOCKEYE_SOURCE), SPEED_PERIOD_ENV: str(job.disp_batches)}
+    return RoleCommand(args, extra_env=env, role_args=per_worker, finish_pattern=SOCKEYE_FINISHED, data=data)
+
+
+def image_command(installed: InstalledEngine, job: RunJob, slots: Sequence[WorkerSlot]) -> RoleCommand:
+    """example/image-classification/train_imagenet.py with the seed's arguments, on the run's RecordIO file or on
+    the script's synthetic data for NUM_BATCHES per epoch (0: a full ImageNet-1k epoch split over the workers)."""
+    network = IMAGE_NETWORKS.get(job.model)
     if network is None:
-        raise UserError(f"the artifact has no run for cmd_key {model!r}; valid ones: "
+        raise UserError(f"the artifact has no run for cmd_key {job.model!r}; valid ones: "
                         f"{', '.join(sorted([*IMAGE_NETWORKS, 'sockeye']))}, or use --env.ENGINE=embedded")
-    args = [engine.python, str(tree / TRAIN_IMAGENET), *network, "--batch-size", str(batch_size),
-            "--image-shape", image_shape, "--num-epochs", str(num_epochs), "--kv-store", kv_store,
-            "--disp-batches", str(disp_batches)]
-    if data_train:
-        check_recordio_size(data_train, batch_size, num_workers)
-        args += ["--data-train", data_train]
+    num_workers = max(1, len(slots))
+    args = [installed.python, str(Path(installed.tree) / TRAIN_IMAGENET), *network,
+            "--batch-size", str(job.batch_size), "--image-shape", job.image_shape,
+            "--num-epochs", str(job.num_epochs), "--kv-store", kv_store(installed),
+            "--disp-batches", str(job.disp_batches)]
+    if job.data.rec:
+        check_recordio_size(job.data.rec, job.batch_size, num_workers)
+        args += ["--data-train", job.data.rec]
     else:
-        batches = num_batches or -(-IMAGENET_TRAIN_IMAGES // (num_workers * batch_size))
+        batches = job.num_batches or -(-IMAGENET_TRAIN_IMAGES // (num_workers * job.batch_size))
         # --num-examples counts every worker's examples (fit.py divides by the workers for the lr schedule).
         args += ["--benchmark", "1", "--benchmark-batches", str(batches),
-                 "--num-examples", str(batches * batch_size * num_workers)]
-    per_worker = {f"worker#{s.rank}": ["--gpus", str(s.local)] for s in slots} if engine.cuda else {}
+                 "--num-examples", str(batches * job.batch_size * num_workers)]
+    per_worker = {f"worker#{s.rank}": ["--gpus", str(s.local)] for s in slots} if installed.cuda else {}
     # Module.fit logs "Epoch[N] Time cost=..." at the end of each epoch: the last one ends the training.
-    return ArtifactRun(args, {}, per_worker, finish_pattern=rf"Epoch\[{max(1, num_epochs) - 1}\] Time cost=")
+    return RoleCommand(args, role_args=per_worker,
+                       finish_pattern=rf"Epoch\[{max(1, job.num_epochs) - 1}\] Time cost=")

@@ -1,0 +1,65 @@
+"""The authors' builds as engines: their P3 fork runs p3, their baseline build runs baseline.
+
+Each runs the artifact's own scripts (``engines.artifact.command``), P3 compiled
+into the fork: none of program/p3's scripts is shipped, so their runs report
+neither the knobs MXNet's P3 reads, nor the van each role logged, nor p3-comm lines.
+"""
+from __future__ import annotations
+
+import os
+
+from reprokit.data.registered import EnvEntry
+from reprokit.engines.artifact.command import image_command, sockeye_command, worker_slots
+from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT, ArtifactEnv
+from reprokit.engines.base import ARTIFACT, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
+from reprokit.engines.registry import register_engine
+from reprokit.vocabulary import Variant
+
+ARTIFACT_NAME_PREFIX = "sysml19-p3"  # every artifact engine name starts so (artifact_engine_name)
+ARTIFACT_TAGS = "tool,p3"  # soft:tool.p3's env entries: both builds
+
+
+def artifact_engine_name(build: str, commit: str) -> str:
+    base = ARTIFACT_NAME_PREFIX if build == "p3" else f"{ARTIFACT_NAME_PREFIX}-baseline"
+    return f"{base}@{commit[:12] or 'unknown'}"
+
+
+class ArtifactBuild:
+    """One of the authors' builds; ``kind`` is set by the registration."""
+    kind: EngineKind
+    side = ARTIFACT
+    variants: tuple[Variant, ...] = ()
+    reports = Reports()
+    env_tags = ARTIFACT_TAGS
+    install_hint = ""
+
+    def installed_from_env(self, entry: EnvEntry) -> InstalledEngine | None:
+        env = ArtifactEnv.from_env(entry.variables)
+        if env.build != self.kind.value:
+            return None  # the other build's entry
+        if not (env.python and os.path.exists(env.python) and env.tree and os.path.isdir(env.tree)):
+            return None  # an entry whose install was removed
+        return InstalledEngine(env_uid=entry.uid, build=self.kind, name=artifact_engine_name(env.build, env.commit),
+                               python=env.python, rank=(env.installed_at,), tree=env.tree, cuda=env.cuda)
+
+    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
+        return installed
+
+    def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:
+        """The artifact's own training command: every role runs it, each worker with its own arguments."""
+        slots = worker_slots(job.worker_hosts)
+        if job.model == "sockeye":
+            return sockeye_command(installed, job, slots)
+        return image_command(installed, job, slots)
+
+
+@register_engine("p3")
+class P3Fork(ArtifactBuild):
+    variants = (Variant.P3,)
+    install_hint = P3_PACKAGES_HINT
+
+
+@register_engine("baseline")
+class BaselineBuild(ArtifactBuild):
+    variants = (Variant.BASELINE,)
+    install_hint = BASELINE_PACKAGE_HINT

@@ -1,0 +1,148 @@
+"""What an engine is: the protocol every registered engine follows, and the typed values it gives and takes.
+
+An engine (``engines.registry``) is one way of running a variant: stock MXNet 1.9.1
+with program/p3's scripts (its P3 switched on by DMLC_PS_VAN_TYPE=p3), or one
+of the authors' 2018 builds with their own scripts. It knows
+
+- which variants it runs (``variants``) and which side of the ENGINE knob it is (``side``);
+- how a CK env entry registers it (``env_tags``, ``installed_from_env``);
+- the command every role of a run runs (``role_command``), from plain values of the run (``RunJob``);
+- which optional result fields its runs report (``reports``).
+
+``InstalledEngine`` is one installed engine, as the selection, the run
+specification (``p3-run.json``'s ``engine``) and the result see it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol
+
+from reprokit.data.registered import EnvEntry
+from reprokit.vocabulary import Variant
+
+# The ENGINE knob's sides: stock MXNet with our scripts, the authors' builds with theirs.
+EMBEDDED, ARTIFACT = "embedded", "artifact"
+
+
+class EngineKind(StrEnum):
+    """Which build an installed engine is (the stored ``build`` of a run specification)."""
+    STOCK = "stock"  # MXNet 1.9.1 from PyPI, with its own P3
+    P3 = "p3"  # the authors' fork, P3 compiled in
+    BASELINE = "baseline"  # the authors' unmodified MXNet build
+
+
+@dataclass(frozen=True)
+class InstalledEngine:
+    """One installed engine a run may use, and the one it did use (stored as ``engine`` in ``p3-run.json``)."""
+    name: str  # recorded in every result: mxnet-1.9.1-cpu, mxnet-1.9.1-cpu+sockeye-1.18.106, sysml19-p3@c647954
+    python: str
+    env_uid: str
+    build: EngineKind = EngineKind.STOCK
+    tree: str = ""  # the artifact's source tree; empty for stock MXNet
+    cuda: bool = False
+    # Higher is preferred among installs of the same build (version, install time); not stored with a run.
+    rank: tuple = field(default=(), compare=False)
+
+    STORED: ClassVar[tuple[str, ...]] = ("name", "python", "env_uid", "build", "tree", "cuda")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "build", EngineKind(self.build))
+
+    @property
+    def engine(self) -> "Engine":
+        """The registered engine this install is of."""
+        from reprokit.engines.registry import get_engine
+
+        return get_engine(self.build)
+
+    def named(self, name: str) -> "InstalledEngine":
+        return replace(self, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "python": self.python, "env_uid": self.env_uid, "build": self.build.value,
+                "tree": self.tree, "cuda": self.cuda}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "InstalledEngine":
+        return cls(**{k: data[k] for k in cls.STORED if k in data})
+
+
+@dataclass(frozen=True)
+class JobData:
+    """What the run reads, as an engine needs it."""
+    name: str  # the result's data field: imagenet, iwslt15, synthetic, ...
+    args: list[str]  # program/p3's scripts' data arguments (--data-train FILE, --data-dir FOLDER)
+    rec: str = ""  # the RecordIO train file, for the authors' train_imagenet.py
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """The run, in plain values: what an engine builds its roles' command from."""
+    variant: Variant
+    model: str  # cmd_key: resnet, inception-v3, vgg, sockeye, ...
+    batch_size: int
+    image_shape: str  # "" for translation
+    num_epochs: int
+    num_batches: int
+    disp_batches: int
+    output_file: str  # sockeye: worker 0's model folder; "": in the role's folder
+    worker_hosts: list[str]  # each worker's host, in rank order
+    data: JobData
+    script: str  # program/p3's training script for the model
+    script_args: list[str]  # its arguments for this run
+    role_env: dict[str, str]  # what every role's environment gets for the variant (stock MXNet's knobs)
+
+
+@dataclass(frozen=True)
+class RoleCommand:
+    """What every role of a run runs, and how the run ends when the roles linger after training."""
+    command: list[str]  # every role's
+    files: list[str] = field(default_factory=list)  # copied into each role's working folder first
+    extra_env: dict[str, str] = field(default_factory=dict)
+    role_args: dict[str, list[str]] = field(default_factory=dict)  # "worker#k" -> appended for that worker only
+    finish_pattern: str = ""  # what a worker logs when its training is over; "": the roles exit by themselves
+    finish_grace_s: float | None = None  # None: the launcher's default grace after every worker logged it
+    finish_note: str = ""  # why roles may linger, for the warning that says they were ended
+    data: str = ""  # what the run reads, for the result, when not the data chosen for it
+
+
+@dataclass(frozen=True)
+class Reports:
+    """The optional result fields an engine's runs report."""
+    p3_knobs: bool = False  # p3_slice_size, p3_priority, p3_water_mark (on a p3 run): the knobs the run set
+    ps_van: bool = False  # ps_van: every role logged the ps-lite van it ran (a mixed run fails)
+    comm_probes: bool = False  # each worker's p3-comm line and trace: comm_*, overlap, mechanism, timelines
+
+    FIELDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "p3_knobs": ("p3_slice_size", "p3_priority", "p3_water_mark"),
+        "ps_van": ("ps_van",),
+        "comm_probes": ("comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter",
+                        "comm_per_worker", "mechanism", "timelines"),
+    }
+
+    def field_names(self) -> list[str]:
+        """The result fields these reports may fill."""
+        return [name for f in fields(self) if getattr(self, f.name) for name in self.FIELDS[f.name]]
+
+
+class Engine(Protocol):
+    """One registered engine (``@register_engine(kind)``)."""
+    kind: EngineKind
+    side: str  # EMBEDDED or ARTIFACT: which value of the ENGINE knob chooses it
+    variants: tuple[Variant, ...]  # the variants it runs
+    reports: Reports
+    env_tags: str  # the CK env entries that register it
+    install_hint: str  # the command that installs it
+
+    def installed_from_env(self, entry: EnvEntry) -> InstalledEngine | None:
+        """The install a CK env entry registers, or None (another engine's entry, or an install since removed)."""
+        ...
+
+    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
+        """The engine as a run of an image model (or Sockeye) records it."""
+        ...
+
+    def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:
+        """What every role of ``job`` runs."""
+        ...
