@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from support.faults import expect, finishes, kept, no_traceback, not_injected, one_clear_line
+from support.faults import expect, kept, no_traceback, not_injected, one_clear_line
 
 
 @pytest.fixture

@@ -65,7 +65,6 @@ def test_an_overlong_record_name_is_refused_naming_it(tmp_path):
 def test_a_log_the_launcher_cannot_write_ends_the_run_with_one_line(tiny_disk):
     """Mid-run: the role keeps being read (it never blocks on a full pipe) and the run fails naming the log."""
     import sys
-    import threading
 
     from reprokit.run.launch import OutputSink
     from reprokit.run.plan import Role

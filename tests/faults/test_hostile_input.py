@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from reprokit.ck.program import unknown_setting
 from reprokit.cluster.hosts import MAX_HOSTS, parse
 from reprokit.errors import UserError
 from reprokit.study import analysis, bundle
-from reprokit.study.store import Store
 from reprokit.values import SHOWN_CHARACTERS, plain_setting, whole_number
 
 from support.bundles import filled_store

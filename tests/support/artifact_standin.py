@@ -119,7 +119,7 @@ def build_info():
              "library": _LIB._name}}
 """
 
-RECORDER = f"""\
+RECORDER = """\
 import json
 import os
 import sys
@@ -133,10 +133,10 @@ WORKERS = int(os.environ.get("DMLC_NUM_WORKER", "1"))
 
 def record(kind, **extra):
     index = os.environ.get("DMLC_WORKER_ID", str(os.getpid()))
-    data = {{"kind": kind, "argv": sys.argv, "executable": sys.executable, "cwd": os.getcwd(),
-            "env": {{k: v for k, v in os.environ.items() if k.startswith(("DMLC_", "SOCKEYE_")) or k == "PYTHONPATH"}},
-            "mxnet": mxnet.build_info(), "mxnet_file": mxnet.__file__, **extra}}
-    with open(f"standin-{{ROLE}}-{{index}}.json", "w") as out:
+    data = {"kind": kind, "argv": sys.argv, "executable": sys.executable, "cwd": os.getcwd(),
+            "env": {k: v for k, v in os.environ.items() if k.startswith(("DMLC_", "SOCKEYE_")) or k == "PYTHONPATH"},
+            "mxnet": mxnet.build_info(), "mxnet_file": mxnet.__file__, **extra}
+    with open(f"standin-{ROLE}-{index}.json", "w") as out:
         json.dump(data, out)
 
 
@@ -159,14 +159,14 @@ def train(kind, batches, batch_size, period, seconds_per_batch=0.005, **extra):
         time.sleep(seconds_per_batch)
         if batch % period == 0:
             speed = period * batch_size / max(1e-6, time.time() - tic)
-            print(f"INFO:root:Epoch[0] Batch [{{batch}}]\\tSpeed: {{speed:.2f}} samples/sec\\taccuracy=0.000000",
+            print(f"INFO:root:Epoch[0] Batch [{batch}]\\tSpeed: {speed:.2f} samples/sec\\taccuracy=0.000000",
                   file=sys.stderr, flush=True)
             tic = time.time()
     # The line each real script logs when its training is over (the launcher watches for it).
     end = "Epoch[0] Time cost=0.100" if kind == "train_imagenet" else "Training finished. Best checkpoint: 0."
     print("INFO:root:" + end, file=sys.stderr, flush=True)
     record(kind, batches=batches, **extra)
-    open(f"standin-done-worker-{{rank}}", "w").close()
+    open(f"standin-done-worker-{rank}", "w").close()
 """
 
 DATA_PY = """\
