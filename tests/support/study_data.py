@@ -4,17 +4,18 @@ from pathlib import Path
 
 from reprokit.study import claims as studies
 from reprokit.study.store import Origin, Record, RecordConfig
+from reprokit.study.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY_META = json.loads((REPO / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
 ALL_MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
 
-TESTBED4 = studies.Target(name="tb", kind="testbed", hosts=tuple(f"10.77.0.{i}" for i in range(1, 5)), shaping=True,
+TESTBED4 = Target(name="tb", kind="testbed", hosts=tuple(f"10.77.0.{i}" for i in range(1, 5)), shaping=True,
                           link_capacity=None, testbed="tb")
-EMBEDDED = studies.Target(name="", kind="embedded", hosts=("127.0.0.1",), shaping=False, link_capacity=None)
+EMBEDDED = Target(name="", kind="embedded", hosts=("127.0.0.1",), shaping=False, link_capacity=None)
 # A cluster of 4 whose links were shaped, as the paper's were (another evaluator's, imported): claims at a bandwidth
 # are judged at that bandwidth there, unlike on a CPU testbed.
-CLUSTER4 = studies.Target(name="c4", kind="cluster", hosts=tuple(f"gpu{i}" for i in range(1, 5)), shaping=True,
+CLUSTER4 = Target(name="c4", kind="cluster", hosts=tuple(f"gpu{i}" for i in range(1, 5)), shaping=True,
                           link_capacity=None)
 
 

@@ -6,10 +6,14 @@ from dataclasses import replace
 import pytest
 
 from reprokit.study import claims as studies
+from reprokit.study import planning, target
 from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 from reprokit.errors import UserError
-from reprokit.study.analysis import (INCONCLUSIVE, NOT_REPLICATED, NOT_TESTABLE, REPLICATED, analyse, mean_interval,
-                                     ratio_interval, t_quantile)
+from reprokit.study.analysis import analyse
+from reprokit.study.options import select
+from reprokit.study.rates import NATIVE
+from reprokit.study.speedup import mean_interval, ratio_interval, t_quantile
+from reprokit.study.verdict import Verdict
 
 
 def log_interval(values, confidence=0.95):
@@ -73,10 +77,29 @@ def test_too_few_runs_say_so_plainly_in_the_summary_and_the_speedups():
     assert set(analysis.speedups["note"]) == {"n=2 < 3: no verdict"}
 
 
+def test_verdicts_and_badge_statuses_are_shown_and_stored_as_their_plain_strings():
+    from reprokit.study.badge import BadgeStatus
+
+    assert [v.value for v in Verdict] == ["replicated", "not replicated", "inconclusive", "not testable here"]
+    assert [b.value for b in BadgeStatus] == ["recommended", "not recommended", "undecided"]
+    analysis = analyse(study(), records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0],
+                                        target=CLUSTER4), ALL_MODELS)
+    v = verdict_of(analysis, "resnet-4gbit")
+    assert f"{v.verdict}" == str(v.verdict) == "replicated" and v.verdict == "replicated"
+    assert json.loads(json.dumps(v.to_dict()))["verdict"] == "replicated"
+    assert json.loads(json.dumps(analysis.badges[0].to_dict()))["status"] == f"{analysis.badges[0].status}"
+
+
+def test_t_quantiles_refuse_what_has_no_quantile():
+    for p, df in ((0.0, 3), (1.0, 3), (0.975, 0), (0.975, -1)):
+        with pytest.raises(ValueError, match="t_quantile needs"):
+            t_quantile(p, df)
+
+
 def test_clear_pass_is_replicated():
     runs = records("resnet", "4gbit", [100.0, 101.0, 99.0, 100.5], [126.0, 125.0, 127.0, 126.5], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == REPLICATED, v.reason
+    assert v.verdict == Verdict.REPLICATED, v.reason
     assert v.speedup == pytest.approx(1.26, abs=0.01) and v.n == 4
     assert "reaches the claimed 1.26x" in v.reason
 
@@ -84,27 +107,27 @@ def test_clear_pass_is_replicated():
 def test_clear_fail_is_not_replicated():
     runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [70.0, 71.0, 70.5], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == NOT_REPLICATED
+    assert v.verdict == Verdict.NOT_REPLICATED
     assert "below the claimed 1.26x" in v.reason
 
 
 def test_wide_interval_is_inconclusive():
     runs = records("resnet", "4gbit", [100.0, 60.0, 140.0], [126.0, 80.0, 170.0], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == INCONCLUSIVE
+    assert v.verdict == Verdict.INCONCLUSIVE
     assert "wider than" in v.reason
 
 
 def test_too_few_runs_is_inconclusive_even_with_a_matching_mean():
     runs = records("resnet", "4gbit", [100.0, 100.2], [126.0, 126.1], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == INCONCLUSIVE and "n=2 < 3: no verdict" in v.reason
+    assert v.verdict == Verdict.INCONCLUSIVE and "n=2 < 3: no verdict" in v.reason
 
 
 def test_failed_runs_do_not_count_towards_n():
     runs = records("resnet", "4gbit", [100.0, 101.0, None], [126.0, 125.0, 127.0], target=CLUSTER4)
     analysis = analyse(study(), runs, ALL_MODELS)
-    assert verdict_of(analysis, "resnet-4gbit").verdict == INCONCLUSIVE
+    assert verdict_of(analysis, "resnet-4gbit").verdict == Verdict.INCONCLUSIVE
     row = analysis.summary[(analysis.summary["variant"] == "baseline")].iloc[0]
     assert (row["n"], row["failed"]) == (2, 1)
 
@@ -112,7 +135,7 @@ def test_failed_runs_do_not_count_towards_n():
 def test_missing_configuration_is_inconclusive_and_says_what_to_run():
     runs = records("resnet", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=CLUSTER4)  # not at the claim's 4gbit
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == INCONCLUSIVE
+    assert v.verdict == Verdict.INCONCLUSIVE
     assert v.reason.startswith("not measured") and "--bandwidths=4gbit" in v.reason
 
 
@@ -120,10 +143,10 @@ def test_up_to_claim_is_replicated_where_some_configuration_reaches_it():
     runs = (records("vgg", "1gbit", [50.0, 50.5, 49.5], [82.0, 83.0, 83.5], target=CLUSTER4)
             + records("vgg", "30gbit", [90.0, 91.0, 90.5], [92.0, 91.5, 92.5], target=CLUSTER4))
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "vgg-up-to-66")
-    assert v.verdict == REPLICATED and v.bandwidth == "1gbit" and "at 1gbit reaches" in v.reason
+    assert v.verdict == Verdict.REPLICATED and v.bandwidth == "1gbit" and "at 1gbit reaches" in v.reason
     far_above = records("vgg", "1gbit", [50.0, 50.5, 49.5], [100.0, 101.0, 99.0], target=CLUSTER4)
     v = verdict_of(analyse(study(), far_above, ALL_MODELS), "vgg-up-to-66")  # 2x: "up to" 1.66x exceeded
-    assert v.verdict == REPLICATED and "exceeds the claimed 1.66x" in v.reason
+    assert v.verdict == Verdict.REPLICATED and "exceeds the claimed 1.66x" in v.reason
 
 
 def wide_at(speedup: float, spread: float):
@@ -143,7 +166,7 @@ def test_up_to_claim_is_not_replicated_when_every_interval_stays_below_it_howeve
                             & (analysis.speedups["versus"] == "baseline")].iloc[0]
     assert (row["speedup"], row["ci_low"], row["ci_high"]) == pytest.approx((1.10, 0.83, 1.46), abs=0.01)
     v = verdict_of(analysis, "vgg-up-to-66")
-    assert v.verdict == NOT_REPLICATED, v.reason
+    assert v.verdict == Verdict.NOT_REPLICATED, v.reason
     assert v.bandwidth == "510mbit" and v.ci_high == pytest.approx(1.46, abs=0.01)  # the nearest of them
     assert v.reason.startswith("the interval of every configuration with enough runs lies below the claimed 1.66x")
     for bw in ("510mbit", "1gbit", "4gbit"):
@@ -151,24 +174,24 @@ def test_up_to_claim_is_not_replicated_when_every_interval_stays_below_it_howeve
     # the same wide interval reaching the band settles nothing: inconclusive, and it says why
     reaching = records("vgg", "510mbit", steady, wide_at(1.35, 0.114), target=CLUSTER4) + runs[6:]
     v = verdict_of(analyse(study(), reaching, ALL_MODELS), "vgg-up-to-66")
-    assert v.verdict == INCONCLUSIVE and v.bandwidth == "510mbit"
+    assert v.verdict == Verdict.INCONCLUSIVE and v.bandwidth == "510mbit"
     assert "reaches the claimed 1.66x ± 0.10 but is wider than the ±15% the study accepts" in v.reason
     # a narrow interval reaching it elsewhere decides, whatever the wide one does
     decided = reaching + records("vgg", "300mbit", steady, wide_at(1.62, 0.01), target=CLUSTER4)
     v = verdict_of(analyse(study(), decided, ALL_MODELS), "vgg-up-to-66")
-    assert v.verdict == REPLICATED and v.bandwidth == "300mbit"
+    assert v.verdict == Verdict.REPLICATED and v.bandwidth == "300mbit"
 
 
 def test_smoke_profile_cannot_replicate_a_paper_claim():
     runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], profile="smoke", target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == INCONCLUSIVE and "smoke profile" in v.reason
+    assert v.verdict == Verdict.INCONCLUSIVE and "smoke profile" in v.reason
 
 
 def test_embedded_default_makes_every_claim_not_testable():
     runs = records("resnet", "native", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=EMBEDDED, profile="smoke")
     analysis = analyse(study(), runs, ALL_MODELS)
-    assert {v.verdict for v in analysis.verdicts} == {NOT_TESTABLE}
+    assert {v.verdict for v in analysis.verdicts} == {Verdict.NOT_TESTABLE}
     assert "loopback" in verdict_of(analysis, "resnet-4gbit").reason
     assert analysis.badges[2].status == "undecided"
 
@@ -177,7 +200,7 @@ def test_bandwidth_beyond_the_links_is_not_testable():
     slow_cluster = replace(TESTBED4, name="c1", kind="cluster", shaping=False, link_capacity="1gbit", testbed=None)
     runs = records("vgg", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=slow_cluster)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "vgg-15gbit")
-    assert v.verdict == NOT_TESTABLE and "15gbit" in v.reason and "native bandwidth (1gbit)" in v.reason
+    assert v.verdict == Verdict.NOT_TESTABLE and "15gbit" in v.reason and "native bandwidth (1gbit)" in v.reason
     shaped_but_slow = replace(TESTBED4, link_capacity="10gbit")
     runs = records("vgg", "1gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=shaped_but_slow)
     assert "exceeds" in verdict_of(analyse(study(), runs, ALL_MODELS), "vgg-15gbit").reason
@@ -189,7 +212,7 @@ def test_other_cluster_size_and_missing_model_are_not_testable():
     analysis = analyse(study(), runs, {"resnet", "vgg"})
     assert "4 machines; this target has 3" in verdict_of(analysis, "resnet-4gbit").reason
     sockeye = verdict_of(analysis, "sockeye-up-to-38")
-    assert sockeye.verdict == NOT_TESTABLE and "no cmd_key 'sockeye'" in sockeye.reason
+    assert sockeye.verdict == Verdict.NOT_TESTABLE and "no cmd_key 'sockeye'" in sockeye.reason
 
 
 def test_imported_runs_are_their_own_setup_and_a_failure_anywhere_wins_overall():
@@ -199,8 +222,8 @@ def test_imported_runs_are_their_own_setup_and_a_failure_anywhere_wins_overall()
                                target=CLUSTER4)]
     analysis = analyse(study(), local + remote, ALL_MODELS)
     per_setup = {v.setup: v.verdict for v in analysis.verdicts if v.claim == "resnet-4gbit"}
-    assert sorted(per_setup.values()) == [NOT_REPLICATED, REPLICATED]
-    assert analysis.overall["resnet-4gbit"] == NOT_REPLICATED
+    assert sorted(per_setup.values()) == [Verdict.NOT_REPLICATED, Verdict.REPLICATED]
+    assert analysis.overall["resnet-4gbit"] == Verdict.NOT_REPLICATED
     assert analysis.badges[2].status == "not recommended"
 
 
@@ -212,7 +235,7 @@ def test_badges_functional_and_reproduced():
         every_claim += records(claim.model, bw, base, [b * claim.speedup for b in base], variant=claim.variant,
                                target=CLUSTER4)
     analysis = analyse(study(), every_claim, ALL_MODELS)
-    assert set(analysis.overall.values()) == {REPLICATED}
+    assert set(analysis.overall.values()) == {Verdict.REPLICATED}
     names = {b.name: b.status for b in analysis.badges}
     assert names == {"Artifacts Available": "recommended", "Artifacts Evaluated - Functional": "recommended",
                      "Results Reproduced": "recommended"}
@@ -244,14 +267,14 @@ def test_study_entry_is_data_and_malformed_entries_are_refused_in_one_line():
 
 
 def test_interleaved_plan_and_bandwidth_choice():
-    plan = studies.plan_runs(["resnet"], ["baseline", "p3"], ["1gbit"], 3)
+    plan = planning.plan_runs(["resnet"], ["baseline", "p3"], ["1gbit"], 3)
     assert [r.variant for r in plan] == ["baseline", "p3", "p3", "baseline", "baseline", "p3"]
-    embedded = studies.make_target("", None, None)
-    assert studies.sweep_bandwidths(embedded, None, study().matrix) == (studies.NATIVE,)
+    embedded = target.make_target("", None, None)
+    assert target.sweep_bandwidths(embedded, None, study().matrix) == (NATIVE,)
     with pytest.raises(UserError, match="--bandwidths needs a target whose links can be shaped"):
-        studies.sweep_bandwidths(embedded, ["1gbit"], study().matrix)
+        target.sweep_bandwidths(embedded, ["1gbit"], study().matrix)
     with pytest.raises(UserError, match="unknown model"):
-        studies.select("resnet,alexnet", study().matrix.models, "model(s)")
+        select("resnet,alexnet", study().matrix.models, "model(s)")
 
 
 # --- verdicts on a CPU testbed --------------------------------------------------------------------
@@ -259,7 +282,7 @@ def test_interleaved_plan_and_bandwidth_choice():
 def test_a_claim_at_a_bandwidth_is_not_testable_on_a_cpu_testbed_without_the_papers_ratio():
     runs = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], ratio=0.5)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == NOT_TESTABLE
+    assert v.verdict == Verdict.NOT_TESTABLE
     assert "CPU testbed" in v.reason and "no sourced figure for the paper setting's ratio" in v.reason
     assert v.reason.endswith("add claims[].paper_comm_to_compute with its source")
 
@@ -275,10 +298,10 @@ def test_with_a_sourced_paper_ratio_a_bandwidth_claim_is_judged_where_the_testbe
     runs = (records("resnet", "1gbit", [100.0, 101.0, 99.0], [100.0, 99.5, 100.5], ratio=0.6)
             + records("resnet", "300mbit", [50.0, 50.5, 49.5], [63.0, 63.5, 62.5], ratio=2.1))
     v = verdict_of(analyse(study_with_paper_ratio(2.0), runs, ALL_MODELS), "resnet-4gbit")
-    assert v.verdict == REPLICATED and v.bandwidth == "300mbit" and v.comm_to_compute == pytest.approx(2.1)
+    assert v.verdict == Verdict.REPLICATED and v.bandwidth == "300mbit" and v.comm_to_compute == pytest.approx(2.1)
     assert "at 300mbit (communication/computation 2.10)" in v.reason
     far = verdict_of(analyse(study_with_paper_ratio(5.0), runs, ALL_MODELS), "resnet-4gbit")
-    assert far.verdict == INCONCLUSIVE
+    assert far.verdict == Verdict.INCONCLUSIVE
     assert "has communication/computation 5.00 (a constructed fact for this test)" in far.reason
     assert "the nearest measured here is 2.10 at 300mbit" in far.reason
     bad = json.loads(json.dumps(STUDY_META))
@@ -300,35 +323,35 @@ def quick_testbed_runs(best: float, ratios=(0.8, 1.5, 3.9), n_best: int = 3):
 
 def test_up_to_claims_on_a_cpu_testbed_are_judged_at_the_best_bandwidth_in_any_profile():
     v = verdict_of(analyse(study(), quick_testbed_runs(best=1.62), ALL_MODELS), "vgg-up-to-66")
-    assert v.verdict == REPLICATED, v.reason
+    assert v.verdict == Verdict.REPLICATED, v.reason
     assert (v.bandwidth, v.n) == ("720mbit", 3) and v.comm_to_compute == pytest.approx(3.9)
     assert v.basis == ("CPU testbed, smoke profile, 3 bandwidth(s) with measured communication/computation "
                        "0.80 to 3.90")
     assert v.reason.startswith(v.basis + ": 1.62x [") and "at 720mbit (communication/computation 3.90) reaches" \
         in v.reason
     low = verdict_of(analyse(study(), quick_testbed_runs(best=1.05), ALL_MODELS), "vgg-up-to-66")
-    assert low.verdict == NOT_REPLICATED and low.reason.startswith("CPU testbed")
+    assert low.verdict == Verdict.NOT_REPLICATED and low.reason.startswith("CPU testbed")
     # every configuration is named: the verdict rests on all three
     assert "the interval of every configuration with enough runs lies below the claimed 1.66x ± 0.10" in low.reason
     assert all(f"at {bw} (communication/computation" in low.reason for bw in ("5800mbit", "1900mbit", "720mbit"))
     # the bandwidth-stated claims stay out of reach: 4 machines, and no sourced ratio; both are said
     at_15 = verdict_of(analyse(study(), quick_testbed_runs(best=1.62), ALL_MODELS), "vgg-15gbit")
-    assert at_15.verdict == NOT_TESTABLE and at_15.reason.startswith("the claim is for 4 machines; this target has 3")
+    assert at_15.verdict == Verdict.NOT_TESTABLE and at_15.reason.startswith("the claim is for 4 machines; this target has 3")
     assert "; and the claim is at 15gbit on the paper's GPU machines; on this CPU testbed" in at_15.reason
 
 
 def test_up_to_claims_need_a_communication_bound_setting_and_enough_runs_at_the_best_one():
     compute_bound = quick_testbed_runs(best=1.62, ratios=(0.2, 0.4, 0.7))
     v = verdict_of(analyse(study(), compute_bound, ALL_MODELS), "vgg-up-to-66")
-    assert v.verdict == INCONCLUSIVE and "kept the baseline compute-bound (communication/computation at most 0.70)" \
+    assert v.verdict == Verdict.INCONCLUSIVE and "kept the baseline compute-bound (communication/computation at most 0.70)" \
         in v.reason
     thin = quick_testbed_runs(best=1.62, n_best=2)  # the best bandwidth has n=2: judged where n suffices
     v = verdict_of(analyse(study(), thin, ALL_MODELS), "vgg-up-to-66")
-    assert v.bandwidth == "1900mbit" and v.verdict == NOT_REPLICATED
+    assert v.bandwidth == "1900mbit" and v.verdict == Verdict.NOT_REPLICATED
     assert v.reason.endswith("(not counted, n < 3: 720mbit n=2)")  # said, not hidden
     all_thin = [r for r in thin if r.config.repetition < 3]
     v = verdict_of(analyse(study(), all_thin, ALL_MODELS), "vgg-up-to-66")
-    assert v.verdict == INCONCLUSIVE and "n=2 < 3: no verdict" in v.reason
+    assert v.verdict == Verdict.INCONCLUSIVE and "n=2 < 3: no verdict" in v.reason
 
 
 def test_a_study_may_not_give_verdicts_on_fewer_than_3_runs():
@@ -339,7 +362,7 @@ def test_a_study_may_not_give_verdicts_on_fewer_than_3_runs():
 
 
 def test_plan_runs_takes_each_models_own_bandwidths():
-    plan = studies.plan_runs(["resnet", "vgg"], ["baseline", "p3"], ["1gbit"], 2,
+    plan = planning.plan_runs(["resnet", "vgg"], ["baseline", "p3"], ["1gbit"], 2,
                              per_model={"vgg": ["720mbit", "native"]})
     assert [r.label() for r in plan[:6]] == ["resnet baseline @ 1gbit #1", "resnet p3 @ 1gbit #1",
                                              "vgg baseline @ 720mbit #1", "vgg p3 @ 720mbit #1",
@@ -363,13 +386,13 @@ def test_variants_pair_within_one_engine_only_and_each_engine_gets_its_own_verdi
     assert by_engine == {"embedded": pytest.approx(1.26, abs=0.01), "artifact": pytest.approx(4.0, abs=0.01)}
     # neither MXNet 1.9.1's P3 over their baseline (2.52) nor theirs over the stock one (~2.0) is ever formed
     assert len(p3) == 2 and set(analysis.summary["engine"]) == {"embedded", "artifact"}
-    assert engine_verdict(analysis, "resnet-4gbit", "embedded").verdict == REPLICATED
+    assert engine_verdict(analysis, "resnet-4gbit", "embedded").verdict == Verdict.REPLICATED
     their_verdict = engine_verdict(analysis, "resnet-4gbit", "artifact")
-    assert their_verdict.verdict == NOT_REPLICATED and "above the claimed 1.26x" in their_verdict.reason
-    assert analysis.overall_by_engine["artifact"]["resnet-4gbit"] == NOT_REPLICATED
-    assert analysis.overall_by_engine["embedded"]["resnet-4gbit"] == REPLICATED
+    assert their_verdict.verdict == Verdict.NOT_REPLICATED and "above the claimed 1.26x" in their_verdict.reason
+    assert analysis.overall_by_engine["artifact"]["resnet-4gbit"] == Verdict.NOT_REPLICATED
+    assert analysis.overall_by_engine["embedded"]["resnet-4gbit"] == Verdict.REPLICATED
     # the authors' build was measured for this claim: it decides the overall verdict and the badge
-    assert analysis.decided["resnet-4gbit"] == "artifact" and analysis.overall["resnet-4gbit"] == NOT_REPLICATED
+    assert analysis.decided["resnet-4gbit"] == "artifact" and analysis.overall["resnet-4gbit"] == Verdict.NOT_REPLICATED
     reproduced = analysis.badges[2]
     assert reproduced.status == "not recommended"
     assert any(r.startswith("judged on the authors' build") and "resnet-4gbit" in r for r in reproduced.reasons)
@@ -387,7 +410,7 @@ def test_a_missing_engine_variant_gives_no_speedup_and_the_side_by_side_says_not
     assert math.isnan(row["artifact_p3_geometric_mean"]) and math.isnan(row["artifact_speedup"])
     assert row["embedded_speedup"] == pytest.approx(1.26, abs=0.01) and row["embedded_speedup_n"] == 3
     v = engine_verdict(analysis, "resnet-4gbit", "artifact")
-    assert v.verdict == INCONCLUSIVE and "on the authors' build" in v.reason and "--engines=artifact" in v.reason
+    assert v.verdict == Verdict.INCONCLUSIVE and "on the authors' build" in v.reason and "--engines=artifact" in v.reason
     assert analysis.decided["resnet-4gbit"] == "embedded"  # their P3 never ran: ours decides
 
 
@@ -433,7 +456,7 @@ def test_the_authors_build_takes_our_baselines_ratio_and_functional_counts_both_
     theirs_row = analysis.speedups[analysis.speedups["engine"] == "artifact"].iloc[0]
     assert theirs_row["comm_to_compute"] == pytest.approx(3.9) and theirs_row["ratio_engine"] == "embedded"
     v = engine_verdict(analysis, "vgg-up-to-66", "artifact")
-    assert v.verdict == REPLICATED, v.reason
+    assert v.verdict == Verdict.REPLICATED, v.reason
     assert "(communication/computation 3.90 as stock MXNet 1.9.1's baseline measured it there)" in v.reason
     functional = analysis.badges[1]
     assert functional.status == "recommended"
@@ -446,7 +469,7 @@ def test_the_authors_build_takes_our_baselines_ratio_and_functional_counts_both_
 
 
 def test_plan_runs_interleaves_the_engines_and_the_authors_build_runs_only_its_variants():
-    plan = studies.plan_runs(["vgg"], ["baseline", "p3", "p3-slicing-only"], ["1gbit"], 2,
+    plan = planning.plan_runs(["vgg"], ["baseline", "p3", "p3-slicing-only"], ["1gbit"], 2,
                              engines=("embedded", "artifact"))
     assert [r.label() for r in plan[:5]] == ["vgg baseline @ 1gbit #1", "vgg p3 @ 1gbit #1",
                                              "vgg p3-slicing-only @ 1gbit #1", "vgg artifact baseline @ 1gbit #1",
@@ -466,7 +489,7 @@ def worker_update_runs(model, bandwidth, values, **kwargs):
 
 
 def test_p3_variants_are_also_set_against_the_worker_update_baseline_and_the_authors_build_keeps_two():
-    from reprokit.study.analysis import claim_pairs
+    from reprokit.study.speedup import claim_pairs
 
     pairs = claim_pairs(study())
     for variant in ("p3", "p3-slicing-only", "p3-priority-only"):
@@ -476,8 +499,8 @@ def test_p3_variants_are_also_set_against_the_worker_update_baseline_and_the_aut
     assert study().variants["p3-priority-only"] == {"VARIANT": "p3", "P3_SLICE_SIZE": "0"}
     assert study().quick.variants == study().matrix.variants == ("baseline", "baseline-worker-update", "p3")
     three = ["baseline", "baseline-worker-update", "p3", "p3-slicing-only", "p3-priority-only"]
-    assert studies.engine_variants("artifact", three) == ["baseline", "p3"]
-    assert studies.engine_variants("embedded", three) == three
+    assert planning.engine_variants("artifact", three) == ["baseline", "p3"]
+    assert planning.engine_variants("embedded", three) == three
 
 
 def test_the_worker_update_speedup_is_shown_beside_the_verdict_and_never_counted():
@@ -486,7 +509,7 @@ def test_the_worker_update_speedup_is_shown_beside_the_verdict_and_never_counted
             + worker_update_runs("resnet", "4gbit", [120.0, 120.5, 119.5], target=CLUSTER4))
     analysis = analyse(study(), runs, ALL_MODELS)
     v = verdict_of(analysis, "resnet-4gbit")
-    assert v.verdict == REPLICATED and v.speedup == pytest.approx(1.26, abs=0.01)
+    assert v.verdict == Verdict.REPLICATED and v.speedup == pytest.approx(1.26, abs=0.01)
     beside = v.versus_worker_update
     assert (beside.variant, beside.versus, beside.bandwidth, beside.n) == ("p3", "baseline-worker-update", "4gbit", 3)
     assert beside.speedup == pytest.approx(1.05, abs=0.01) and beside.ci_low < beside.speedup < beside.ci_high
@@ -498,7 +521,7 @@ def test_the_worker_update_speedup_is_shown_beside_the_verdict_and_never_counted
             + worker_update_runs("resnet", "4gbit", [56.0, 56.3, 55.8], target=CLUSTER4))
     analysis = analyse(study(), runs, ALL_MODELS)
     v = verdict_of(analysis, "resnet-4gbit")
-    assert v.verdict == NOT_REPLICATED and v.versus_worker_update.speedup == pytest.approx(1.26, abs=0.01)
+    assert v.verdict == Verdict.NOT_REPLICATED and v.versus_worker_update.speedup == pytest.approx(1.26, abs=0.01)
     assert analysis.badges[2].status == "not recommended"
     # without worker-update runs there is nothing beside
     alone = verdict_of(analyse(study(), runs[:6], ALL_MODELS), "resnet-4gbit")

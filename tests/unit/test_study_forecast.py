@@ -6,8 +6,9 @@ from dataclasses import replace
 import pytest
 
 from reprokit.study import runner as study_runner
-from reprokit.study.claims import NATIVE, RunConfig
 from reprokit.study.forecast import Forecast, forecast
+from reprokit.study.planning import RunConfig
+from reprokit.study.rates import NATIVE
 from reprokit.study.store import Store
 from reprokit.study.sweep import reproduce
 

@@ -7,10 +7,10 @@ import pytest
 
 from reprokit.errors import UserError
 from reprokit.study import options
-from reprokit.study.claims import make_target
 from reprokit.study.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
 from reprokit.study.store import Store, Sweep
 from reprokit.study.sweep import check_can_shape, open_sweep
+from reprokit.study.target import make_target
 
 from support.study_data import ALL_MODELS, study
 

@@ -65,6 +65,14 @@ STORED_RECORD = {  # as `ck reproduce` writes a record (provenance shortened)
 }
 
 
+def test_a_records_result_reads_as_a_result_whatever_keys_it_has():
+    from reprokit.study.store import Record
+
+    bare = Record.from_dict({**STORED_RECORD, "result": {"throughput_samples_per_sec": 3.0, "engine_own_key": 1}})
+    assert not bare.run_result.run_success and bare.run_result.throughput_samples_per_sec == 3.0  # no run_success
+    assert Record.from_dict({**STORED_RECORD, "status": "failed", "result": None}).run_result is None
+
+
 def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(tmp_path):
     path = tmp_path / "records" / f"{STORED_RECORD['record_id']}.json"
     write_once(path, STORED_RECORD)
@@ -72,6 +80,8 @@ def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(t
     [record] = store.local_records()
     assert record.ok and record.config.target.kind == "testbed" and record.config.run.label() == "resnet p3 @ 300mbit #1"
     assert record.origin.host == "vm" and record.result["throughput_samples_per_sec"] == 12.5
+    typed = record.run_result  # the same result as reprokit.run.result.Result; what is stored stays the dict
+    assert typed.run_success and typed.throughput_samples_per_sec == 12.5 and typed.params_in_sync is True
     assert record.to_dict() == STORED_RECORD
     again = Store(tmp_path / "again", "sysml19-p3")
     again.put_record(record)

@@ -62,8 +62,7 @@ from reprokit.run.procscan import flock_holder, is_stopped
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study import identity
 from reprokit.study import schema as s
-from reprokit.study.claims import now_iso
-from reprokit.study.store import MAX_RECORD_BYTES, NAME, ORIGIN_SCHEMA, Record, Store
+from reprokit.study.store import MAX_RECORD_BYTES, NAME, ORIGIN_SCHEMA, Record, Store, now_iso
 
 BUNDLE_FORMAT = "reprokit-study-bundle/2"
 UNSIGNED_FORMAT = "reprokit-study-bundle/1"  # before bundles were signed

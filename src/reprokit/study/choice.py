@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from reprokit.errors import UserError
-from reprokit.study.claims import NATIVE, rate_bps
+from reprokit.study.rates import NATIVE, rate_bps
 
 BYTES_PER_PARAMETER = 4  # float32 gradients and weights
 MAX_SHAPED = "10gbit"  # above this, a tc limit does not bind on a namespace testbed of a few cores

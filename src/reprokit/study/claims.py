@@ -1,46 +1,21 @@
-"""A paper's claims as data, the experiment matrix that checks them, and the sweep that runs it.
+"""A paper's claims as data: the study entry's claims, experiment matrix, variants and tolerances.
 
 A study entry (``study:NAME``) describes a paper: its claims (per model, the
 speedup claimed, and the bandwidth and cluster size it was claimed at, with
 the source of each number), the experiment matrix (models, variants,
 bandwidths, repetitions, profile), named variants (run settings per variant)
-and the tolerances the verdicts use. ``ck reproduce study:NAME`` runs the
-matrix through ``ck run program:P`` (one run folder per run, under the results
-store), shaping the links per configuration where the target allows it.
+and the tolerances the verdicts use. ``from_meta`` reads it from the entry's
+meta and refuses a malformed one. Where a sweep runs is target.py, which runs
+it makes planning.py.
 """
 from __future__ import annotations
 
-import re
-import sys
-import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Mapping, TextIO
+from typing import Mapping
 
-from reprokit.cluster.testbed import testbed_of
-from reprokit.engines.choice import ARTIFACT_BUILDS, EMBEDDED
 from reprokit.errors import UserError
-from reprokit.values import shown
-
-RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")
-_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
-NATIVE = "native"  # a configuration whose links were not shaped and whose capacity is not known
-
-
-def rate_bps(rate: str) -> float | None:
-    """Bits per second of a tc rate like ``4gbit``; None for ``native``."""
-    if rate == NATIVE:
-        return None
-    match = RATE.match(rate)
-    if not match:
-        raise UserError(f"bandwidth {shown(rate)} is not a rate like 100mbit, 1gbit or 4gbit (or 'native')")
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def same_rate(a: str | None, b: str | None) -> bool:
-    if a is None or b is None or NATIVE in (a, b):
-        return a == b
-    return rate_bps(a) == rate_bps(b)
+from reprokit.study.rates import NATIVE, rate_bps  # noqa: F401 (NATIVE: the benchmarks import it from here)
+from reprokit.study.store import store_dir  # noqa: F401 (reprokit.ck.study, the CK module's code, calls it here)
 
 
 @dataclass(frozen=True)
@@ -88,7 +63,7 @@ class Tolerance:
     max_relative_half_width: float  # a wider speedup interval (half-width over the ratio): inconclusive
     confidence: float
     profile: str  # claims hold for this profile only; others are inconclusive (except "up to" claims on a
-    # shaped testbed whose bandwidths made the baseline communication-bound: analysis.judge)
+    # shaped testbed whose bandwidths made the baseline communication-bound: verdict.judge)
 
 
 @dataclass(frozen=True)
@@ -236,194 +211,3 @@ def from_meta(name: str, meta: Mapping) -> Study:
         ),
         variants=variants, parameters=parameters, parameters_source=parameters_source,
     )
-
-
-# --- targets -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Target:
-    """Where the sweep runs, and what it can do with the links."""
-    name: str  # the machine entry; "" for the embedded default
-    kind: str  # "embedded", "testbed" or "cluster"
-    hosts: tuple[str, ...]
-    shaping: bool  # the links can be limited per configuration
-    link_capacity: str | None  # the links' native rate when known (--link_capacity)
-    testbed: str | None = None  # the testbed's name (its namespaces are rk-NAME-*)
-
-    @property
-    def label(self) -> str:
-        return self.name or "embedded default"
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "hosts": list(self.hosts), "label": self.label}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "Target":
-        """The target as to_dict wrote it (its label is derived from the name again)."""
-        return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
-                   shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),
-                   testbed=data.get("testbed"))
-
-    def bandwidth_note(self) -> str:
-        if self.kind == "embedded":
-            return "every role on this host over loopback, at native bandwidth (it cannot be shaped)"
-        if self.kind == "testbed":
-            return f"testbed {self.testbed}: each host's egress is limited with tc (tbf) per configuration"
-        return (f"cluster {self.name}: runs at native bandwidth ({self.link_capacity or 'capacity not given'}); "
-                f"shaping a real cluster's links needs root on its hosts and is not done here")
-
-
-def make_target(name: str, cluster_config: object, link_capacity: str | None) -> Target:
-    if link_capacity is not None:
-        rate_bps(link_capacity)
-    if not name:
-        if link_capacity:
-            raise UserError("--link_capacity describes a cluster's links; the embedded default runs over loopback")
-        return Target(name="", kind="embedded", hosts=("127.0.0.1",), shaping=False, link_capacity=None)
-    from reprokit.cluster import hosts as cluster_hosts
-
-    cluster = cluster_hosts.parse(cluster_config, source=f"machine:{name}")
-    state = testbed_of(cluster_config)
-    if state is not None:
-        return Target(name=name, kind="testbed", hosts=tuple(cluster.names), shaping=True,
-                      link_capacity=link_capacity, testbed=str(state["name"]))
-    return Target(name=name, kind="cluster", hosts=tuple(cluster.names), shaping=False, link_capacity=link_capacity)
-
-
-def sweep_bandwidths(target: Target, requested: Iterable[str] | None, matrix: Matrix) -> tuple[str, ...]:
-    """The bandwidths a sweep runs at on this target; explicit requests it cannot honour are refused."""
-    explicit = requested is not None
-    rates = tuple(requested) if explicit else matrix.bandwidths
-    for rate in rates:
-        rate_bps(rate)
-    if not target.shaping:
-        if explicit and any(not same_rate(r, target.link_capacity or NATIVE) for r in rates):
-            why = ("the embedded default runs over loopback" if target.kind == "embedded"
-                   else f"the links of {target.name} cannot be shaped from here")
-            raise UserError(f"--bandwidths needs a target whose links can be shaped ({why}); drop --bandwidths, "
-                            f"or use a testbed: ck testbed cluster:NAME --hosts=4")
-        return (target.link_capacity or NATIVE,)
-    if target.link_capacity:
-        cap = rate_bps(target.link_capacity)
-        too_fast = [r for r in rates if r != NATIVE and rate_bps(r) > cap]
-        if explicit and too_fast:
-            raise UserError(f"{', '.join(too_fast)} exceed(s) the links of {target.name} ({target.link_capacity}); "
-                            f"choose --bandwidths at or below it")
-        rates = tuple(r for r in rates if r not in too_fast)
-    return rates or (NATIVE,)
-
-
-# --- the sweep plan ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RunConfig:
-    model: str
-    variant: str
-    bandwidth: str
-    repetition: int  # 1-based
-    engine: str = EMBEDDED  # embedded (stock MXNet, our scripts) or artifact (the authors' builds)
-
-    def record_id(self, sweep_id: str) -> str:
-        # Embedded runs keep the name they had before sweeps had engines, so older sweeps resume.
-        engine = "" if self.engine == EMBEDDED else f"--{self.engine}"
-        return f"{sweep_id}--{self.model}{engine}--{self.variant}--{self.bandwidth}--r{self.repetition}"
-
-    def label(self) -> str:
-        engine = "" if self.engine == EMBEDDED else f"{self.engine} "
-        return f"{self.model} {engine}{self.variant} @ {self.bandwidth} #{self.repetition}"
-
-
-def engine_variants(engine: str, variants: Iterable[str]) -> list[str]:
-    """The variants an engine runs: the authors' builds run only their own (p3 and baseline)."""
-    return [v for v in variants if engine == EMBEDDED or v in ARTIFACT_BUILDS]
-
-
-def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterable[str], repetitions: int,
-              per_model: Mapping[str, Iterable[str]] | None = None,
-              engines: Iterable[str] = (EMBEDDED,)) -> list[RunConfig]:
-    """Every run, interleaved: each repetition visits every model and bandwidth, with every engine's variants
-    back to back and their order reversed on every other repetition, so that drift hits all engines and
-    variants alike. ``per_model``: a model's own bandwidths (chosen from its probe) instead of ``bandwidths``."""
-    models, variants, bandwidths = list(models), list(variants), list(bandwidths)
-    pairs = [(e, v) for e in engines for v in engine_variants(e, variants)]
-    chosen = {m: list(b) for m, b in (per_model or {}).items()}
-    runs = []
-    for rep in range(1, repetitions + 1):
-        order = pairs if rep % 2 == 1 else pairs[::-1]
-        for model in models:
-            for bandwidth in chosen.get(model, bandwidths):
-                runs.extend(RunConfig(model, v, bandwidth, rep, e) for e, v in order)
-    return runs
-
-
-def select(requested: str | None, available: Iterable[str], what: str) -> list[str] | None:
-    """A comma-separated option as a list (None when not given); unknown names are refused."""
-    if requested is None or requested == "":
-        return None
-    names = [n.strip() for n in str(requested).split(",") if n.strip()]
-    allowed = list(available)
-    unknown = [n for n in names if n not in allowed]
-    if unknown:
-        raise UserError(f"unknown {what} {', '.join(map(repr, unknown))}; the study has: {', '.join(allowed)}")
-    return names
-
-
-# --- progress ------------------------------------------------------------------------------------
-
-def duration_text(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
-
-
-class Progress:
-    """Runs done, the current one, and the time left estimated from the runs this sweep finished.
-
-    On a terminal the bar redraws one line; elsewhere (logs, tests) it prints a line per event.
-    """
-
-    def __init__(self, total: int, done: int, stream: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic):
-        self.total, self.done = total, done
-        self.stream, self.clock = stream, clock
-        self.durations: list[float] = []
-        self.tty = stream.isatty()
-        self._started: float | None = None
-
-    def line(self, current: str) -> str:
-        width = 24
-        filled = int(width * self.done / self.total) if self.total else width
-        left = "?"
-        if self.durations:
-            left = "~" + duration_text(sum(self.durations) / len(self.durations) * (self.total - self.done))
-        return f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} runs | {current} | {left} left"
-
-    def start(self, current: str) -> None:
-        self._started = self.clock()
-        self._show(self.line(f"now: {current}"))
-
-    def finish(self, current: str, outcome: str) -> None:
-        if self._started is not None:
-            self.durations.append(self.clock() - self._started)
-        self.done += 1
-        self._show(self.line(f"{current}: {outcome}"), final=True)
-
-    def _show(self, text: str, final: bool = False) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def default_store(local_repo: str, study_name: str) -> Path:
-    return Path(local_repo) / "study-results" / study_name
-
-
-def store_dir(given: str, local_repo: str, study_name: str) -> Path:
-    return Path(given).expanduser().resolve() if given else default_store(local_repo, study_name)
-

@@ -28,9 +28,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from reprokit.engines.choice import EMBEDDED
 from reprokit.run import settings as run_settings
 from reprokit.study.choice import BandwidthChoice
-from reprokit.study.claims import NATIVE, Matrix, RunConfig, Target, duration_text, rate_bps
+from reprokit.study.planning import RunConfig
+from reprokit.study.progress import duration_text
+from reprokit.study.rates import NATIVE, rate_bps
+from reprokit.study.target import Target
 
-if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module
+if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module (and claims.py the store)
+    from reprokit.study.claims import Matrix
     from reprokit.study.store import Record
 
 # The run settings that set how long a run takes; runs that differ in any are no estimate for each other.

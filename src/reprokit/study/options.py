@@ -16,8 +16,10 @@ from typing import Collection, Iterable, Mapping, TextIO
 
 from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.errors import UserError
-from reprokit.study.claims import (MIN_RUNS, NATIVE, Study, Target, engine_variants, rate_bps, select,
-                                   sweep_bandwidths)
+from reprokit.study.claims import MIN_RUNS, Study
+from reprokit.study.planning import engine_variants
+from reprokit.study.rates import NATIVE, rate_bps
+from reprokit.study.target import Target, sweep_bandwidths
 from reprokit.values import plain_setting, shown
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
@@ -27,6 +29,18 @@ ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1: its own P3 and its two 
                  ARTIFACT: "artifact (the authors' baseline and P3 builds)"}
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
 RUNS_WRITE_SETTINGS = "every run hands it to ck run, whose run script holds it unquoted"
+
+
+def select(requested: str | None, available: Iterable[str], what: str) -> list[str] | None:
+    """A comma-separated option as a list (None when not given); unknown names are refused."""
+    if requested is None or requested == "":
+        return None
+    names = [n.strip() for n in str(requested).split(",") if n.strip()]
+    allowed = list(available)
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise UserError(f"unknown {what} {', '.join(map(repr, unknown))}; the study has: {', '.join(allowed)}")
+    return names
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ and n, every speedup with its interval, every verdict with its reason, the
 bandwidth choices: for scripts), ``plots/<model>.png`` / ``.svg`` and, where a
 run pair has timelines, ``plots/timeline.png`` / ``.svg`` (timeline.py).
 Per configuration the engines stand side by side (the authors' 2018 baseline
-and P3 builds beside MXNet 1.9.1's P3 and its two baselines, analysis.SIDE_BY_SIDE)
-with the P3 ratios (analysis.SIDE_BY_SIDE_RATIOS); one without runs is shown as
+and P3 builds beside MXNet 1.9.1's P3 and its two baselines, speedup.SIDE_BY_SIDE)
+with the P3 ratios (speedup.SIDE_BY_SIDE_RATIOS); one without runs is shown as
 "not measured". When no claim could be tested (analysis.nothing_tested), the
 reports and ``ck report``'s summary say so first, with the fix. A claim at a
 bandwidth no run had is drawn apart from the measurements (draw_model).
@@ -32,10 +32,11 @@ import jinja2
 
 from reprokit.jsonfile import write_json
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
-from reprokit.study.analysis import (BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE,
-                                     Analysis, analyse, setup_label)
-from reprokit.study.claims import MIN_RUNS, NATIVE, Study, rate_bps, same_rate
+from reprokit.study.analysis import Analysis, analyse, setup_label
 from reprokit.study.choice import BandwidthChoice
+from reprokit.study.claims import MIN_RUNS, Study
+from reprokit.study.rates import NATIVE, rate_bps, same_rate
+from reprokit.study.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
 from reprokit.study.store import Record, Store
 from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
 

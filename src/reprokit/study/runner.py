@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
-from reprokit.run.result import RESULT_FILE
+from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.schema import CONTROL
 
 from reprokit.paths import REPO_ROOT
@@ -51,11 +51,22 @@ def run_command(program: str, model: str, target: str, run_dir: Path, env: dict[
 class RunOutcome:
     ok: bool
     reason: str | None
-    result: dict | None
+    result: dict | None  # p3-result.json as the run left it (a record stores it so); None if it wrote none
     started_at: float
     ended_at: float
     exit_code: int | None
     stopped: bool = False  # the sweep was asked to stop during this run: it is not a result
+
+    @property
+    def run_result(self) -> Result | None:
+        return _typed(self.result)
+
+
+def _typed(result: dict | None) -> Result | None:
+    """A run's result typed (store.typed_result); None if it wrote none."""
+    from reprokit.study.store import typed_result  # here: the guard (python -m ...runner) needs no store
+
+    return None if result is None else typed_result(result)
 
 
 class GuardedRun:
@@ -114,13 +125,14 @@ def run_once(command: list[str], run_dir: Path, timeout_s: float, on_start=None)
     if run.stop_reason:
         return RunOutcome(False, run.stop_reason, result, started, ended, code,
                           stopped=not run.stop_reason.startswith("timed out"))
-    if (result is not None and result.get("interrupted")) or (code is not None and code < 0):
-        reason = (result or {}).get("failure_reason") or f"its guard was killed by signal {-code}"
+    typed = _typed(result)
+    if (typed is not None and typed.interrupted) or (code is not None and code < 0):
+        reason = (typed and typed.failure_reason) or f"its guard was killed by signal {-code}"
         return RunOutcome(False, f"interrupted: {reason}", result, started, ended, code, stopped=True)
-    if result is not None and result.get("run_success"):
+    if typed is not None and typed.run_success:
         return RunOutcome(True, None, result, started, ended, code)
-    if result is not None:
-        reason = result.get("failure_reason") or "the run failed without a reason"
+    if typed is not None:
+        reason = typed.failure_reason or "the run failed without a reason"
     else:
         tail = _tail(run_dir / CK_LOG)
         reason = f"ck exited with code {code} and wrote no {RESULT_FILE}" + (f": {tail}" if tail else "")
@@ -186,7 +198,7 @@ def run_provenance(run_dir: Path, command: list[str], outcome: RunOutcome, env: 
         "mxnet_version": engine_name.split("-")[1] if engine_name.startswith("mxnet-") else None,
         "engine_env_uid": engine.get("env_uid"),
         "engine_python": engine.get("python"),
-        "hosts": plan.get("hosts") or (outcome.result or {}).get("hosts"),
+        "hosts": plan.get("hosts") or (outcome.run_result.hosts if outcome.result is not None else None),
         "role_plan": [{k: r.get(k) for k in ("kind", "index", "host")} for r in plan.get("roles", [])] or None,
         "env_overrides": env,
         "started_at": _iso(outcome.started_at),

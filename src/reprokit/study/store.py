@@ -34,6 +34,7 @@ import math
 import os
 import re
 import socket
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,16 +46,40 @@ from reprokit.values import shown
 from reprokit.jsonfile import read_json
 from reprokit.paths import MB, check_room, disk_errors
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
+from reprokit.run.result import Result
 from reprokit.study import identity
 from reprokit.study import schema as s
 from reprokit.study.choice import BandwidthChoice
-from reprokit.study.claims import NATIVE, RATE, RunConfig, Target, plan_runs
 from reprokit.study.forecast import Forecast
+from reprokit.study.planning import RunConfig, plan_runs
+from reprokit.study.rates import NATIVE, RATE
+from reprokit.study.target import Target
 
 RECORD_FORMAT = "reprokit-study-run/1"
 MAX_RECORD_BYTES = 4 << 20  # one run's record (a few KB; its texts are cut to fit the schema)
 SWEEP_FORMAT = "reprokit-study-sweep/1"
 OK, FAILED = "ok", "failed"
+
+
+def now_iso() -> str:
+    """The time stamp of a sweep's or bundle's document: local time with its UTC offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def default_store(local_repo: str, study_name: str) -> Path:
+    """A study's store in CK's local repository: <repo>/study-results/<study>."""
+    return Path(local_repo) / "study-results" / study_name
+
+
+def store_dir(given: str, local_repo: str, study_name: str) -> Path:
+    """--store=DIR when given, else the default store."""
+    return Path(given).expanduser().resolve() if given else default_store(local_repo, study_name)
+
+
+def typed_result(data: Mapping) -> Result:
+    """A unified result (p3-result.json, or a record's ``result``) as reprokit.run.result.Result: keys it does
+    not know are left out, and one without run_success (RESULT_SCHEMA allows that) reads as not successful."""
+    return Result.from_dict({"run_success": False, **data})
 
 
 class AlreadyStored(Exception):
@@ -248,6 +273,11 @@ class Record:
         return self.status == OK
 
     @property
+    def run_result(self) -> Result | None:
+        """The unified result typed (typed_result); None if the run wrote none. ``result`` stays what is stored."""
+        return None if self.result is None else typed_result(self.result)
+
+    @property
     def run_id(self) -> str:
         """Which run this is, wherever it was read from: export and re-export keep it."""
         return f"{self.origin.id}/{self.record_id}"
@@ -304,7 +334,7 @@ class Sweep:
         return next((c.bandwidths for c in self.choices if c.model == model), self.bandwidths)
 
     def runs(self) -> list[RunConfig]:
-        """Every run of the sweep, interleaved (claims.plan_runs)."""
+        """Every run of the sweep, interleaved (planning.plan_runs)."""
         return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions,
                          per_model={c.model: c.bandwidths for c in self.choices}, engines=self.engines)
 

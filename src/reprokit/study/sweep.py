@@ -41,10 +41,14 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.study.choice import BandwidthChoice, choose
 from reprokit.cluster.testbed import testbed_of
-from reprokit.study.claims import NATIVE, Matrix, Progress, RunConfig, Study, Target, make_target, now_iso
+from reprokit.study.claims import Matrix, Study
 from reprokit.study.forecast import Forecast, forecast
 from reprokit.study.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
-from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep
+from reprokit.study.planning import RunConfig
+from reprokit.study.progress import Progress
+from reprokit.study.rates import NATIVE
+from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
+from reprokit.study.target import Target, make_target
 
 INTERRUPTED_FILE = "interrupted.json"  # in an attempt folder whose run was stopped: why, and when
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
@@ -274,7 +278,7 @@ def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
                     continue
                 if record.ok:
                     summary.ok += 1
-                    value = (record.result or {}).get(study.metric)
+                    value = getattr(record.run_result, study.metric, None)
                     progress.finish(config.label(), f"{value:.2f} samples/s" if isinstance(value, (int, float)) else "ok")
                 else:
                     summary.failed.append(f"{config.label()}: {record.failure_reason}")

@@ -34,7 +34,7 @@ from reprokit.errors import UserError
 from reprokit.run.engine_side import program_module
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis import setup_label
-from reprokit.study.claims import same_rate
+from reprokit.study.rates import same_rate
 from reprokit.study.store import Record, Store
 
 TRACE_GLOB = TIMELINE_FILE.format(rank="*")
