@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from reprokit.engines.choice import ARTIFACT_BUILDS, EMBEDDED
+from reprokit.engines.choice import EMBEDDED
+from reprokit.engines.registry import engines as registered_engines
+from reprokit.vocabulary import Variant
 
 
 @dataclass(frozen=True)
@@ -26,10 +28,13 @@ class RunConfig:
 
 
 def engine_variants(engine: str, variants: Iterable[str]) -> list[str]:
-    """The variants an engine runs: the authors' builds run only their own (p3 and baseline)."""
-    # TODO(engine registry): ask reprokit.engines.registry which variants each engine kind runs, once it exists,
-    # instead of this module knowing that the artifact's builds are ARTIFACT_BUILDS.
-    return [v for v in variants if engine == EMBEDDED or v in ARTIFACT_BUILDS]
+    """The study variants the engines on one side of the ENGINE knob run (the registry says which): each engine
+    runs its own variants; the study's other variants are ablations of p3 (p3-slicing-only, ...) that set MXNet's
+    P3 knobs, so they run only on an engine that reads those knobs."""
+    ours = [e for e in registered_engines() if e.side == engine]
+    run_variants = {v.value for v in Variant}
+    return [v for v in variants
+            if any(v in e.variants or (v not in run_variants and e.reports.p3_knobs) for e in ours)]
 
 
 def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterable[str], repetitions: int,
