@@ -60,7 +60,7 @@ def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
     """A worker's Chrome trace as program/p3/p3_timeline.py writes it (its own CommMeter), for a small net
     of 3 layers: the baseline sends the output layer's gradients first (FIFO), p3 the input layer's first.
     ``slow`` stretches the communication. Returns the meter (its per-iteration figures)."""
-    from reprokit.run.engine_side import program_module
+    from reprokit.engine_side import program_module
 
     names = ["net_conv0_weight", "net_conv0_bias", "net_conv1_weight", "net_conv1_bias", "net_dense0_weight",
              "net_dense0_bias"]

@@ -16,7 +16,6 @@ A run without a registered corpus generates the synthetic one per worker
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import signal
 import sys
@@ -27,9 +26,9 @@ from reprokit.data.fetch import download, fresh_staging, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 from reprokit.data.imagenet import (read_marker,
                        write_marker)
+from reprokit.engine_side import program_module
 from reprokit.errors import UserError, one_line_errors
 from reprokit.values import whole_number
-from reprokit.paths import PROGRAM_DIR
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = ("train.en", "train.vi", "tst2012.en", "tst2012.vi", "tst2013.en", "tst2013.vi", "vocab.en", "vocab.vi")
@@ -41,7 +40,6 @@ TAGS = "dataset,iwslt15,en-vi"
 ENV = "CK_ENV_DATASET_IWSLT15_EN_VI"  # the soft entry's env prefix
 INSTALL_HINT = ("install it with: ck install package:dataset-iwslt15-en-vi --quiet (the real corpus) or "
                 "ck install package:dataset-iwslt15-en-vi-synthetic --quiet")
-SYNTHETIC_GENERATOR = PROGRAM_DIR / "synthetic_corpus.py"
 
 
 @dataclass(frozen=True)
@@ -95,16 +93,9 @@ def fetch(base_url: str, dest: Path, progress=None) -> Corpus:
     return Corpus(KIND_REAL, str(dest / CORPUS_DIR), pairs)
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("synthetic_corpus", SYNTHETIC_GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def make_synthetic(dest: Path, train_pairs: int | None = None, seed: int = 1) -> Corpus:
     """The synthetic corpus (the generator every Sockeye worker uses without data) in ``dest/corpus``."""
-    generator = _generator()
+    generator = program_module("synthetic_corpus")
     staging = fresh_staging(dest)
     try:
         generator.write_corpus(str(staging), train_pairs or generator.DEFAULT_TRAIN_PAIRS, seed)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from reprokit.run import speedometer
-from reprokit.run.engine_side import program_module
+from reprokit.engine_side import program_module
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 

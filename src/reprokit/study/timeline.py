@@ -31,7 +31,7 @@ import pandas as pd
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.errors import UserError
-from reprokit.run.engine_side import program_module
+from reprokit.engine_side import program_module
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis import setup_label
 from reprokit.study.rates import same_rate
