@@ -68,19 +68,20 @@ DIST_LR_SCHEDULE = ["--learning-rate-scheduler-type", "fixed-rate-inv-sqrt-t"]
 
 
 def parse_args(argv):
+    # What the run always passes is required: its defaults live in the core (run/settings.py), once.
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="", help="model folder of worker 0 (others add .worker-N)")
     parser.add_argument("--data-dir", default="", help="IWSLT15 en-vi folder; empty: a synthetic corpus")
     parser.add_argument("--batch-size", type=int, required=True, help="sentences per batch")
-    parser.add_argument("--num-epochs", type=int, default=1)
-    parser.add_argument("--num-batches", type=int, default=0, help="updates in all; 0: --num-epochs full epochs")
-    parser.add_argument("--disp-batches", type=int, default=50)
-    parser.add_argument("--kv-store", default="dist_sync")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--num-epochs", type=int, required=True)
+    parser.add_argument("--num-batches", type=int, required=True, help="updates in all; 0: --num-epochs full epochs")
+    parser.add_argument("--disp-batches", type=int, required=True)
+    parser.add_argument("--kv-store", required=True)
+    parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--variant", required=True, help="the run's variant, for the p3-comm line")
-    parser.add_argument(role_van.VAN_OPTION, default=role_van.DEFAULT_VAN,
+    parser.add_argument(role_van.VAN_OPTION, required=True,
                         help="the ps-lite van every role of the run must have (role_van.py checks it)")
-    parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
+    parser.add_argument("--p3-priority", type=int, choices=(0, 1), required=True,
                         help="1: Module's priorities (layers nearer the input first); 0: every push priority 0")
     parser.add_argument("--timeline", default="",
                         help="each worker writes a Chrome trace of its communication here "

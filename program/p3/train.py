@@ -36,27 +36,28 @@ from mxnet.gluon.model_zoo import vision  # noqa: E402
 
 from comm_probes import CommProbes, flatten_priorities, mechanism, timeline_path  # noqa: E402
 
-IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data
+IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data (pinned to the core's)
 
 
 def parse_args(argv):
+    # What the run always passes is required: its defaults live in the core (run/settings.py), once.
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--network", required=True, help="gluon model zoo name, e.g. resnet50_v1")
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--image-shape", required=True, help="C,H,W")
-    parser.add_argument("--num-epochs", type=int, default=1)
-    parser.add_argument("--num-batches", type=int, default=0,
+    parser.add_argument("--num-epochs", type=int, required=True)
+    parser.add_argument("--num-batches", type=int, required=True,
                         help="batches per epoch; 0 means a full ImageNet-1k epoch")
-    parser.add_argument("--disp-batches", type=int, default=10)
+    parser.add_argument("--disp-batches", type=int, required=True)
     parser.add_argument("--num-classes", type=int, default=1000)
-    parser.add_argument("--kv-store", default="dist_sync")
+    parser.add_argument("--kv-store", required=True)
     parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--variant", required=True,
                         help="the run's variant, for the p3-comm line (the environment makes the difference)")
-    parser.add_argument(role_van.VAN_OPTION, default=role_van.DEFAULT_VAN,
+    parser.add_argument(role_van.VAN_OPTION, required=True,
                         help="the ps-lite van every role of the run must have (role_van.py checks it)")
-    parser.add_argument("--p3-priority", type=int, choices=(0, 1), default=1,
+    parser.add_argument("--p3-priority", type=int, choices=(0, 1), required=True,
                         help="1: the Trainer's priorities (layers nearer the input first); 0: every push priority 0")
     parser.add_argument("--timeline", default="",
                         help="each worker writes a Chrome trace of its communication here "
@@ -88,7 +89,7 @@ class SyntheticData:
         return self.batches[0][0]
 
     def epoch_batches(self, global_batch):
-        return IMAGENET_TRAIN_IMAGES // global_batch
+        return -(-IMAGENET_TRAIN_IMAGES // global_batch)  # the last batch partial, as data/imagenet.epoch_batches
 
     def take(self, num_batches):
         for nbatch in range(num_batches):

@@ -19,3 +19,10 @@ class Variant(StrEnum):
 
 
 VARIANTS: tuple[str, ...] = tuple(v.value for v in Variant)  # the VARIANT knob's values, in this order
+DEFAULT_VARIANT = Variant.P3  # what a run without --env.VARIANT measures
+
+
+class PsVan(StrEnum):
+    """ps-lite's van, as DMLC_PS_VAN_TYPE names it: zmq (unset: the TCP van) or p3 (MXNet's P3)."""
+    ZMQ = "zmq"
+    P3 = "p3"

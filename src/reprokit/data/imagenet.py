@@ -34,10 +34,17 @@ from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, 
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 from reprokit.errors import UserError, one_line_errors
 
+IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k (its train set)
 KIND_IMAGENET = "imagenet"
 KIND_MIN = "imagenet-min"
 KIND_SYNTHETIC = "imagenet-synthetic"
 KINDS = (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC)
+
+
+def epoch_batches(images: int, global_batch: int) -> int:
+    """Batches in one epoch of ``images`` at ``global_batch`` over all workers: the last one partial, as MXNet's
+    iterators with round_batch count it (train.py rounds the same way)."""
+    return -(-images // global_batch)
 VERSIONS = {KIND_IMAGENET: "2012", KIND_MIN: "2012-min", KIND_SYNTHETIC: "synthetic"}
 
 MARKER = "reprokit-dataset.json"  # inside the train root; im2rec lists image files only, so it is never packed

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TextIO
 
-from reprokit.engines.artifact.command import IMAGENET_TRAIN_IMAGES
+from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.run.plan import Role
 from reprokit.run.settings import MODELS
 from reprokit.run.spec import RunSpec

@@ -126,7 +126,7 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
     )
     parse_worker_logs(result, plan, run_dir, comm_probes=reports.comm_probes)
     if reports.ps_van:
-        check_vans(result, plan, run_dir, settings.role_env().get("DMLC_PS_VAN_TYPE", "zmq"))
+        check_vans(result, plan, run_dir, settings.ps_van)
     return result
 
 

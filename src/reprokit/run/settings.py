@@ -17,7 +17,7 @@ from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
-from reprokit.vocabulary import VARIANTS
+from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, PsVan
 
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
@@ -137,19 +137,24 @@ class RunSettings:
             "--seed", str(self.seed),
             "--kv-store", "dist_sync",
             "--variant", self.variant,
-            "--ps-van", self.role_env().get("DMLC_PS_VAN_TYPE", "zmq"),
+            "--ps-van", self.ps_van,
             "--p3-priority", "1" if self.p3_priority or self.variant != "p3" else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
         ]
 
 
+    @property
+    def ps_van(self) -> str:
+        """The van every role of the run has (role_env's DMLC_PS_VAN_TYPE; unset: zmq)."""
+        return self.role_env().get("DMLC_PS_VAN_TYPE", PsVan.ZMQ.value)
+
     def role_env(self) -> dict[str, str]:
         """The environment every role of the run gets (scheduler, servers and workers alike): it makes the variant."""
         if self.variant == "baseline-worker-update":
             return {"MXNET_UPDATE_ON_KVSTORE": "0"}
         if self.variant == "p3":
-            return {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": str(self.p3_water_mark),
+            return {"DMLC_PS_VAN_TYPE": PsVan.P3.value, "DMLC_PS_WATER_MARK": str(self.p3_water_mark),
                     "MXNET_KVSTORE_SLICE_THRESHOLD": str(self.p3_slice_size or P3_NO_SLICING_THRESHOLD)}
         return {}
 
@@ -319,7 +324,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
 
 
 def _variant(env: Mapping[str, str]) -> str:
-    variant = str(env.get("VARIANT", "")).strip() or "p3"
+    variant = str(env.get("VARIANT", "")).strip() or DEFAULT_VARIANT.value
     if variant not in VARIANTS:
         raise UserError(f"unknown VARIANT {shown(variant)}; valid ones: {', '.join(VARIANTS)}")
     return variant

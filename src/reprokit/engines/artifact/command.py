@@ -29,12 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES, epoch_batches
 from reprokit.data.recordio import record_heads
 from reprokit.engines.base import InstalledEngine, RoleCommand, RunJob
 from reprokit.errors import UserError
-
-IMAGENET_TRAIN_IMAGES = 1281167
-
 
 # The seed's --network arguments of the artifact's example/image-classification/train_imagenet.py.
 IMAGE_NETWORKS: dict[str, list[str]] = {
@@ -178,7 +176,7 @@ def image_command(installed: InstalledEngine, job: RunJob, slots: Sequence[Worke
         check_recordio_size(job.data.rec, job.batch_size, num_workers)
         args += ["--data-train", job.data.rec]
     else:
-        batches = job.num_batches or -(-IMAGENET_TRAIN_IMAGES // (num_workers * job.batch_size))
+        batches = job.num_batches or epoch_batches(IMAGENET_TRAIN_IMAGES, num_workers * job.batch_size)
         # --num-examples counts every worker's examples (fit.py divides by the workers for the lr schedule).
         args += ["--benchmark", "1", "--benchmark-batches", str(batches),
                  "--num-examples", str(batches * job.batch_size * num_workers)]
