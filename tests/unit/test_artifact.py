@@ -1,6 +1,7 @@
 """The authors' artifact as an engine: build flags, fetch checks, engine selection and the artifact's command line."""
 import hashlib
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -134,6 +135,29 @@ def test_patch_folder_is_the_packages_own_unless_given(tmp_path):
     assert request_from_env(base).patches == []
     with pytest.raises(UserError, match="ARTIFACT_PATCH_DIR=.* is not a folder"):
         request_from_env({**base, "ARTIFACT_PATCH_DIR": str(tmp_path / "nope")})
+
+
+def test_one_copy_of_each_patch_serves_every_package_that_names_it(tmp_path):
+    """The baseline and Zenodo packages take the P3 package's patches; the baseline only those its meta lists."""
+    from reprokit.paths import REPO_ROOT
+
+    base = {"INSTALL_DIR": str(tmp_path), "PACKAGE_URL": "u", "USE_CUDA": "0"}
+    applied = {}
+    for package in ("sysml19-p3-github", "sysml19-p3-zenodo", "sysml19-p3-baseline-github"):
+        meta = json.loads((REPO_ROOT / "package" / package / ".cm" / "meta.json").read_text())
+        env = {**base, **meta["customize"]["install_env"], "ORIGINAL_PACKAGE_DIR": str(REPO_ROOT / "package" / package),
+               "P3_BUILD": "baseline" if "baseline" in package else "p3"}
+        applied[package] = [p.name for p in request_from_env(env).patches]
+    assert len(applied["sysml19-p3-github"]) == 5 and applied["sysml19-p3-zenodo"] == applied["sysml19-p3-github"]
+    assert applied["sysml19-p3-baseline-github"] == ["0001-opencv4-pkgconfig.patch", "0002-opencv4-constants.patch",
+                                                     "0004-image-benchmark-batches.patch",
+                                                     "0005-sockeye-measure-speed-every.patch"]
+    patch_files = sorted(p.relative_to(REPO_ROOT / "package") for p in (REPO_ROOT / "package").rglob("*.patch"))
+    assert [p.parts[0] for p in patch_files] == ["sysml19-p3-github"] * 5  # one copy of each
+    listed = {**base, "P3_BUILD": "baseline", "ORIGINAL_PACKAGE_DIR": str(REPO_ROOT / "package" / "x"),
+              "ARTIFACT_PATCHES_FROM": "sysml19-p3-github", "ARTIFACT_PATCHES": "0009-none.patch"}
+    with pytest.raises(UserError, match="ARTIFACT_PATCHES names 0009-none.patch, which .* does not hold"):
+        request_from_env(listed)
 
 
 @pytest.mark.parametrize("env, problem", [

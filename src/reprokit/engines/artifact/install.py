@@ -9,7 +9,7 @@ Three CK packages install it (``sysml19-p3-github``, ``sysml19-p3-zenodo``,
 - sockeye: a tree without ``example/sockeye`` (the baseline, anand-mxnet) gets it
   from SOCKEYE_URL/SOCKEYE_BRANCH (github anandj91/p3, branch baseline), as the
   original workflow's baseline package did;
-- patch: the package's ``patches/*.patch`` (ours, small, listed in the manifest),
+- patch: our patches (``config.patches_of``: one copy, each package naming its own; listed in the manifest),
   ``git apply`` with GIT_CEILING_DIRECTORIES so nothing is skipped silently;
 - deps: a DEPS_PATH folder linking the system zmq and protobuf (ps-lite's own
   download links are dead), when the tree has ps-lite;
