@@ -26,3 +26,16 @@ class PsVan(StrEnum):
     """ps-lite's van, as DMLC_PS_VAN_TYPE names it: zmq (unset: the TCP van) or p3 (MXNet's P3)."""
     ZMQ = "zmq"
     P3 = "p3"
+
+
+class RunStatus(StrEnum):
+    """How a run ended, in one word: what its result, a study's record and ck's exit code say."""
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # stopped from outside (a signal, a lost parent): not a result of the run
+    REFUSED = "refused"  # its input was refused before anything started
+
+    @property
+    def exit_code(self) -> int:
+        """The run command's exit code, which stock CK passes on: 130 as a shell reports a command ended by SIGINT."""
+        return {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.REFUSED: 2, RunStatus.INTERRUPTED: 130}[self]

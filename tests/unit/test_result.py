@@ -2,6 +2,7 @@ from dataclasses import replace
 
 import pytest
 
+from reprokit.vocabulary import RunStatus
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome
 from support.runs import fake_plan, fake_spec
@@ -34,7 +35,7 @@ def write_worker_log(run_dir, index, speeds, checksum=None, rank=None, van="zmq"
 def test_aggregate_is_the_sum_of_each_workers_steady_state(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0, 30.0], "a" * 64)
     write_worker_log(tmp_path, 1, [1.0, 20.0, 20.0], "a" * 64)
-    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
+    res = unified.build(spec(), Outcome(RunStatus.OK, ""), tmp_path).to_dict()
     assert res["run_success"] is True and res["failure_reason"] is None
     assert res["throughput_per_worker"] == [30.0, 20.0]
     assert res["throughput_samples_per_sec"] == 50.0
@@ -46,7 +47,7 @@ def test_aggregate_is_the_sum_of_each_workers_steady_state(tmp_path):
 def test_no_throughput_is_a_failure_naming_the_logs_searched(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0])
     write_worker_log(tmp_path, 1, [1.0])  # warm-up report only
-    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
+    res = unified.build(spec(), Outcome(RunStatus.OK, ""), tmp_path).to_dict()
     assert res["run_success"] is False
     assert "no steady-state throughput found" in res["failure_reason"]
     assert "logs/worker-1.log" in res["failure_reason"] and "worker-0" not in res["failure_reason"]
@@ -56,7 +57,7 @@ def test_no_throughput_is_a_failure_naming_the_logs_searched(tmp_path):
 def test_diverged_parameters_are_reported(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0], "a" * 64)
     write_worker_log(tmp_path, 1, [1.0, 30.0], "b" * 64)
-    result = unified.build(spec(), Outcome(True, ""), tmp_path)
+    result = unified.build(spec(), Outcome(RunStatus.OK, ""), tmp_path)
     res = result.to_dict()
     assert res["params_in_sync"] is False
     assert res["param_checksums"] == ["a" * 64, "b" * 64]
@@ -66,7 +67,7 @@ def test_diverged_parameters_are_reported(tmp_path):
 def test_launch_failure_is_kept_even_when_logs_have_numbers(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0])
     write_worker_log(tmp_path, 1, [1.0, 30.0])
-    outcome = Outcome(False, "worker#1 on 127.0.0.1 was killed by SIGKILL", "worker#1", "127.0.0.1")
+    outcome = Outcome(RunStatus.FAILED, "worker#1 on 127.0.0.1 was killed by SIGKILL", "worker#1", "127.0.0.1")
     result = unified.build(spec(), outcome, tmp_path)
     assert result.run_success is False
     assert result.summary_line() == "p3: FAILED: worker#1 on 127.0.0.1 was killed by SIGKILL"
@@ -80,7 +81,7 @@ def test_each_workers_communication_summary_reaches_the_result(tmp_path):
             log.write(f"p3-comm: comm_wait_s_per_iter={wait} overlap={overlap} comm_s_per_iter=0.8 "
                       f"compute_s_per_iter=0.5 iterations=10 rank={index} timeline=- variant=p3\n")
     (tmp_path / "timeline-worker-0.json").write_text("{}")
-    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
+    res = unified.build(spec(), Outcome(RunStatus.OK, ""), tmp_path).to_dict()
     assert res["comm_wait_s_per_iter"] == pytest.approx(0.3) and res["overlap"] == pytest.approx(0.6)
     assert (res["comm_s_per_iter"], res["compute_s_per_iter"]) == (0.8, 0.5)
     assert [c["rank"] for c in res["comm_per_worker"]] == ["0", "1"]
@@ -90,7 +91,7 @@ def test_each_workers_communication_summary_reaches_the_result(tmp_path):
 def test_without_a_communication_summary_the_fields_are_absent(tmp_path):
     write_worker_log(tmp_path, 0, [1.0, 30.0])
     write_worker_log(tmp_path, 1, [1.0, 20.0])
-    res = unified.build(spec(), Outcome(True, ""), tmp_path).to_dict()
+    res = unified.build(spec(), Outcome(RunStatus.OK, ""), tmp_path).to_dict()
     assert "comm_wait_s_per_iter" not in res and "overlap" not in res and "timelines" not in res
 
 
@@ -105,7 +106,7 @@ def test_the_result_records_the_mechanism_every_role_ran(tmp_path):
         write_worker_log(tmp_path, index, [1.0, 30.0], van="p3")
         with open(tmp_path / "logs" / f"worker-{index}.log", "a") as log:
             log.write(comm_line(index))
-    res = unified.build(spec(variant="p3"), Outcome(True, ""), tmp_path).to_dict()
+    res = unified.build(spec(variant="p3"), Outcome(RunStatus.OK, ""), tmp_path).to_dict()
     assert res["run_success"] is True and res["ps_van"] == "p3"
     assert res["mechanism"] == {"van": "p3", "update_on": "workers", "slice_threshold": 50000, "water_mark": 10,
                                 "priority": True}
@@ -116,12 +117,12 @@ def test_a_role_without_the_runs_van_fails_the_run_loudly(tmp_path):
     for index in (0, 1):
         write_worker_log(tmp_path, index, [1.0, 30.0], van="p3")
     write_role_log(tmp_path, "server-0.log", "zmq")  # a mixed job: one role lost DMLC_PS_VAN_TYPE
-    result = unified.build(spec(variant="p3"), Outcome(True, ""), tmp_path)
+    result = unified.build(spec(variant="p3"), Outcome(RunStatus.OK, ""), tmp_path)
     assert result.run_success is False and result.ps_van is None
     assert result.failure_reason.startswith("the run needs the 'p3' ps-lite van in every role, but not every role "
                                             "ran it (server#0: zmq)")
     (tmp_path / "logs" / "scheduler.log").write_text("no van line at all\n")
-    result = unified.build(spec(variant="p3"), Outcome(True, ""), tmp_path)
+    result = unified.build(spec(variant="p3"), Outcome(RunStatus.OK, ""), tmp_path)
     assert "(scheduler: none logged, server#0: zmq)" in result.failure_reason
 
 
@@ -131,5 +132,5 @@ def test_a_role_that_refused_its_van_is_the_reason_of_the_failure(tmp_path):
     refusal = ("ps-van: server runs the 'zmq' van (DMLC_PS_VAN_TYPE) but this run needs 'p3' in every role; a job "
                "must not mix vans: pass DMLC_PS_VAN_TYPE=p3 to every role")
     (tmp_path / "logs" / "server-0.log").write_text(refusal + "\n")
-    result = unified.build(spec(variant="p3"), Outcome(False, "server#0 on 127.0.0.1 exited with code 3"), tmp_path)
+    result = unified.build(spec(variant="p3"), Outcome(RunStatus.FAILED, "server#0 on 127.0.0.1 exited with code 3"), tmp_path)
     assert result.failure_reason == "server#0 on 127.0.0.1: " + refusal[len("ps-van: "):]

@@ -5,6 +5,8 @@ from dataclasses import replace
 
 import pytest
 
+from reprokit.vocabulary import RunStatus
+
 from reprokit.study import runner as study_runner
 from reprokit.study.forecast import Forecast, forecast
 from reprokit.study.planning import RunConfig
@@ -72,7 +74,7 @@ def fake_runs(monkeypatch):
 
     def run_once(command, run_dir, timeout_s, on_start=None):
         model = next(a.split("=", 1)[1] for a in command if a.startswith("--cmd_key="))
-        return study_runner.RunOutcome(True, None, {"throughput_samples_per_sec": 50.0, "params_in_sync": True},
+        return study_runner.RunOutcome(RunStatus.OK, None, {"throughput_samples_per_sec": 50.0, "params_in_sync": True},
                                        1000.0, 1000.0 + took[model], 0)
 
     monkeypatch.setattr(study_runner, "run_once", run_once)

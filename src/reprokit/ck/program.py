@@ -33,7 +33,6 @@ from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.base import InstalledEngine
 from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
-from reprokit.run.command import EXIT_BAD_INPUT
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
 from reprokit.run.procscan import kill_run_processes, process_identity
@@ -41,6 +40,7 @@ from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import SPEC_FILE, RunData, RunSpec, build_spec
 from reprokit.values import plain_setting, shown
+from reprokit.vocabulary import RunStatus
 
 SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"
 SCRIPT_RUNS_BY_NAME = "stock CK runs its run script by this name, unquoted, through bash -c"
@@ -127,10 +127,10 @@ def refuse_bad_settings(env: dict, ours: dict, run_dir: Path, known: Iterable[st
     except UserError as exc:
         print(f"p3: error: {exc}", file=sys.stderr, flush=True)
         RunSpec.refused(str(exc)).save(run_dir)  # the run folder says why, as for any refused input
-        result = Result.failed(str(exc))
+        result = Result.failed(str(exc), RunStatus.REFUSED)
         result.run_folder = str(run_dir)
         result.save(run_dir)
-        raise SystemExit(EXIT_BAD_INPUT) from None
+        raise SystemExit(RunStatus.REFUSED.exit_code) from None
 
 
 RUN_FOLDER_KEY = "p3_run_folder"  # in CK's misc: where the preprocess put this run
@@ -150,7 +150,7 @@ def preprocess(i: dict) -> dict:
         run_dir = run_folder(i)
     except UserError as exc:  # no folder to say why in (a full disk, an overlong name): this line says it
         print(f"p3: error: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_BAD_INPUT) from None
+        raise SystemExit(RunStatus.REFUSED.exit_code) from None
     i.setdefault("misc", {})[RUN_FOLDER_KEY] = str(run_dir)
     for stale in (RESULT_FILE, "launch.json"):
         (run_dir / stale).unlink(missing_ok=True)
@@ -190,7 +190,7 @@ def postprocess(i: dict) -> dict:
                 kill_run_processes(spec.plan.run_id)
             frozen = lifeline.read_line(run_dir / lifeline.FROZEN_FILE)
             result = Result.failed(frozen or f"the launcher was stopped before it finished (no {RESULT_FILE} in "
-                                             f"{run_dir}); the run was interrupted", interrupted=not frozen)
+                                             f"{run_dir}); the run was interrupted", status=RunStatus.FAILED if frozen else RunStatus.INTERRUPTED)
             try:
                 result.save(run_dir)
             except OSError:  # a full disk: the line below still says what happened

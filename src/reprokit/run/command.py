@@ -23,10 +23,8 @@ from reprokit.run.forecast import EpochForecast
 from reprokit.run.launch import Outcome, StopRequest, run_local
 from reprokit.run.result import build
 from reprokit.run.spec import SPEC_FILE, RunSpec
+from reprokit.vocabulary import RunStatus
 
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # as a shell reports a command ended by SIGINT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = RunSpec.load(spec_path)
     except UserError as exc:
         print(f"p3: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return RunStatus.REFUSED.exit_code
     if spec.error:  # the preprocess refused the input; say why, once
         print(f"p3: error: {spec.error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return RunStatus.REFUSED.exit_code
 
     lifeline.launcher_started(run_dir, stop.request)
     lifeline.watch(os.environ.get(lifeline.CK_PROCESS_ENV), stop.request, "the ck run that started it")
@@ -58,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             outcome = run_local(spec.plan, run_dir, stop=stop, watch=watch)
     except OSError as exc:
         full = disk_error(exc, "the run folder", run_dir)  # a full disk or an overlong name: not a bug of ours
-        outcome = Outcome(False, str(full)) if full else _internal_error(exc, run_dir)
+        outcome = Outcome(RunStatus.FAILED, str(full)) if full else _internal_error(exc, run_dir)
     except Exception as exc:
         outcome = _internal_error(exc, run_dir)
     if forecast is not None and forecast.message:
@@ -71,14 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         full = disk_error(exc, "the run's result", run_dir)
         print(f"p3: error: {full or f'cannot write the result into {run_dir}: {exc.strerror or exc}'}"
               f" (the run itself: {'succeeded' if outcome.success else outcome.reason})", file=sys.stderr, flush=True)
-        return EXIT_FAILED
+        return RunStatus.FAILED.exit_code
     try:
         print(result.summary_line(), flush=True)
     except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
         pass
-    if result.run_success:
-        return 0
-    return EXIT_INTERRUPTED if outcome.interrupted else EXIT_FAILED
+    return result.status.exit_code
 
 
 def _internal_error(exc: Exception, run_dir: Path) -> Outcome:
@@ -89,7 +85,7 @@ def _internal_error(exc: Exception, run_dir: Path) -> Outcome:
         (run_dir / "launcher-error.txt").write_text(traceback.format_exc())
     except OSError:
         pass
-    return Outcome(False, f"internal launcher error ({type(exc).__name__}: {exc}); "
+    return Outcome(RunStatus.FAILED, f"internal launcher error ({type(exc).__name__}: {exc}); "
                           f"details in {run_dir / 'launcher-error.txt'}")
 
 

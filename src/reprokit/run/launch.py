@@ -33,6 +33,7 @@ from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
 from reprokit.run.procscan import is_stopped, kill_run_processes
 from reprokit.run.progress import STOPPED_LIMIT_S, ProgressWatch
 from reprokit.run.speedometer import is_speed_report
+from reprokit.vocabulary import RunStatus
 
 POLL_INTERVAL_S = 0.05
 TERMINATE_GRACE_S = 3.0
@@ -235,7 +236,7 @@ def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
 
 @dataclass
 class Outcome:
-    success: bool
+    status: RunStatus
     reason: str  # one line; empty on success
     failed_role: str | None = None
     failed_host: str | None = None
@@ -243,15 +244,23 @@ class Outcome:
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     scheduler_port: int = 0  # the port the roles were given
-    interrupted: bool = False  # a stop request (a signal, a lost parent) ended it, not the run itself
     # Wall-clock stamps (time.time()) for launch-latency measurements.
     began_at: float = 0.0  # the launcher began (before any connection)
     all_running_at: float = 0.0  # every role's process had been started
     finished_at: float = 0.0  # the supervisor decided the outcome
     torn_down_at: float = 0.0  # every role (and, remotely, every leftover) was gone
 
+    @property
+    def success(self) -> bool:
+        return self.status is RunStatus.OK
+
+    @property
+    def interrupted(self) -> bool:
+        """A stop request (a signal, a lost parent) ended it, not the run itself."""
+        return self.status is RunStatus.INTERRUPTED
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "status": self.status.value}
 
 
 def describe_exit(code: int) -> str:
@@ -315,7 +324,7 @@ def supervise(
         def torn_down_after(grace_s: float, event: str, why: str = "") -> Outcome:
             """Success: the roles still running ``grace_s`` after ``event`` are torn down, with a warning."""
             lingering = [p.role.name for p in procs if codes[p.role.name] is None]
-            return Outcome(True, "", warnings=[f"{', '.join(lingering)} still running {grace_s:g} s after "
+            return Outcome(RunStatus.OK, "", warnings=[f"{', '.join(lingering)} still running {grace_s:g} s after "
                                                f"{event}; torn down{f' ({why})' if why else ''}"])
 
         while outcome is None:
@@ -328,27 +337,27 @@ def supervise(
             if failed is not None:
                 code = codes[failed.role.name]
                 error = output.last_error(failed.role.name) if output is not None else ""
-                outcome = Outcome(False, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}"
+                outcome = Outcome(RunStatus.FAILED, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}"
                                          + (f": {error}" if error else ""), failed.role.name, failed.role.host)
             elif stuck is not None:
                 error = output.last_error(stuck.role.name) or "a Python traceback"
-                outcome = Outcome(False, f"{stuck.role.name} on {stuck.role.host}: {error} (it printed a traceback and "
+                outcome = Outcome(RunStatus.FAILED, f"{stuck.role.name} on {stuck.role.host}: {error} (it printed a traceback and "
                                          f"was still running {RAISED_GRACE_S:g} s later)", stuck.role.name,
                                   stuck.role.host)
             elif output is not None and output.failure:
-                outcome = Outcome(False, f"{output.failure}; every role was torn down")
+                outcome = Outcome(RunStatus.FAILED, f"{output.failure}; every role was torn down")
             elif stop.reason:
-                outcome = Outcome(False, f"run {stop.reason}; every role was torn down", interrupted=True)
+                outcome = Outcome(RunStatus.INTERRUPTED, f"run {stop.reason}; every role was torn down")
             elif all(code == 0 for code in codes.values()) and len(procs) == len(plan.roles):
-                outcome = Outcome(True, "")
+                outcome = Outcome(RunStatus.OK, "")
             elif (frozen := _stopped_too_long(procs, codes, stopped_since, now)) is not None:
-                outcome = Outcome(False, f"{frozen.role.name} on {frozen.role.host} has been stopped (SIGSTOP or a "
+                outcome = Outcome(RunStatus.FAILED, f"{frozen.role.name} on {frozen.role.host} has been stopped (SIGSTOP or a "
                                          f"tracer) for {STOPPED_LIMIT_S:g} s; every role was torn down",
                                   frozen.role.name, frozen.role.host)
             elif output is not None and (stall := output.progress.stall(_live_workers(procs, codes), time.monotonic())):
-                outcome = Outcome(False, f"{stall.describe()}; every role was torn down")
+                outcome = Outcome(RunStatus.FAILED, f"{stall.describe()}; every role was torn down")
             elif now - begin > plan.timeout_s:
-                outcome = Outcome(False, _timeout_reason(plan, procs, codes, output, time.monotonic()))
+                outcome = Outcome(RunStatus.FAILED, _timeout_reason(plan, procs, codes, output, time.monotonic()))
             else:
                 workers = [p for p in procs if p.role.kind == "worker"]
                 if workers and all(codes[p.role.name] == 0 for p in workers):
@@ -365,7 +374,7 @@ def supervise(
                     time.sleep(POLL_INTERVAL_S)
         outcome.all_running_at = all_running_at
     except Exception as exc:  # a role that cannot even start (missing interpreter, ...)
-        outcome = Outcome(False, f"could not start the run: {exc}")
+        outcome = Outcome(RunStatus.FAILED, f"could not start the run: {exc}")
     finally:
         finished_at = time.time()
         teardown(procs)
@@ -441,7 +450,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
     try:
         held = hold_port(plan.scheduler_port, "0.0.0.0")
     except UserError as exc:
-        return Outcome(False, str(exc))
+        return Outcome(RunStatus.FAILED, str(exc))
     with held:
         plan.scheduler_port = held.getsockname()[1]
         outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None, output=sink)

@@ -34,6 +34,7 @@ from reprokit.cluster.group import connect_all, on_each
 from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer
+from reprokit.vocabulary import RunStatus
 
 WATCHDOG_GRACE_S = 3
 HEARTBEAT_S = 3.0  # the launcher writes a byte to every role's stdin this often
@@ -166,8 +167,8 @@ def run_remote(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: T
     try:
         conns = connections or connect_all(cluster, plan.hosts)
     except UserError as exc:
-        return Outcome(False, str(exc), began_at=began_at)
-    outcome = Outcome(False, "the run was interrupted before it started", began_at=began_at)
+        return Outcome(RunStatus.FAILED, str(exc), began_at=began_at)
+    outcome = Outcome(RunStatus.FAILED, "the run was interrupted before it started", began_at=began_at)
     transfers: dict[str, Transfer] = {}
     janitors: dict[str, rundir.Janitor] = {}
     tended = threading.Event()
@@ -221,12 +222,12 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
     holders = [ready.holder for ready in prepared.succeeded.values() if ready.holder is not None]
     try:
         if not prepared.ok:
-            return Outcome(False, str(prepared.first_failure()[1]))
+            return Outcome(RunStatus.FAILED, str(prepared.first_failure()[1]))
         try:
             check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
                             {host: ready.cores for host, ready in prepared.succeeded.items()})
         except UserError as exc:
-            return Outcome(False, str(exc))
+            return Outcome(RunStatus.FAILED, str(exc))
         for host, ready in prepared.succeeded.items():
             if ready.port is not None:
                 plan.scheduler_port = ready.port

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reprokit.run import speedometer
 from reprokit.engine_side import program_module
+from reprokit.vocabulary import RunStatus
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 
@@ -18,7 +19,7 @@ VAN_LINE = re.compile(r"ps-van: role=\S+ van=(\S+)")  # role_van.py's line
 
 @dataclass
 class Result:
-    run_success: bool
+    status: RunStatus
     failure_reason: str | None = None
     model: str | None = None
     network: str | None = None
@@ -38,7 +39,6 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     # Present only where they apply (dropped from the JSON when None):
-    interrupted: bool | None = None  # True: stopped from outside (a signal, a lost parent), not a result of the run
     p3_slice_size: int | None = None  # MXNet's P3 only (MXNET_KVSTORE_SLICE_THRESHOLD); the artifact's is compiled in
     p3_priority: bool | None = None
     p3_water_mark: int | None = None  # DMLC_PS_WATER_MARK
@@ -67,21 +67,42 @@ class Result:
     params_in_sync: bool | None = None
     run_folder: str | None = None
 
-    ALWAYS = ("run_success", "failure_reason", "model", "network", "profile", "batch_size", "image_shape",
+    ALWAYS = ("status", "run_success", "failure_reason", "model", "network", "profile", "batch_size", "image_shape",
               "num_epochs", "num_workers", "num_servers", "variant", "engine", "data", "hosts", "run_id",
               "wall_time_s", "launch_time_s", "warnings", "logs")
 
+    @property
+    def run_success(self) -> bool:
+        return self.status is RunStatus.OK
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped from outside (a signal, a lost parent): not a result of the run."""
+        return self.status is RunStatus.INTERRUPTED
+
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k in self.ALWAYS or v is not None}
+        # run_success (CK's characteristics, scripts) and interrupted (only when true) are the status, spelled as
+        # the result has always had them.
+        data = {"status": self.status.value, "run_success": self.run_success,
+                **({"interrupted": True} if self.interrupted else {}), **asdict(self)}
+        data["status"] = self.status.value
+        return {k: v for k, v in data.items() if k in self.ALWAYS or v is not None}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Result":
+        """Also a result written before ``status`` existed (run_success and interrupted only)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if "status" in data:
+            values["status"] = RunStatus(data["status"])
+        else:
+            values["status"] = (RunStatus.OK if data["run_success"] else
+                                RunStatus.INTERRUPTED if data.get("interrupted") else RunStatus.FAILED)
+        return cls(**values)
 
     @classmethod
-    def failed(cls, reason: str, interrupted: bool = False) -> "Result":
-        return cls(run_success=False, failure_reason=reason, interrupted=interrupted or None)
+    def failed(cls, reason: str, status: RunStatus = RunStatus.FAILED) -> "Result":
+        return cls(status=status, failure_reason=reason)
 
     def save(self, run_dir: Path) -> Path:
         from reprokit.jsonfile import write_json
@@ -111,7 +132,7 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
     reports = spec.engine.engine.reports
     ours = settings.variant == "p3" and reports.p3_knobs
     result = Result(
-        run_success=outcome.success,
+        status=outcome.status,
         failure_reason=outcome.reason or None,
         model=settings.model, network=settings.network, profile=settings.profile, batch_size=settings.batch_size,
         image_shape=settings.image_shape or None, num_epochs=settings.num_epochs,
@@ -122,7 +143,6 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         wall_time_s=round(outcome.wall_s, 3),
         launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
         warnings=list(outcome.warnings),
-        interrupted=outcome.interrupted or None,
     )
     parse_worker_logs(result, plan, run_dir, comm_probes=reports.comm_probes)
     if reports.ps_van:
@@ -153,7 +173,7 @@ def check_vans(result: Result, plan: RolePlan, run_dir: Path, expected: str) -> 
         result.ps_van = expected
     elif result.run_success:
         said = ", ".join(f"{name}: {van or 'none logged'}" for name, van in wrong.items())
-        result.run_success = False
+        result.status = RunStatus.FAILED
         result.failure_reason = (f"the run needs the {expected!r} ps-lite van in every role, but not every role ran it "
                                  f"({said}); the roles' environment lost DMLC_PS_VAN_TYPE on the way")
 
@@ -207,7 +227,7 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, comm_probes
         result.speedometer_reports_measured = sum(w.reports for w in measured)
     elif result.run_success:
         missing = [str(log.relative_to(run_dir)) for log, w in zip(worker_logs, per_worker) if w is None]
-        result.run_success = False
+        result.status = RunStatus.FAILED
         result.failure_reason = (
             "no steady-state throughput found (Speedometer 'Speed: ... samples/sec' lines after the "
             f"first report of each epoch) in {', '.join(missing)}; run more batches with --env.NUM_BATCHES=N"

@@ -29,6 +29,7 @@ from pathlib import Path
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.schema import CONTROL
+from reprokit.vocabulary import RunStatus
 
 from reprokit.paths import REPO_ROOT
 GUARD_GRACE_S = 15.0  # the launcher needs a few seconds to tear its roles down
@@ -49,13 +50,20 @@ def run_command(program: str, model: str, target: str, run_dir: Path, env: dict[
 
 @dataclass
 class RunOutcome:
-    ok: bool
+    status: RunStatus  # ok, failed, or interrupted (the sweep was asked to stop during it: not a result)
     reason: str | None
     result: dict | None  # p3-result.json as the run left it (a record stores it so); None if it wrote none
     started_at: float
     ended_at: float
     exit_code: int | None
-    stopped: bool = False  # the sweep was asked to stop during this run: it is not a result
+
+    @property
+    def ok(self) -> bool:
+        return self.status is RunStatus.OK
+
+    @property
+    def stopped(self) -> bool:
+        return self.status is RunStatus.INTERRUPTED
 
     @property
     def run_result(self) -> Result | None:
@@ -123,20 +131,21 @@ def run_once(command: list[str], run_dir: Path, timeout_s: float, on_start=None)
         except ValueError:
             result = None
     if run.stop_reason:
-        return RunOutcome(False, run.stop_reason, result, started, ended, code,
-                          stopped=not run.stop_reason.startswith("timed out"))
+        stopped = not run.stop_reason.startswith("timed out")  # a timeout is the run's own failure
+        return RunOutcome(RunStatus.INTERRUPTED if stopped else RunStatus.FAILED, run.stop_reason, result, started,
+                          ended, code)
     typed = _typed(result)
     if (typed is not None and typed.interrupted) or (code is not None and code < 0):
         reason = (typed and typed.failure_reason) or f"its guard was killed by signal {-code}"
-        return RunOutcome(False, f"interrupted: {reason}", result, started, ended, code, stopped=True)
+        return RunOutcome(RunStatus.INTERRUPTED, f"interrupted: {reason}", result, started, ended, code)
     if typed is not None and typed.run_success:
-        return RunOutcome(True, None, result, started, ended, code)
+        return RunOutcome(RunStatus.OK, None, result, started, ended, code)
     if typed is not None:
         reason = typed.failure_reason or "the run failed without a reason"
     else:
         tail = _tail(run_dir / CK_LOG)
         reason = f"ck exited with code {code} and wrote no {RESULT_FILE}" + (f": {tail}" if tail else "")
-    return RunOutcome(False, reason, result, started, ended, code)
+    return RunOutcome(RunStatus.FAILED, reason, result, started, ended, code)
 
 
 def _tail(log: Path, lines: int = 3) -> str:

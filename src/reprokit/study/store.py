@@ -54,11 +54,11 @@ from reprokit.study.forecast import Forecast
 from reprokit.study.planning import RunConfig, plan_runs
 from reprokit.study.rates import NATIVE, RATE
 from reprokit.study.target import Target
+from reprokit.vocabulary import RunStatus
 
 RECORD_FORMAT = "reprokit-study-run/1"
 MAX_RECORD_BYTES = 4 << 20  # one run's record (a few KB; its texts are cut to fit the schema)
 SWEEP_FORMAT = "reprokit-study-sweep/1"
-OK, FAILED = "ok", "failed"
 
 
 def now_iso() -> str:
@@ -157,7 +157,7 @@ CONFIG_SCHEMA = s.Obj(required={"model": NAME, "variant": NAME, "bandwidth": BAN
 _SECONDS = s.Optional(s.Number(0, 1e9))
 # The unified result's keys the study reads, typed; any other key is bounded JSON (engines add their own).
 RESULT_SCHEMA = s.Obj(optional={
-    "run_success": s.Bool(), "failure_reason": s.Optional(s.Text()),
+    "status": s.OneOf(tuple(v.value for v in RunStatus)), "run_success": s.Bool(), "failure_reason": s.Optional(s.Text()),
     **{key: s.Optional(s.Text(200)) for key in ("model", "network", "profile", "variant", "engine", "data",
                                                 "image_shape", "run_id")},
     **{key: s.Optional(s.Int(0, 10**9)) for key in ("batch_size", "num_epochs", "num_workers", "num_servers")},
@@ -171,7 +171,7 @@ PROVENANCE_SCHEMA = s.Obj(optional={key: s.Optional(s.Text(300)) for key in (
     "controller_host")}, extra=s.Json())
 RECORD_SCHEMA = s.Obj(required={
     "format": s.OneOf((RECORD_FORMAT,)), "record_id": s.Name(200), "study": NAME, "sweep_id": NAME,
-    "origin": ORIGIN_SCHEMA, "config": CONFIG_SCHEMA, "status": s.OneOf((OK, FAILED)),
+    "origin": ORIGIN_SCHEMA, "config": CONFIG_SCHEMA, "status": s.OneOf((RunStatus.OK.value, RunStatus.FAILED.value)),
     "failure_reason": s.Optional(s.Text()), "result": s.Optional(RESULT_SCHEMA), "provenance": PROVENANCE_SCHEMA,
     "run_folder": s.Optional(s.Text(400)),
 })
@@ -261,16 +261,19 @@ class Record:
     sweep_id: str
     origin: Origin
     config: RecordConfig
-    status: str  # OK or FAILED
+    status: RunStatus  # ok or failed: an interrupted run is not stored
     failure_reason: str | None
     result: dict | None  # the run's unified result (p3-result.json) as it left it; None if it wrote none
     provenance: dict = field(default_factory=dict)  # runner.environment() + runner.run_provenance() + bandwidth, target
     run_folder: str | None = None  # the attempt folder, relative to the store's root
     imported_from: str | None = None  # the bundle it was imported with; not stored: the folder it is read from
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))  # also given as its stored string
+
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status is RunStatus.OK
 
     @property
     def run_result(self) -> Result | None:
@@ -285,7 +288,7 @@ class Record:
     def to_dict(self) -> dict:
         """The stored document (without imported_from, which is where it was read from)."""
         return {"format": RECORD_FORMAT, "record_id": self.record_id, "study": self.study, "sweep_id": self.sweep_id,
-                "origin": self.origin.to_dict(), "config": self.config.to_dict(), "status": self.status,
+                "origin": self.origin.to_dict(), "config": self.config.to_dict(), "status": self.status.value,
                 "failure_reason": self.failure_reason, "result": self.result, "provenance": self.provenance,
                 "run_folder": self.run_folder}
 
@@ -301,7 +304,7 @@ class Record:
         d = data
         return cls(record_id=d["record_id"], study=d["study"], sweep_id=d["sweep_id"],
                    origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
-                   config=RecordConfig.from_dict(d["config"], d["provenance"].get("engine")), status=d["status"],
+                   config=RecordConfig.from_dict(d["config"], d["provenance"].get("engine")), status=RunStatus(d["status"]),
                    failure_reason=d["failure_reason"], result=d["result"], provenance=dict(d["provenance"]),
                    run_folder=d["run_folder"], imported_from=imported_from)
 

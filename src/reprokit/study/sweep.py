@@ -47,7 +47,8 @@ from reprokit.study.options import Resume, SweepRequest, check_runs, given, resu
 from reprokit.study.planning import RunConfig
 from reprokit.study.progress import Progress
 from reprokit.study.rates import NATIVE
-from reprokit.study.store import FAILED, OK, AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
+from reprokit.vocabulary import RunStatus
+from reprokit.study.store import AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
 from reprokit.study.target import Target, make_target
 
 INTERRUPTED_FILE = "interrupted.json"  # in an attempt folder whose run was stopped: why, and when
@@ -305,7 +306,7 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
     command = study_runner.run_command(study.program, config.model, target.name, run_dir, env)
     if shape_error is not None:
         now = time.time()
-        outcome = study_runner.RunOutcome(False, shape_error, None, now, now, None)
+        outcome = study_runner.RunOutcome(RunStatus.FAILED, shape_error, None, now, now, None)
     else:
         outcome = _guarded(command, run_dir, run_timeout(sweep.profile, env), stop)
         if outcome.stopped:  # by the sweep's own stop, or from outside (a signal to ck, its launcher or guard)
@@ -315,7 +316,7 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
     provenance = {**environment, **study_runner.run_provenance(run_dir, command, outcome, env)}
     ran = provenance.get("engine")
     if outcome.ok and ran and engine_kind(ran) != config.engine:  # e.g. ENGINE_ENV pinned an engine of the other kind
-        outcome = study_runner.RunOutcome(False, f"ran on {ran}, not on the {config.engine} engine the sweep asked "
+        outcome = study_runner.RunOutcome(RunStatus.FAILED, f"ran on {ran}, not on the {config.engine} engine the sweep asked "
                                                  f"for (drop --env.ENGINE_ENV)", outcome.result, outcome.started_at,
                                           outcome.ended_at, outcome.exit_code)
     python = provenance.get("engine_python")
@@ -330,7 +331,7 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
         config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,
                             repetition=config.repetition, profile=sweep.profile, target=target,
                             engine=config.engine),
-        status=OK if outcome.ok else FAILED, failure_reason=outcome.reason, result=outcome.result,
+        status=outcome.status, failure_reason=outcome.reason, result=outcome.result,
         provenance=provenance, run_folder=str(run_dir.relative_to(store.root)),
     )
 
