@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from reprokit.data.recordio import record_heads
 from reprokit.engines.base import InstalledEngine, RoleCommand, RunJob
