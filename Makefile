@@ -1,5 +1,5 @@
 # Two entry points: `make demo` (prepare everything, run the main job on this
-# machine) and `make test` (the whole suite). CK_REPOS / CK_TOOLS are honoured
+# machine) and `make test` (lint and type checks, then the whole suite). CK_REPOS / CK_TOOLS are honoured
 # when set; otherwise ck uses its usual places (~/CK, ~/CK-TOOLS).
 
 SHELL := /bin/bash
@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 CK := $(VENV)/bin/ck
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test testbed-deps setup check-python bench clean
+.PHONY: demo test lint testbed-deps setup check-python bench clean
 
 demo: setup
 	$(VPY) -m reprokit.bootstrap
@@ -17,8 +17,14 @@ demo: setup
 	@echo "Unified result ($$($(CK) find program:p3)/tmp/latest/p3-result.json):"
 	@cat "$$($(CK) find program:p3)/tmp/latest/p3-result.json"
 
-test: setup testbed-deps
+test: setup testbed-deps lint
 	$(VPY) -m pytest
+
+# ruff over the framework, the engine-side scripts, tests and benchmarks; mypy over the framework and the
+# engine-side scripts (its configuration, strict for the typed model, is in pyproject.toml). A few seconds.
+lint: check-python $(STAMP)
+	$(VENV)/bin/ruff check src program/p3 tests benchmarks
+	$(VENV)/bin/mypy
 
 # The testbed tests need root, iproute2 and Debian's openssh-server; the study report test opens
 # the HTML report in Debian's chromium. As root, install what is missing; policy-rc.d keeps the

@@ -35,7 +35,7 @@ class _Context(ctypes.Structure):
 K_CPU_PRIORITIZED = 3  # mxnet::FnProperty::kCPUPrioritized
 _CPU = _Context(1, 0)
 _PROP = ctypes.c_int(K_CPU_PRIORITIZED)
-_NAMES = {}  # operation names, kept alive as long as the process (the engine may keep the pointer)
+_NAMES: dict[str, ctypes.c_char_p] = {}  # operation names, kept alive as long as the process (the engine may keep the pointer)
 
 
 def _name(name):
@@ -87,4 +87,4 @@ class Engine:
             log.exception("engine probe failed")
 
 
-_KEEP = []  # Engine objects (and their ctypes callbacks) live until the process ends
+_KEEP: list[object] = []  # Engine objects (and their ctypes callbacks) live until the process ends

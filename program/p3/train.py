@@ -21,7 +21,6 @@ import argparse
 import hashlib
 import logging
 import os
-import sys
 import time
 
 import role_exit  # shipped beside this file; standard library only

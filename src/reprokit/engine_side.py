@@ -17,6 +17,8 @@ def program_module(name: str) -> ModuleType:
     key = f"reprokit._program_{name}"
     if key not in sys.modules:
         spec = importlib.util.spec_from_file_location(key, PROGRAM_DIR / f"{name}.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {PROGRAM_DIR / f'{name}.py'}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module
         spec.loader.exec_module(module)

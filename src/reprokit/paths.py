@@ -7,7 +7,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from reprokit.errors import UserError
 

@@ -3,6 +3,7 @@
 Needs root and Debian's openssh-server (`make test` installs it when it runs as root).
 CI runs as root: there these tests fail rather than skip when something is missing.
 """
+import functools
 import json
 import os
 import shutil
@@ -78,7 +79,7 @@ def test_the_van_reaches_every_remote_role_and_only_p3s(ck, cluster3, tmp_path, 
                   watch_log="worker-2.log") as (_, run_id):
         for kind in ("scheduler", "server", "worker"):
             for host in (("10.77.0.1",) if kind == "scheduler" else ("10.77.0.1", "10.77.0.2", "10.77.0.3")):
-                pid = wait_for(lambda: role_pid(run_id, kind, host), timeout=10)
+                pid = wait_for(functools.partial(role_pid, run_id, kind, host), timeout=10)
                 assert pid, f"no {kind} on {host}"
                 env = environ_of(pid)
                 assert {k: env[k] for k in switches if k in env} == expected, (kind, host)

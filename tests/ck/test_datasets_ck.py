@@ -178,7 +178,7 @@ def test_a_registered_set_never_changes_the_default_and_too_small_a_one_is_refus
     assert proc.returncode == 0 and result["run_success"] and result["data"] == "synthetic", proc.stdout[-3000:]
     assert "data synthetic (generated; --env.DATA names registered data)" in proc.stdout  # the plan line
     proc, _ = data_ck.run_p3(small_dir, "--cmd_key=resnet", "--env.DATA=recordio", "--env.BATCH_SIZE=150")
-    [line] = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith("p3: error:")]
+    [line] = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("p3: error:")]
     assert proc.returncode == 2 and "holds 285 images, 142 per worker, fewer than one batch of 150" in line
     assert "--env.BATCH_SIZE=142 or less" in line and "Traceback" not in proc.stdout + proc.stderr
     assert not (small_dir / "logs").exists()  # nothing was launched

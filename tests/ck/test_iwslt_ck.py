@@ -90,6 +90,6 @@ def test_a_sockeye_run_reads_the_registered_corpus_and_says_so(ck, tmp_path):
     # A batch larger than the corpus (each Sockeye worker reads all of it) is refused before any role starts.
     small_dir = tmp_path / "small"
     proc, _ = cli.run_p3(small_dir, "--cmd_key=sockeye", "--env.DATA=iwslt15", "--env.BATCH_SIZE=300")
-    [line] = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith("p3: error:")]
+    [line] = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("p3: error:")]
     assert proc.returncode == 2 and "holds 200 sentence pairs fewer than one batch of 300 per worker" in line
     assert not (small_dir / "logs").exists()

@@ -56,7 +56,7 @@ def test_p3_learns_exactly_what_the_worker_update_baseline_learns(ck, tmp_path):
     if not same_parameters(base_params, p3_params):
         # Seen once in ~25 comparisons in CI, never in 26 runs here (16 of them under load): both runs end with
         # every worker in sync, but apart (docs/status.md, Known limitations). A systematic difference fails the rerun too.
-        warnings.warn("P3 and the worker-update baseline ended apart; comparing a second pair of runs")
+        warnings.warn("P3 and the worker-update baseline ended apart; comparing a second pair of runs", stacklevel=1)
         _, base_params, _ = run_variant(ck, tmp_path, "worker-update-again", "--env.VARIANT=baseline-worker-update")
         _, p3_params, _ = run_variant(ck, tmp_path, "p3-again", "--env.VARIANT=p3")
     assert_same_parameters(base_params, p3_params)

@@ -456,7 +456,8 @@ def test_an_import_killed_or_interrupted_midway_stores_nothing(cli, workspace, t
     for sig in (signal.SIGKILL, signal.SIGINT):
         stale = set(workspace.root.glob(".import-staging-*"))  # the killed import's
         proc = cli.popen("import", "study", f"--in={bundle}", f"--store={workspace.root}")
-        staging = wait_for(lambda: set(workspace.root.glob(".import-staging-*")) - stale, timeout=120, interval=0.01)
+        staging = wait_for(lambda stale=stale: set(workspace.root.glob(".import-staging-*")) - stale,
+                           timeout=120, interval=0.01)
         assert staging, "the import never started streaming"
         proc.send_signal(sig)
         code = finishes(proc, 60)

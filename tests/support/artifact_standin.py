@@ -403,7 +403,7 @@ def standin_settings(repo: Path, patches: Path, package: str) -> list[str]:
     return args
 
 
-def artifact_envs(ck: "CkCli") -> dict[str, dict]:
+def artifact_envs(ck: CkCli) -> dict[str, dict]:
     """Registered artifact builds by their env UID: their CK_ENV_TOOL_SYSML19_P3* variables."""
     found = json.loads(ck("search", "env", "--tags=tool,p3", "--add_meta", "--out=json", check=True).stdout)["lst"]
     return {e["data_uid"]: e["meta"]["env"] for e in found}

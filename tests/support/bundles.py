@@ -11,7 +11,7 @@ import json
 import tarfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 

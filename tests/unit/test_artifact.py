@@ -227,7 +227,7 @@ def test_download_cut_short_by_the_server_is_a_fetch_step_error(tmp_path):
     with FileServer() as server:
         server.add("p3.zip", body)
         server.add_truncated("cut.zip", body[: len(body) // 2], claimed=len(body))
-        for name, dest in (("p3.zip", "whole"), ("cut.zip", "cut"), ("missing.zip", "none")):
+        for name, _dest in (("p3.zip", "whole"), ("cut.zip", "cut"), ("missing.zip", "none")):
             (tmp_path / name).mkdir()
         assert fetch_zip(ZipSource(server.url("p3.zip"), md5=hashlib.md5(body).hexdigest()), tmp_path / "p3.zip",
                          tmp_path / "whole", steps) == "c647954"

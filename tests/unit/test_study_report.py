@@ -209,7 +209,7 @@ def test_the_timeline_reader_reads_what_p3_timeline_writes(tmp_path):
         assert (view.iteration, view.iterations, len(view.layers)) == (1, 3, 3)  # the middle of 3 complete ones
         assert view.comm_wait_s == pytest.approx(meter.waits[1], abs=1e-5)
         assert view.comm_s == pytest.approx(meter.comms[1], abs=1e-5)
-        assert [l.name for l in view.layers] == ["net_conv0_weight", "net_conv1_weight", "net_dense0_weight"]
+        assert [layer.name for layer in view.layers] == ["net_conv0_weight", "net_conv1_weight", "net_dense0_weight"]
         first, last = view.layers[0], view.layers[-1]
         if variant == "p3":  # the input layer's weights come back first
             assert first.weights_in_place < last.weights_in_place

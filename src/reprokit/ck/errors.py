@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from reprokit.errors import UserError
 

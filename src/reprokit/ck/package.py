@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from reprokit.ck.errors import access, ck_command
 from reprokit.ck.script import install_parameters, refuse_shell_syntax_in_labels

@@ -23,7 +23,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, user_settings
@@ -165,7 +165,7 @@ def preprocess(i: dict) -> dict:
     except UserError as exc:
         spec = RunSpec.refused(str(exc))
     else:
-        (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.plan.hosts))
+        (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.accepted()[2].hosts))
         print(f"p3: plan: {spec.describe()}", flush=True)
     spec.save(run_dir)
     return {"return": 0, "bat": f"cd {shlex.quote(str(run_dir))}", "new_env": ours}

@@ -11,6 +11,7 @@ Tags and versions come in the hooks' input and go into the env script's comment 
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from pathlib import Path
 
 from reprokit.values import plain_setting
@@ -19,7 +20,7 @@ from reprokit.values import plain_setting
 def ck_locals(function: str, module_dir: str) -> dict:
     """The local variables of the nearest calling frame of ``function`` in CK's ``module/<module_dir>/module.py``;
     empty when the hook was not called from there."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         path = Path(code.co_filename)

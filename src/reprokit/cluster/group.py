@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
+from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ssh import Connection, resolve
@@ -33,18 +34,26 @@ class GroupResult(Generic[T]):
             raise found[1] if isinstance(found[1], UserError) else UserError(f"{found[0]}: {found[1]}")
 
 
+@dataclass(frozen=True)
+class _Failed:
+    error: Exception
+
+
 def on_each(hosts: list[str], action: Callable[[str], T]) -> GroupResult[T]:
     """Run ``action(host)`` for every host at once; every exception is kept as that host's failure."""
-    def guarded(host: str) -> tuple[bool, object]:
+    def guarded(host: str) -> T | _Failed:
         try:
-            return True, action(host)
+            return action(host)
         except Exception as exc:  # reported per host by the caller
-            return False, exc
+            return _Failed(exc)
 
     result: GroupResult[T] = GroupResult(list(hosts))
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(hosts)))) as pool:
-        for host, (ok, value) in zip(hosts, pool.map(guarded, hosts)):
-            (result.succeeded if ok else result.failed)[host] = value  # type: ignore[index]
+        for host, value in zip(hosts, pool.map(guarded, hosts)):
+            if isinstance(value, _Failed):
+                result.failed[host] = value.error
+            else:
+                result.succeeded[host] = value
     return result
 
 

@@ -37,7 +37,8 @@ import functools
 import os
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import yaml
 
@@ -285,22 +286,22 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
     if len(data) > MAX_HOSTS:  # never echoed: a list this long is the wrong file or a generated mistake
         raise UserError(f"{source}: the list holds {len(data)} hosts; a cluster description lists at most "
                         f"{MAX_HOSTS}: check it")
-    hosts = []
+    specs: list[HostSpec] = []
     for index, entry in enumerate(data):
         where = f"{source}: host #{index + 1}"
         if isinstance(entry, str):
-            hosts.append(_from_string(entry, where))
+            specs.append(_from_string(entry, where))
         elif isinstance(entry, dict):
-            hosts.append(_from_object(entry, where))
+            specs.append(_from_object(entry, where))
         else:
             raise UserError(f"{where}: expected a host name or an object, got {type(entry).__name__}")
     seen: dict[tuple, int] = {}
-    for index, spec in enumerate(hosts):
+    for index, spec in enumerate(specs):
         key = (spec.host, spec.port)
         if key in seen:
             raise UserError(f"{source}: host #{index + 1} ({spec.host}) duplicates host #{seen[key] + 1}")
         seen[key] = index
-    return ClusterConfig(hosts=hosts, **options)
+    return ClusterConfig(hosts=specs, **options)
 
 
 def check_description(data: Any, source: str) -> None:
@@ -363,6 +364,7 @@ def _bounded_loader() -> type:
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
+            assert event is not None and event.start_mark is not None  # a node's event, which always has a mark
             line = event.start_mark.line + 1
             if isinstance(event, yaml.AliasEvent):
                 self.aliases += 1

@@ -54,7 +54,7 @@ def hold_port(port: int = 0, address: str = LOCALHOST) -> socket.socket:
     return sock
 
 
-def free_port(conn: "Connection", python: str, address: str, port: int = 0) -> int:
+def free_port(conn: Connection, python: str, address: str, port: int = 0) -> int:
     """Bind ``port`` (0: any) on ``address`` with the host's interpreter; returns the port, or raises."""
     command = " ".join(shlex.quote(a) for a in [python, "-c", FREE_PORT_SNIPPET, address, str(port)])
     result = conn.run(command, timeout=PORT_CHECK_TIMEOUT_S)
@@ -63,7 +63,7 @@ def free_port(conn: "Connection", python: str, address: str, port: int = 0) -> i
     return int(result.stdout.strip())
 
 
-def hold_remote_port(conn: "Connection", python: str, address: str, port: int = 0) -> tuple[int, "Channel"]:
+def hold_remote_port(conn: Connection, python: str, address: str, port: int = 0) -> tuple[int, Channel]:
     """``hold_port`` on a remote host: the port stays held by a small process of the host's interpreter until
     the returned channel closes (the launcher closes it at the end of the run; a lost connection closes it too)."""
     command = " ".join(shlex.quote(a) for a in [python, "-c", HOLD_PORT_SNIPPET, address, str(port)])
@@ -77,7 +77,7 @@ def hold_remote_port(conn: "Connection", python: str, address: str, port: int = 
             return int(first), channel
         rest = output.read().decode(errors="replace")
         code = channel.recv_exit_status()
-    except (socket.timeout, OSError):
+    except (TimeoutError, OSError):
         channel.close()
         raise UserError(f"{conn.endpoint.label}: no answer within {PORT_CHECK_TIMEOUT_S} s while binding a port "
                         f"on {address}") from None
@@ -85,7 +85,7 @@ def hold_remote_port(conn: "Connection", python: str, address: str, port: int = 
     raise _remote_bind_failed(conn, python, address, port, code, first + rest)
 
 
-def _remote_bind_failed(conn: "Connection", python: str, address: str, port: int, exit_code: int,
+def _remote_bind_failed(conn: Connection, python: str, address: str, port: int, exit_code: int,
                         stderr: str) -> UserError:
     from reprokit.cluster.interpreter import NOT_RUNNABLE, not_there
 

@@ -11,10 +11,12 @@ its table and skips only the steps that need a failed one.
 """
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
 
 from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.ports import hold_remote_port
@@ -46,7 +48,7 @@ class HostNeeds:
 class PreparedHost:
     transfer: Transfer | None = None
     port: int | None = None
-    holder: "paramiko.Channel | None" = None  # keeps the scheduler's port held until it closes
+    holder: paramiko.Channel | None = None  # keeps the scheduler's port held until it closes
     cores: int | None = None
 
 
@@ -107,7 +109,7 @@ def prepare_host(conn: Connection, host: str, needs: HostNeeds, remote_dir: str,
         prepared.cores = steps.do("cores", lambda: needs.slots or int(conn.run("nproc", timeout=30).stdout.strip()
                                                                       or 1))
     for name, path in needs.outputs.items():  # MXNet's rank 0 may be any worker: every worker host checks
-        steps.do(f"output {name}", lambda n=name, p=path: rundir.check_output(conn, n, p, needs.output_need_bytes))
+        steps.do(f"output {name}", functools.partial(rundir.check_output, conn, name, path, needs.output_need_bytes))
     return prepared
 
 

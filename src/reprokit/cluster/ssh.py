@@ -133,7 +133,7 @@ def _proxy_socket(command: str) -> tuple[socket.socket, subprocess.Popen]:
     """
     ours, theirs = socket.socketpair()
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], stdin=theirs, stdout=theirs,
+        proc = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], stdin=theirs.fileno(), stdout=theirs.fileno(),
                                 stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         ours.close()
@@ -152,7 +152,7 @@ class Connection:
     lost: str | None = field(default=None, init=False)  # why the host counts as gone (a heartbeat went unanswered)
     _heartbeat: threading.Thread | None = field(default=None, init=False)
 
-    def open(self) -> "Connection":
+    def open(self) -> Connection:
         ep = self.endpoint
         client = paramiko.SSHClient()
         if os.path.exists(ep.known_hosts):
@@ -171,7 +171,8 @@ class Connection:
                 sock.settimeout(self.timeout)
             client.connect(
                 ep.hostname, port=ep.port, username=ep.user, sock=sock,
-                key_filename=identity_files or None, look_for_keys=not ep.identity_files,
+                key_filename=identity_files or None,  # type: ignore[arg-type]  # paramiko takes a list; its stubs say str
+                look_for_keys=not ep.identity_files,
                 allow_agent=not ep.identity_files, password=None, passphrase=None,
                 timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
             )
@@ -195,12 +196,15 @@ class Connection:
                                f"(ssh-keyscan), or set \"accept_new_host_keys\": true in hosts.json to "
                                f"accept it on first use") from None
             raise SshError(f"{ep.label}: cannot reach sshd: {_reason(exc)}") from None
-        except (OSError, socket.timeout, EOFError) as exc:
+        except (TimeoutError, OSError, EOFError) as exc:
             self._close(client)
             raise SshError(f"{ep.label}: cannot reach sshd: {_reason(exc)}") from None
         if sock is not None:
             sock.settimeout(None)  # long-lived role channels must not time out
         transport = client.get_transport()
+        if transport is None:
+            self._close(client)
+            raise SshError(f"{ep.label}: the connection closed as it opened")
         transport.set_keepalive(5)  # notices a dead peer while roles run
         self.client = client
         return self
@@ -208,7 +212,9 @@ class Connection:
     @property
     def transport(self) -> paramiko.Transport:
         assert self.client is not None, "connection is not open"
-        return self.client.get_transport()
+        transport = self.client.get_transport()
+        assert transport is not None, "connection is closed"
+        return transport
 
     def is_alive(self) -> bool:
         return (self.lost is None and self.client is not None and self.transport is not None
@@ -250,7 +256,7 @@ class Connection:
                 try:
                     for chunk in iter(lambda: stdin.read(CHUNK_BYTES), b""):
                         channel.sendall(chunk)
-                except socket.timeout:
+                except TimeoutError:
                     raise
                 except OSError:
                     pass  # the command stopped reading: its exit status and stderr say why
@@ -263,7 +269,7 @@ class Connection:
                     stdout.write(chunk)
             stderr = channel.makefile_stderr("rb").read().decode(errors="replace")
             return Result(channel.recv_exit_status(), output, stderr)
-        except socket.timeout:
+        except TimeoutError:
             raise SshError(f"{self.endpoint.label}: command did not finish within {timeout:.0f} s") from None
         finally:
             channel.close()

@@ -117,7 +117,7 @@ class Transfer(ABC):
         except (OSError, EOFError, paramiko.SSHException, UserError) as exc:
             raise TransferError(f"{self.label}: cannot list {remote_dir}: {_reason(exc)}") from None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default no-op on purpose: only transfers holding a session override it
         pass
 
     @abstractmethod

@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from reprokit.errors import UserError
 

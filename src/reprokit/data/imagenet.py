@@ -28,7 +28,7 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
@@ -209,7 +209,9 @@ def unpack_train_archive(archive: Path, dest: Path, progress: Callable[[str], No
                 if not (match and member.isfile()):
                     outer.extract(member, dest, filter="data")
                     continue
-                with outer.extractfile(member) as stream, tarfile.open(fileobj=stream, mode="r|*") as inner:
+                stream = outer.extractfile(member)
+                assert stream is not None  # a regular file (isfile above)
+                with stream, tarfile.open(fileobj=stream, mode="r|*") as inner:
                     inner.extractall(dest / match.group(1), filter="data")
                 classes += 1
                 if classes % 100 == 0:

@@ -38,10 +38,11 @@ import struct
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, TextIO
+from collections.abc import Callable, Iterator
 
 from reprokit.errors import UserError, one_line_errors
 
@@ -149,7 +150,8 @@ def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = pri
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        parts, classes = {}, 0
+        parts: dict[str, dict[str, Any]] = {}
+        classes = 0
         for name, file in READY_FILES.items():
             target = staging / file
             source = local_file(base + file)
@@ -172,7 +174,7 @@ def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = pri
             classes = max(classes, found)
         manifest = {"kind": "imagenet", "source": base, "classes": classes, "converted_by": "the P3 authors",
                     "parts": parts, "images": sum(p["images"] for p in parts.values()),
-                    "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                    "converted_at": datetime.now(UTC).isoformat(timespec="seconds")}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")  # last: marks completion
         swap_in(staging, dest / OUTPUT_DIR)
     finally:
@@ -385,7 +387,7 @@ def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: floa
             "train_ratio": train_ratio, "resize": resize, "quality": quality, "threads": threads,
             "parts": {p.name: asdict(p) for p in parts}, "images": images,
             "seconds": round(seconds, 3), "images_per_sec": round(images / seconds, 2) if seconds else None,
-            "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "converted_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")  # last: marks completion
         swap_in(staging, dest / OUTPUT_DIR)

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from reprokit.errors import UserError
 from reprokit.values import shown
@@ -46,8 +47,8 @@ def pinned_entries(entries: list[EnvEntry], pinned: str, key: str, tags: str) ->
     return found
 
 
-def best_or_explain(usable: list[tuple[object, T]], pinned: str, gone: str, missing: str) -> T:
-    """The best-ranked usable entry; else one line saying why none fits (a pinned one is gone, none is registered)."""
+def best_or_explain(usable: Sequence[tuple[Any, T]], pinned: str, gone: str, missing: str) -> T:
+    """The best-ranked usable entry (ranks: ints or tuples, compared with each other); else one line saying why none fits (a pinned one is gone, none is registered)."""
     if usable:
         return max(usable, key=lambda pair: pair[0])[1]
     raise UserError(gone if pinned else missing)

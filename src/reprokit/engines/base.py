@@ -42,7 +42,7 @@ class InstalledEngine:
     tree: str = ""  # the artifact's source tree; empty for stock MXNet
     cuda: bool = False
     # Higher is preferred among installs of the same build (version, install time); not stored with a run.
-    rank: tuple = field(default=(), compare=False)
+    rank: tuple[Any, ...] = field(default=(), compare=False)
 
     STORED: ClassVar[tuple[str, ...]] = ("name", "python", "env_uid", "build", "tree", "cuda")
 
@@ -50,13 +50,13 @@ class InstalledEngine:
         object.__setattr__(self, "build", EngineKind(self.build))
 
     @property
-    def engine(self) -> "Engine":
+    def engine(self) -> Engine:
         """The registered engine this install is of."""
         from reprokit.engines.registry import get_engine
 
         return get_engine(self.build)
 
-    def named(self, name: str) -> "InstalledEngine":
+    def named(self, name: str) -> InstalledEngine:
         return replace(self, name=name)
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,7 +64,7 @@ class InstalledEngine:
                 "tree": self.tree, "cuda": self.cuda}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "InstalledEngine":
+    def from_dict(cls, data: dict[str, Any]) -> InstalledEngine:
         return cls(**{k: data[k] for k in cls.STORED if k in data})
 
 

@@ -1,7 +1,7 @@
 """Which registered engine a run uses: the embedded stock MXNet, or the authors' P3 / baseline build."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from reprokit.engines.artifact.engine import ARTIFACT_NAME_PREFIX
 from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT

@@ -7,6 +7,8 @@ asked for, as ReFrame's scheduler backends are).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from typing import TypeVar
 
 from reprokit.engines.base import Engine, EngineKind
 
@@ -15,17 +17,18 @@ ENGINE_MODULES = (
     "reprokit.engines.artifact.engine",  # the authors' P3 fork and their baseline build
 )
 _ENGINES: dict[EngineKind, Engine] = {}
+E = TypeVar("E", bound=Engine)
 
 
-def register_engine(kind: EngineKind | str):
+def register_engine(kind: EngineKind | str) -> Callable[[type[E]], type[E]]:
     """Class decorator: registers one instance of the engine class under ``kind``."""
-    kind = EngineKind(kind)
+    engine_kind = EngineKind(kind)
 
-    def register(cls):
-        if kind in _ENGINES:
-            raise ValueError(f"an engine is already registered as {kind.value!r}")
-        cls.kind = kind
-        _ENGINES[kind] = cls()
+    def register(cls: type[E]) -> type[E]:
+        if engine_kind in _ENGINES:
+            raise ValueError(f"an engine is already registered as {engine_kind.value!r}")
+        cls.kind = engine_kind
+        _ENGINES[engine_kind] = cls()
         return cls
 
     return register

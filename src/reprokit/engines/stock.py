@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from reprokit.data.registered import EnvEntry
-from reprokit.engines.base import EMBEDDED, InstalledEngine, Reports, RoleCommand, RunJob
+from reprokit.engines.base import EMBEDDED, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.engines.registry import register_engine
 from reprokit.paths import PROGRAM_DIR
@@ -28,8 +28,9 @@ def engine_files() -> list[Path]:
 
 @register_engine("stock")
 class StockMXNet:
+    kind: EngineKind  # set by @register_engine
     side = EMBEDDED
-    variants = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3)
+    variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3)
     reports = Reports(p3_knobs=True, ps_van=True, comm_probes=True)
     env_tags = "lib,mxnet"
     install_hint = "ck install package:lib-mxnet --quiet"

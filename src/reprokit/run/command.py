@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             from reprokit.cluster.hosts import parse
             from reprokit.run.remote import run_remote
 
-            outcome: Outcome = run_remote(spec.plan, parse(spec.cluster), run_dir, sys.stdout, stop=stop, watch=watch)
+            outcome: Outcome = run_remote(spec.accepted()[2], parse(spec.cluster), run_dir, sys.stdout, stop=stop, watch=watch)
         else:
-            outcome = run_local(spec.plan, run_dir, stop=stop, watch=watch)
+            outcome = run_local(spec.accepted()[2], run_dir, stop=stop, watch=watch)
     except OSError as exc:
         full = disk_error(exc, "the run folder", run_dir)  # a full disk or an overlong name: not a bug of ours
         outcome = Outcome(RunStatus.FAILED, str(full)) if full else _internal_error(exc, run_dir)

@@ -13,6 +13,7 @@ local one. Remote launchers implement the same interface.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import re
@@ -23,7 +24,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, TextIO
+from typing import Protocol, TextIO, TypeVar
+from collections.abc import Callable
 
 from reprokit.errors import UserError
 from reprokit.cluster.ports import hold_port
@@ -34,6 +36,8 @@ from reprokit.run.procscan import is_stopped, kill_run_processes
 from reprokit.run.progress import STOPPED_LIMIT_S, ProgressWatch
 from reprokit.run.speedometer import is_speed_report
 from reprokit.vocabulary import RunStatus
+
+T = TypeVar("T")
 
 POLL_INTERVAL_S = 0.05
 TERMINATE_GRACE_S = 3.0
@@ -78,7 +82,7 @@ class OutputSink:
 
     def __init__(self, console: TextIO, log_dir: Path, finish_pattern: str = "",
                  watch: Callable[[Role, str], None] | None = None):
-        self.console = console
+        self.console: TextIO | None = console
         self.log_dir = log_dir
         self.watch = watch  # sees every role's line after it is shown; may write to the console itself
         self.lock = threading.Lock()
@@ -336,11 +340,12 @@ def supervise(
                           and time.monotonic() - raised[p.role.name] > RAISED_GRACE_S), None)
             if failed is not None:
                 code = codes[failed.role.name]
+                assert code is not None  # failed: its code is neither None nor 0
                 error = output.last_error(failed.role.name) if output is not None else ""
                 outcome = Outcome(RunStatus.FAILED, f"{failed.role.name} on {failed.role.host} {failed.describe(code)}"
                                          + (f": {error}" if error else ""), failed.role.name, failed.role.host)
             elif stuck is not None:
-                error = output.last_error(stuck.role.name) or "a Python traceback"
+                error = (output.last_error(stuck.role.name) if output is not None else "") or "a Python traceback"
                 outcome = Outcome(RunStatus.FAILED, f"{stuck.role.name} on {stuck.role.host}: {error} (it printed a traceback and "
                                          f"was still running {RAISED_GRACE_S:g} s later)", stuck.role.name,
                                   stuck.role.host)
@@ -414,7 +419,7 @@ def _timeout_reason(plan: RolePlan, procs: list[RoleProcess], codes: dict[str, i
             f"see their logs before raising --env.RUN_TIMEOUT")
 
 
-def _quietly(action: Callable[[], object]) -> object:
+def _quietly(action: Callable[[], T]) -> T | None:
     """Teardown must reach every role: one role's failure to answer must not stop the others."""
     try:
         return action()
@@ -433,7 +438,7 @@ def teardown(procs: list[RoleProcess]) -> None:
     for p in procs:
         _quietly(p.kill)  # also reaps groups whose leader already exited but left children
     for p in procs:
-        _quietly(lambda: p.wait_output(timeout=5))
+        _quietly(functools.partial(p.wait_output, timeout=5))
 
 
 def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,

@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from reprokit.run.procscan import is_running, is_stopped, process_identity
 from reprokit.run.progress import STOPPED_LIMIT_S

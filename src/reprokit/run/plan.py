@@ -9,6 +9,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
@@ -96,11 +97,11 @@ class RolePlan:
         env.update(self.extra_env)
         return env
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RolePlan":
+    def from_dict(cls, data: dict[str, Any]) -> RolePlan:
         data = dict(data)
         data["roles"] = [Role(**r) for r in data["roles"]]
         return cls(**data)
@@ -109,7 +110,7 @@ class RolePlan:
         write_json(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: Path) -> "RolePlan":
+    def load(cls, path: Path) -> RolePlan:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 

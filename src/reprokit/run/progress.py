@@ -71,7 +71,8 @@ class ProgressWatch:
         for name in workers:
             bound = self.bound_s(name)
             with self.lock:
-                last = (self.reports.get(name) or [None])[-1]
+                reports = self.reports.get(name)
+                last = reports[-1] if reports else None
             if bound is None or last is None or now - last > bound:
                 behind.append(name)
         return behind

@@ -20,7 +20,8 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
+from collections.abc import Callable
 
 import paramiko
 
@@ -221,8 +222,9 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
     # The scheduler's port stays held on its host until the run ends (see ports.hold_remote_port).
     holders = [ready.holder for ready in prepared.succeeded.values() if ready.holder is not None]
     try:
-        if not prepared.ok:
-            return Outcome(RunStatus.FAILED, str(prepared.first_failure()[1]))
+        failure = prepared.first_failure()
+        if failure is not None:
+            return Outcome(RunStatus.FAILED, str(failure[1]))
         try:
             check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
                             {host: ready.cores for host, ready in prepared.succeeded.items()})

@@ -6,12 +6,16 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from reprokit.run import speedometer
 from reprokit.engine_side import program_module
 from reprokit.vocabulary import RunStatus
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
+
+if TYPE_CHECKING:
+    from reprokit.run.spec import RunSpec
 
 RESULT_FILE = "p3-result.json"
 VAN_LINE = re.compile(r"ps-van: role=\S+ van=(\S+)")  # role_van.py's line
@@ -45,14 +49,14 @@ class Result:
     # The mechanism that ran, as the roles saw it (our scripts only): the ps-lite van every role logged, and from the
     # workers' p3-comm lines where the optimizer ran, P3's slice bound and water mark, and whether priorities were on.
     ps_van: str | None = None
-    mechanism: dict | None = None
+    mechanism: dict[str, Any] | None = None
     # From each worker's p3-comm line (means over workers): how long forward waited for weights per
     # iteration, the share of communication hidden behind computation, and the two times themselves.
     comm_wait_s_per_iter: float | None = None
     overlap: float | None = None
     comm_s_per_iter: float | None = None
     compute_s_per_iter: float | None = None
-    comm_per_worker: list[dict] | None = None
+    comm_per_worker: list[dict[str, Any]] | None = None
     timelines: list[str] | None = None  # each worker's Chrome trace (TIMELINE=1), relative to the run folder
     throughput_samples_per_sec: float | None = None  # the sum over workers
     throughput_per_worker: list[float] | None = None
@@ -80,7 +84,7 @@ class Result:
         """Stopped from outside (a signal, a lost parent): not a result of the run."""
         return self.status is RunStatus.INTERRUPTED
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         # run_success (CK's characteristics, scripts) and interrupted (only when true) are the status, spelled as
         # the result has always had them.
         data = {"status": self.status.value, "run_success": self.run_success,
@@ -89,7 +93,7 @@ class Result:
         return {k: v for k, v in data.items() if k in self.ALWAYS or v is not None}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Result":
+    def from_dict(cls, data: dict[str, Any]) -> Result:
         """Also a result written before ``status`` existed (run_success and interrupted only)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
@@ -101,7 +105,7 @@ class Result:
         return cls(**values)
 
     @classmethod
-    def failed(cls, reason: str, status: RunStatus = RunStatus.FAILED) -> "Result":
+    def failed(cls, reason: str, status: RunStatus = RunStatus.FAILED) -> Result:
         return cls(status=status, failure_reason=reason)
 
     def save(self, run_dir: Path) -> Path:
@@ -112,13 +116,13 @@ class Result:
         return path
 
     @classmethod
-    def load(cls, run_dir: Path) -> "Result":
+    def load(cls, run_dir: Path) -> Result:
         return cls.from_dict(json.loads((Path(run_dir) / RESULT_FILE).read_text()))
 
     def summary_line(self) -> str:
         if not self.run_success:
             return f"p3: FAILED: {self.failure_reason}"
-        per_worker = ", ".join(f"{s:.2f}" for s in self.throughput_per_worker)
+        per_worker = ", ".join(f"{s:.2f}" for s in self.throughput_per_worker or [])
         sync = {True: "in sync", False: "NOT in sync", None: "not checked"}[self.params_in_sync]
         tokens = f" ({self.throughput_tokens_per_sec:.0f} tokens/s)" if self.throughput_tokens_per_sec is not None else ""
         return (f"p3: OK: {self.model} {self.variant} on {self.engine}: {self.throughput_samples_per_sec:.2f} samples/s"
@@ -126,10 +130,10 @@ class Result:
                 f"parameters {sync}")
 
 
-def build(spec, outcome: Outcome, run_dir: Path) -> Result:
+def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
     """Merge the launch outcome with every worker's parsed log (``spec``: the run's RunSpec)."""
-    settings, plan = spec.settings, spec.plan
-    reports = spec.engine.engine.reports
+    settings, engine, plan = spec.accepted()
+    reports = engine.engine.reports
     ours = settings.variant == "p3" and reports.p3_knobs
     result = Result(
         status=outcome.status,
@@ -139,7 +143,7 @@ def build(spec, outcome: Outcome, run_dir: Path) -> Result:
         num_workers=len(plan.workers), num_servers=len(plan.servers), variant=settings.variant,
         p3_slice_size=settings.p3_slice_size if ours else None, p3_priority=settings.p3_priority if ours else None,
         p3_water_mark=settings.p3_water_mark if ours else None,
-        engine=spec.engine.name, data=spec.data.name, hosts=plan.hosts, run_id=plan.run_id,
+        engine=engine.name, data=spec.data.name, hosts=plan.hosts, run_id=plan.run_id,
         wall_time_s=round(outcome.wall_s, 3),
         launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
         warnings=list(outcome.warnings),
@@ -178,7 +182,7 @@ def check_vans(result: Result, plan: RolePlan, run_dir: Path, expected: str) -> 
                                  f"({said}); the roles' environment lost DMLC_PS_VAN_TYPE on the way")
 
 
-def _mechanism(comm: dict) -> dict:
+def _mechanism(comm: dict[str, Any]) -> dict[str, Any]:
     """comm_probes.mechanism() as the p3-comm line carried it: numbers as numbers, "-" (not P3) as None."""
     def number(key: str) -> int | None:
         value = str(comm.get(key, "-"))
@@ -188,7 +192,7 @@ def _mechanism(comm: dict) -> dict:
             "water_mark": number("water_mark"), "priority": comm.get("priority") in ("1", 1)}
 
 
-def _last_comm_line(log: Path) -> dict | None:
+def _last_comm_line(log: Path) -> dict[str, Any] | None:
     """The worker's p3-comm line (its communication summary), or None (an older engine, or a failed run)."""
     if not log.exists():
         return None
@@ -222,7 +226,7 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, comm_probes
         result.throughput_max = round(max(w.maximum for w in measured), 3)
         result.throughput_worker_spread = round(statistics.pstdev(speeds), 3) if len(speeds) > 1 else 0.0
         if all(w.tokens_per_sec is not None for w in measured):
-            result.throughput_tokens_per_sec = round(sum(w.tokens_per_sec for w in measured), 3)
+            result.throughput_tokens_per_sec = round(sum(w.tokens_per_sec or 0.0 for w in measured), 3)  # all set
         result.batches_measured = sum(w.batches for w in measured)
         result.speedometer_reports_measured = sum(w.reports for w in measured)
     elif result.run_success:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from reprokit.cluster.hosts import MAX_ROLES
 from reprokit.cluster.testbed import testbed_of
@@ -119,7 +120,7 @@ class RunSettings:
     save_params: str  # rank 0 saves its trainable parameters there (.npz); empty: not saved
     output_file: str  # sockeye: the model folder of worker 0 (others add .worker-N); empty: in the role's folder
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def train_args(self) -> list[str]:
@@ -188,7 +189,7 @@ def check_roles_fit(roles_per_host: Mapping[str, int], cores: Mapping[str, int |
 LOCAL_WORKERS, LOCAL_SERVERS = 2, 1  # the layout of a run on this machine unless NUM_WORKERS/NUM_SERVERS say otherwise
 
 
-def local_layout(settings: "RunSettings") -> tuple[int, int]:
+def local_layout(settings: RunSettings) -> tuple[int, int]:
     """(workers, servers) of a run on this machine, checked against its cores."""
     workers, servers = settings.num_workers or LOCAL_WORKERS, settings.num_servers or LOCAL_SERVERS
     check_roles_fit({"this machine": workers + servers}, {"this machine": os.cpu_count() or 1},
@@ -196,22 +197,23 @@ def local_layout(settings: "RunSettings") -> tuple[int, int]:
     return workers, servers
 
 
-def output_paths(settings: "RunSettings") -> dict[str, str]:
+def output_paths(settings: RunSettings) -> dict[str, str]:
     """The paths the run writes outside its run folder, by setting name (only those given)."""
     return {name: getattr(settings, field) for name, field in OUTPUT_SETTINGS.items() if getattr(settings, field)}
 
 
-def with_local_outputs(settings: "RunSettings", run_dir: str) -> "RunSettings":
+def with_local_outputs(settings: RunSettings, run_dir: str) -> RunSettings:
     """For a run on this machine: output paths made absolute (relative ones are in the run folder) and
     checked writable now, so a typo fails before training instead of after it."""
-    absolute = {OUTPUT_SETTINGS[name]: os.path.join(run_dir, path) for name, path in output_paths(settings).items()}
+    absolute: dict[str, Any] = {OUTPUT_SETTINGS[name]: os.path.join(run_dir, path)
+                                for name, path in output_paths(settings).items()}
     for name, field in OUTPUT_SETTINGS.items():
         if field in absolute:
             check_writable_here(name, absolute[field], output_need_bytes(settings), folder_ok=name == "OUTPUT_FILE")
     return replace(settings, **absolute)
 
 
-def absolute_outputs(settings: "RunSettings") -> None:
+def absolute_outputs(settings: RunSettings) -> None:
     """On a cluster, output paths must be absolute: each host's run folder is removed after the run."""
     for name, path in output_paths(settings).items():
         if not os.path.isabs(path):
@@ -220,7 +222,7 @@ def absolute_outputs(settings: "RunSettings") -> None:
                             f"--env.{name}=/PATH")
 
 
-def output_need_bytes(settings: "RunSettings") -> int:
+def output_need_bytes(settings: RunSettings) -> int:
     """The free space an output path needs: the model's parameters (a Sockeye model folder holds them too)."""
     return MODELS[settings.model].params_mb * MB
 

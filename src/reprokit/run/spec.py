@@ -68,17 +68,24 @@ class RunSpec:
     error: str = ""  # the preprocess refused the input: the run command prints it once and fails
 
     @classmethod
-    def refused(cls, reason: str) -> "RunSpec":
+    def refused(cls, reason: str) -> RunSpec:
         return cls(error=reason)
 
-    def to_dict(self) -> dict:
+    def accepted(self) -> tuple[RunSettings, InstalledEngine, RolePlan]:
+        """The settings, engine and plan of a spec the preprocess accepted; a refused one has none."""
+        if self.settings is None or self.engine is None or self.plan is None:
+            raise UserError(f"the run specification holds no run: {self.error or 'it is incomplete'}")
+        return self.settings, self.engine, self.plan
+
+    def to_dict(self) -> dict[str, Any]:
         if self.error:
             return {"error": self.error}
-        return {"settings": self.settings.to_dict(), "engine": self.engine.to_dict(), "data": asdict(self.data),
-                "plan": self.plan.to_dict(), "cluster": self.cluster}
+        settings, engine, plan = self.accepted()
+        return {"settings": settings.to_dict(), "engine": engine.to_dict(), "data": asdict(self.data),
+                "plan": plan.to_dict(), "cluster": self.cluster}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         if data.get("error"):
             return cls.refused(str(data["error"]))
         return cls(settings=RunSettings(**data["settings"]), engine=InstalledEngine.from_dict(data["engine"]),
@@ -91,7 +98,7 @@ class RunSpec:
         return path
 
     @classmethod
-    def load(cls, path: Path) -> "RunSpec":
+    def load(cls, path: Path) -> RunSpec:
         try:
             data = json.loads(Path(path).read_text())
             return cls.from_dict(data)
@@ -100,11 +107,11 @@ class RunSpec:
 
     def describe(self) -> str:
         """One line: the layout and what runs."""
-        plan, s = self.plan, self.settings
+        s, engine, plan = self.accepted()
         counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
         return (f"{counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} worker(s) on "
                 f"{', '.join(plan.hosts)}; {s.model} batch {s.batch_size} shape {s.image_shape or 'n/a'}; "
-                f"profile {s.profile}; engine {self.engine.name}; {self.data.describe()}")
+                f"profile {s.profile}; engine {engine.name}; {self.data.describe()}")
 
 
 def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cluster: ClusterConfig | None = None,

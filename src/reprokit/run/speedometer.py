@@ -108,7 +108,7 @@ def summarize(reports: list[SpeedReport]) -> WorkerThroughput | None:
     if all(r.tokens_per_sec is not None and r.samples_per_sec > 0 for r in reports):
         # Each report's duration is proportional to batches / samples_per_sec (batch size is constant).
         durations = [(r.batches or 1) / r.samples_per_sec for r in reports]
-        tokens = sum(r.tokens_per_sec * d for r, d in zip(reports, durations)) / sum(durations)
+        tokens = sum((r.tokens_per_sec or 0.0) * d for r, d in zip(reports, durations)) / sum(durations)  # all set
     return WorkerThroughput(
         samples_per_sec=mean,
         std=statistics.pstdev(speeds) if len(speeds) > 1 else 0.0,

@@ -52,7 +52,7 @@ import uuid
 import zlib
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from collections.abc import Iterator
 
 from reprokit.errors import UserError
 from reprokit.files import read_regular
@@ -223,7 +223,7 @@ def _archive(bundle: Path, first_grant: int) -> Iterator[tuple[tarfile.TarFile, 
         with open(bundle, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             budget = _Budget(gz)
             budget.grant(first_grant)
-            with tarfile.open(fileobj=budget, mode="r|") as tar:
+            with tarfile.open(fileobj=budget, mode="r|") as tar:  # type: ignore[call-overload]  # a stream read: read() is enough
                 yield tar, budget
     except _Refused as exc:
         raise _refuse(bundle, str(exc)) from None
@@ -279,7 +279,7 @@ def bundle_study(bundle: Path) -> str:
         return _read_manifest(tar, None)["study"]
 
 
-def _check_origin(manifest: dict, store: Store, imported: "_Imported") -> None:
+def _check_origin(manifest: dict, store: Store, imported: _Imported) -> None:
     """Refuse a bundle whose origin it cannot prove: the signing key must be its origin's."""
     origin, key = manifest["origin"], manifest["public_key"]
     own = store.origin()
@@ -311,7 +311,7 @@ class _Imported:
         self.keys: dict[str, str] = {}
         self.origins: set[str] = set()
         for path, record in store.imported_record_files(left_out=[]):  # unreadable ones: the report says so
-            self.runs.setdefault(record.run_id, (record.imported_from, hashlib.sha256(
+            self.runs.setdefault(record.run_id, (record.imported_from or "", hashlib.sha256(  # set on every imported one
                 read_regular(path, "an imported run record", MAX_RECORD_BYTES)).hexdigest()))
             self.origins.add(record.origin.id)
         folder = store.imported_dir

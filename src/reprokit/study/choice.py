@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from reprokit.errors import UserError
-from reprokit.study.rates import NATIVE, rate_bps
+from reprokit.study.rates import NATIVE, shaped_bps
 
 BYTES_PER_PARAMETER = 4  # float32 gradients and weights
 MAX_SHAPED = "10gbit"  # above this, a tc limit does not bind on a namespace testbed of a few cores
@@ -81,7 +82,7 @@ class BandwidthChoice:
                 "notes": list(self.notes), "probe_seconds": self.probe_seconds}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "BandwidthChoice":
+    def from_dict(cls, d: Mapping[str, Any]) -> BandwidthChoice:
         return cls(model=str(d["model"]), probe_run=str(d["probe_run"]), image_shape=str(d["image_shape"]),
                    compute_s_per_iter=float(d["compute_s_per_iter"]), comm_s_per_iter=float(d["comm_s_per_iter"]),
                    parameters=int(d["parameters"]), parameters_source=str(d["parameters_source"]),
@@ -113,7 +114,7 @@ def choose(model: str, result: Mapping, probe_run: str, parameters: Mapping[str,
                         f"add it under parameters.{model} in its meta, or give --bandwidths=RATE,RATE,...")
     bytes_per_iter = 2 * BYTES_PER_PARAMETER * count
     wire = bytes_per_iter * (hosts - 1) / hosts
-    cap = rate_bps(link_capacity) if link_capacity else rate_bps(MAX_SHAPED)
+    cap = shaped_bps(link_capacity) if link_capacity else shaped_bps(MAX_SHAPED)
     chosen: dict[str, float] = {}
     notes = []
     for target in sorted(ratios):
@@ -129,7 +130,7 @@ def choose(model: str, result: Mapping, probe_run: str, parameters: Mapping[str,
         if name in chosen:
             notes.append(f"target {target:g} rounds to {name} as well")
             continue
-        chosen[name] = (t_0 + 8 * wire / rate_bps(name)) / t_c
+        chosen[name] = (t_0 + 8 * wire / shaped_bps(name)) / t_c
     order = sorted(chosen, key=lambda b: chosen[b])
     return BandwidthChoice(model=model, probe_run=probe_run, image_shape=shape, compute_s_per_iter=t_c,
                            comm_s_per_iter=t_0, parameters=int(count), parameters_source=parameters_source,

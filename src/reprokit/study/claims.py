@@ -11,7 +11,7 @@ it makes planning.py.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
+from collections.abc import Mapping
 
 from reprokit.errors import UserError
 from reprokit.study.rates import NATIVE, rate_bps  # noqa: F401 (NATIVE: the benchmarks import it from here)

@@ -23,14 +23,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.run import settings as run_settings
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.planning import RunConfig
 from reprokit.study.progress import duration_text
-from reprokit.study.rates import NATIVE, rate_bps
+from reprokit.study.rates import NATIVE, shaped_bps
 from reprokit.study.target import Target
 
 if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module (and claims.py the store)
@@ -78,7 +79,7 @@ class Forecast:
                 "budget_s": self.budget_s, "basis": list(self.basis), "spent_s": self.spent_s}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Forecast":
+    def from_dict(cls, d: Mapping[str, Any]) -> Forecast:
         budget = d.get("budget_s")
         return cls(runs=int(d["runs"]), seconds=float(d["seconds"]), unknown=int(d["unknown"]),
                    budget_s=None if budget is None else float(budget), basis=tuple(map(str, d["basis"])),
@@ -106,7 +107,7 @@ def probe_estimate(choice: BandwidthChoice, bandwidth: str, batches: int) -> flo
         return None
     if bandwidth == NATIVE:
         return choice.probe_seconds
-    return choice.probe_seconds + batches * 8 * choice.wire_bytes_per_iter / rate_bps(bandwidth)
+    return choice.probe_seconds + batches * 8 * choice.wire_bytes_per_iter / shaped_bps(bandwidth)
 
 
 def forecast(runs: Sequence[RunConfig], records: Sequence[Record], target: Target, profile: str,

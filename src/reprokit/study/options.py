@@ -12,7 +12,8 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Mapping, TextIO
+from typing import TextIO
+from collections.abc import Collection, Iterable, Mapping
 
 from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.errors import UserError

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.engines.registry import engines as registered_engines
@@ -46,7 +46,7 @@ def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterab
     models, variants, bandwidths = list(models), list(variants), list(bandwidths)
     pairs = [(e, v) for e in engines for v in engine_variants(e, variants)]
     chosen = {m: list(b) for m, b in (per_model or {}).items()}
-    runs = []
+    runs: list[RunConfig] = []
     for rep in range(1, repetitions + 1):
         order = pairs if rep % 2 == 1 else pairs[::-1]
         for model in models:

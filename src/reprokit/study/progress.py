@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from typing import TextIO
+from collections.abc import Callable
 
 
 def duration_text(seconds: float) -> str:

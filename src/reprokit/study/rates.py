@@ -21,6 +21,15 @@ def rate_bps(rate: str) -> float | None:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def shaped_bps(rate: str) -> float:
+    """Bits per second of a tc rate where only a rate makes sense (a shaped link, a link capacity): ``native``
+    has no number and is refused."""
+    bps = rate_bps(rate)
+    if bps is None:
+        raise UserError(f"bandwidth {shown(rate)} has no rate here; give one like 100mbit, 1gbit or 4gbit")
+    return bps
+
+
 def same_rate(a: str | None, b: str | None) -> bool:
     if a is None or b is None or NATIVE in (a, b):
         return a == b

@@ -26,7 +26,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Any, TextIO
+from collections.abc import Iterable
 
 import jinja2
 
@@ -35,7 +36,7 @@ from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
 from reprokit.study.analysis import Analysis, analyse, setup_label
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.claims import MIN_RUNS, Study
-from reprokit.study.rates import NATIVE, rate_bps, same_rate
+from reprokit.study.rates import NATIVE, same_rate, shaped_bps
 from reprokit.study.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
 from reprokit.study.store import Record, Store
 from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
@@ -76,7 +77,7 @@ class Plot:
 
 
 def _bandwidth_order(values) -> list[str]:
-    return sorted(set(values), key=lambda b: (-1.0 if b == NATIVE else rate_bps(b)))
+    return sorted(set(values), key=lambda b: (-1.0 if b == NATIVE else shaped_bps(b)))
 
 
 def plot_name(study: Study, model: str, index: int) -> str:
@@ -111,7 +112,7 @@ def draw_model(study: Study, analysis: Analysis, model: str):
     measured = _bandwidth_order(summary["bandwidth"])
     claim_only = [b for b in _bandwidth_order(c.bandwidth for c in claims if c.bandwidth)
                   if not any(same_rate(b, m) for m in measured)]
-    x_of = {b: i for i, b in enumerate(measured)}
+    x_of: dict[str, float] = {b: i for i, b in enumerate(measured)}
     x_of.update({b: len(measured) + 0.5 + i for i, b in enumerate(claim_only)})  # apart from the measured
     setups = list(dict.fromkeys(summary["setup"]))
     fig, (ax_t, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
@@ -183,7 +184,7 @@ def draw_model(study: Study, analysis: Analysis, model: str):
                 ax.axhline(claim.speedup, color="crimson", linestyle="--", linewidth=1,
                            label=plain(f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})"))
     if unmeasured:
-        ax_s.plot([x_of[c.bandwidth] for c in unmeasured], [c.speedup for c in unmeasured], marker="*",
+        ax_s.plot([x_of[c.bandwidth] for c in unmeasured if c.bandwidth], [c.speedup for c in unmeasured], marker="*",
                   markersize=13, linestyle="none", markerfacecolor="none", markeredgecolor="0.5", color="0.5",
                   label=UNMEASURED_CLAIMS)
         ax_s.axvspan(len(measured) - 0.25, len(measured) + len(claim_only), color="0.93", zorder=0)
@@ -288,7 +289,7 @@ def _environments(records: list[Record]) -> list[dict]:
         by_setup.setdefault(setup_label(r), []).append(r)
     rows = []
     for setup, group in sorted(by_setup.items()):
-        def values(key: str) -> str:
+        def values(key: str, group: list[Record] = group) -> str:
             seen = dict.fromkeys(str(r.provenance[key]) for r in group if r.provenance.get(key) is not None)
             return ", ".join(seen) or "n/a"
 
@@ -354,7 +355,7 @@ def _write(path: Path, text: str) -> None:
 
 def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Path, store_root: Path,
            program_models: set[str], choices: Iterable[tuple[str, BandwidthChoice]] = (),
-           timeline: tuple[TimelinePair | None, str] = (None, "no run pair chosen")) -> dict[str, Path]:
+           timeline: tuple[TimelinePair | None, str] = (None, "no run pair chosen")) -> dict[str, Any]:
     """Plots, report.md, report.html and report.json. ``choices``: (sweep id, its bandwidth choice) of the
     store's sweeps; ``timeline``: the run pair to draw (timeline.pick_pair) and the sentence on the choice."""
     started = time.monotonic()
@@ -365,7 +366,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     failed = analysis.runs[~analysis.runs["ok"]] if not analysis.runs.empty else analysis.runs
     pair, note = timeline
     drawn: TimelinePlot | None = plot_pair(pair, out_dir / "plots") if pair is not None else None
-    timeline_info = None if pair is None else {**pair.to_dict(), "views": [view_summary(v) for v in drawn.views]}
+    timeline_info = None if pair is None or drawn is None else {**pair.to_dict(), "views": [view_summary(v) for v in drawn.views]}
     chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
     context = {
         "study": study, "generated": generated, "store": str(store_root),
@@ -385,7 +386,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
         "num_runs": len(analysis.runs), "num_ok": int(analysis.runs["ok"].sum()) if len(analysis.runs) else 0,
     }
-    common = {"loader": jinja2.FileSystemLoader(TEMPLATES), "undefined": jinja2.StrictUndefined,
+    common: dict[str, Any] = {"loader": jinja2.FileSystemLoader(TEMPLATES), "undefined": jinja2.StrictUndefined,
               "trim_blocks": True, "lstrip_blocks": True}
     md, html, data = out_dir / "report.md", out_dir / "report.html", out_dir / "report.json"
     _write(md, jinja2.Environment(autoescape=False, finalize=_md, **common).get_template("report.md.j2").render(**context))
@@ -396,7 +397,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
 
 
 def write_report(study: Study, store: Store, program_models: set[str], out_dir: Path,
-                 console: TextIO = sys.stdout, timeline_config: tuple[str, str] | None = None) -> dict[str, Path]:
+                 console: TextIO = sys.stdout, timeline_config: tuple[str, str] | None = None) -> dict[str, Any]:  # the paths written, and "seconds"
     """`ck report study:NAME`: analyse every stored and imported run, render the reports, say what they hold.
 
     ``timeline_config`` (model, bandwidth): the configuration whose timelines are drawn; by default the

@@ -92,7 +92,8 @@ class GuardedRun:
     def stop(self, reason: str) -> None:
         self.stop_reason = self.stop_reason or reason
         try:
-            self.proc.stdin.close()  # the guard's watchdog sees EOF and tears the session down
+            if self.proc.stdin is not None:  # always: it is a pipe
+                self.proc.stdin.close()  # the guard's watchdog sees EOF and tears the session down
         except (OSError, ValueError):
             pass
 
@@ -136,7 +137,8 @@ def run_once(command: list[str], run_dir: Path, timeout_s: float, on_start=None)
                           ended, code)
     typed = _typed(result)
     if (typed is not None and typed.interrupted) or (code is not None and code < 0):
-        reason = (typed and typed.failure_reason) or f"its guard was killed by signal {-code}"
+        reason = ((typed and typed.failure_reason)
+                  or (f"its guard was killed by signal {-code}" if code is not None else "no reason recorded"))
         return RunOutcome(RunStatus.INTERRUPTED, f"interrupted: {reason}", result, started, ended, code)
     if typed is not None and typed.run_success:
         return RunOutcome(RunStatus.OK, None, result, started, ended, code)
@@ -153,7 +155,7 @@ def _tail(log: Path, lines: int = 3) -> str:
         text = log.read_text(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    wanted = [l for l in text if l.startswith(("p3: error:", "p3: FAILED:", "CK error:"))]
+    wanted = [line for line in text if line.startswith(("p3: error:", "p3: FAILED:", "CK error:"))]
     return CONTROL.sub("", " | ".join((wanted or text)[-lines:])[:500])  # the record schema refuses terminal escapes
 
 
@@ -207,7 +209,7 @@ def run_provenance(run_dir: Path, command: list[str], outcome: RunOutcome, env: 
         "mxnet_version": engine_name.split("-")[1] if engine_name.startswith("mxnet-") else None,
         "engine_env_uid": engine.get("env_uid"),
         "engine_python": engine.get("python"),
-        "hosts": plan.get("hosts") or (outcome.run_result.hosts if outcome.result is not None else None),
+        "hosts": plan.get("hosts") or (run_result.hosts if (run_result := outcome.run_result) is not None else None),
         "role_plan": [{k: r.get(k) for k in ("kind", "index", "host")} for r in plan.get("roles", [])] or None,
         "env_overrides": env,
         "started_at": _iso(outcome.started_at),

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from reprokit.values import shown  # a value as a message quotes it: repr, clipped
 
@@ -49,7 +50,7 @@ class Name(Spec):
     max_len: int = 128
     allow_empty: bool = False
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if value == "" and self.allow_empty:
             return
         if not isinstance(value, str) or len(value) > self.max_len or not PLAIN_NAME.match(value):
@@ -59,7 +60,7 @@ class Name(Spec):
 
 @dataclass(frozen=True)
 class Host(Spec):
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, str) or len(value) > 253 or not HOST_NAME.match(value):
             raise Invalid(where, f"must be a host name or address, got {shown(value)}")
 
@@ -68,7 +69,7 @@ class Host(Spec):
 class Hex(Spec):
     length: int
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, str) or len(value) != self.length or not HEX.match(value):
             raise Invalid(where, f"must be {self.length} lowercase hex digits, got {shown(value)}")
 
@@ -79,7 +80,7 @@ class Text(Spec):
     (a terminal escape in a record would act on the terminal of whoever prints the Markdown report)."""
     max_len: int = 4000
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, str):
             raise Invalid(where, f"must be text, got {shown(value)}")
         if len(value) > self.max_len:
@@ -93,7 +94,7 @@ class Int(Spec):
     low: int
     high: int
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise Invalid(where, f"must be a whole number, got {shown(value)}")
         if not self.low <= value <= self.high:
@@ -105,7 +106,7 @@ class Number(Spec):
     low: float
     high: float
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise Invalid(where, f"must be a finite number, got {shown(value)}")
         if not self.low <= value <= self.high:
@@ -114,7 +115,7 @@ class Number(Spec):
 
 @dataclass(frozen=True)
 class Bool(Spec):
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, bool):
             raise Invalid(where, f"must be true or false, got {shown(value)}")
 
@@ -123,7 +124,7 @@ class Bool(Spec):
 class OneOf(Spec):
     values: tuple
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if isinstance(value, bool) or value not in self.values:
             raise Invalid(where, f"must be one of {', '.join(map(str, self.values))}; got {shown(value)}")
 
@@ -132,7 +133,7 @@ class OneOf(Spec):
 class Optional(Spec):
     spec: Spec
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if value is not None:
             self.spec.check(value, where)
 
@@ -144,7 +145,7 @@ class Where(Spec):
     test: Callable[[Any], bool]
     expected: str
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         self.spec.check(value, where)
         if not self.test(value):
             raise Invalid(where, f"must be {self.expected}, got {shown(value)}")
@@ -156,7 +157,7 @@ class ListOf(Spec):
     max_items: int = 1000
     min_items: int = 0
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, list):
             raise Invalid(where, f"must be a list, got {shown(value)}")
         if not self.min_items <= len(value) <= self.max_items:
@@ -172,7 +173,7 @@ class Json(Spec):
     max_items: int = 10000
     max_text: int = 100_000
 
-    def check(self, value, where, _depth: int = 0):
+    def check(self, value: Any, where: str, _depth: int = 0) -> None:
         if value is None or isinstance(value, bool):
             return
         if isinstance(value, (int, float)):
@@ -204,7 +205,7 @@ class Obj(Spec):
     extra: Spec | None = None
     max_extra: int = 1000
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, dict):
             raise Invalid(where, f"must be an object, got {shown(value)}")
         for key, spec in self.required.items():
@@ -222,7 +223,8 @@ class Obj(Spec):
             raise Invalid(where, f"holds more than {self.max_extra} extra keys")
         for key in unknown:
             Text(200).check(key, f"{where} key")
-            self.extra.check(value[key], _at(where, key))
+            if self.extra is not None:  # always: unknown keys without it were refused above
+                self.extra.check(value[key], _at(where, key))
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ class MapOf(Spec):
     value: Spec
     max_items: int = 100_000
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> None:
         if not isinstance(value, dict):
             raise Invalid(where, f"must be an object, got {shown(value)}")
         if len(value) > self.max_items:

@@ -38,7 +38,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
@@ -76,7 +79,7 @@ def store_dir(given: str, local_repo: str, study_name: str) -> Path:
     return Path(given).expanduser().resolve() if given else default_store(local_repo, study_name)
 
 
-def typed_result(data: Mapping) -> Result:
+def typed_result(data: Mapping[str, Any]) -> Result:
     """A unified result (p3-result.json, or a record's ``result``) as reprokit.run.result.Result: keys it does
     not know are left out, and one without run_success (RESULT_SCHEMA allows that) reads as not successful."""
     return Result.from_dict({"run_success": False, **data})
@@ -125,12 +128,15 @@ def _json_files(folder: Path) -> list[Path]:
 
 # --- the documents -------------------------------------------------------------------------------
 
-def _check_format(data: Mapping, expected: str, what: str) -> None:
+def _check_format(data: Mapping[str, Any], expected: str, what: str) -> None:
     if data.get("format") != expected:
         raise UserError(f"{what} has format {shown(data.get('format'))}, not {expected}")
 
 
-def _parse(cls: type, data: Any, what: str, parse) -> Any:
+_T = TypeVar("_T")
+
+
+def _parse(cls: type, data: Any, what: str, parse: Callable[[Mapping[str, Any]], _T]) -> _T:
     """``parse(data)``, with a missing key or a wrong type as one UserError naming ``what``."""
     if not isinstance(data, Mapping):
         raise UserError(f"{what} is not a JSON object")
@@ -209,11 +215,11 @@ class Origin:
     host: str
     study: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "study": self.study}
 
     @classmethod
-    def from_dict(cls, data: Any, what: str = "an origin") -> "Origin":
+    def from_dict(cls, data: Any, what: str = "an origin") -> Origin:
         try:
             ORIGIN_SCHEMA.check(data, "")
         except s.Invalid as exc:
@@ -236,13 +242,13 @@ class RecordConfig:
     def run(self) -> RunConfig:
         return RunConfig(self.model, self.variant, self.bandwidth, self.repetition, self.engine)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "variant": self.variant, "bandwidth": self.bandwidth,
                 "repetition": self.repetition, "profile": self.profile, "target": self.target.to_dict(),
                 "engine": self.engine}
 
     @classmethod
-    def from_dict(cls, data: Mapping, engine_name: object = None) -> "RecordConfig":
+    def from_dict(cls, data: Mapping[str, Any], engine_name: object = None) -> RecordConfig:
         """``engine_name``: the engine the run's provenance names, the kind of a record stored before configs
         had one (a sweep then took the authors' build whenever one was registered); absent: embedded."""
         engine = str(data["engine"]) if "engine" in data else engine_kind(str(engine_name or ""))
@@ -263,8 +269,8 @@ class Record:
     config: RecordConfig
     status: RunStatus  # ok or failed: an interrupted run is not stored
     failure_reason: str | None
-    result: dict | None  # the run's unified result (p3-result.json) as it left it; None if it wrote none
-    provenance: dict = field(default_factory=dict)  # runner.environment() + runner.run_provenance() + bandwidth, target
+    result: dict[str, Any] | None  # the run's unified result (p3-result.json) as it left it; None if it wrote none
+    provenance: dict[str, Any] = field(default_factory=dict)  # runner.environment() + runner.run_provenance() + bandwidth, target
     run_folder: str | None = None  # the attempt folder, relative to the store's root
     imported_from: str | None = None  # the bundle it was imported with; not stored: the folder it is read from
 
@@ -285,7 +291,7 @@ class Record:
         """Which run this is, wherever it was read from: export and re-export keep it."""
         return f"{self.origin.id}/{self.record_id}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The stored document (without imported_from, which is where it was read from)."""
         return {"format": RECORD_FORMAT, "record_id": self.record_id, "study": self.study, "sweep_id": self.sweep_id,
                 "origin": self.origin.to_dict(), "config": self.config.to_dict(), "status": self.status.value,
@@ -293,7 +299,7 @@ class Record:
                 "run_folder": self.run_folder}
 
     @classmethod
-    def from_dict(cls, data: Any, what: str = "a run record", imported_from: str | None = None) -> "Record":
+    def from_dict(cls, data: Any, what: str = "a run record", imported_from: str | None = None) -> Record:
         """The record in ``data``, checked in full (check_record); UserError naming ``what`` and the field."""
         if isinstance(data, Mapping) and "format" in data:
             _check_format(data, RECORD_FORMAT, what)
@@ -323,7 +329,7 @@ class Sweep:
     profile: str
     env: dict[str, str]  # run settings of every run (matrix env, then the user's --env.*)
     quick: bool
-    options: dict  # the options given to the ck command, as given
+    options: dict[str, Any]  # the options given to the ck command, as given
     origin: Origin
     restore_rate: str | None  # the rate a testbed's links had before the sweep, restored after it
     choices: tuple[BandwidthChoice, ...] = ()  # per model: bandwidths chosen from a baseline probe (choice.py)
@@ -341,7 +347,7 @@ class Sweep:
         return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions,
                          per_model={c.model: c.bandwidths for c in self.choices}, engines=self.engines)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"format": SWEEP_FORMAT, "sweep_id": self.sweep_id, "study": self.study, "created": self.created,
                 "target": self.target.to_dict(), "models": list(self.models), "variants": list(self.variants),
                 "bandwidths": list(self.bandwidths), "repetitions": self.repetitions, "profile": self.profile,
@@ -352,8 +358,8 @@ class Sweep:
                 "forecast": None if self.forecast is None else self.forecast.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: Any, what: str = "a sweep plan") -> "Sweep":
-        def parse(d: Mapping) -> Sweep:
+    def from_dict(cls, data: Any, what: str = "a sweep plan") -> Sweep:
+        def parse(d: Mapping[str, Any]) -> Sweep:
             _check_format(d, SWEEP_FORMAT, what)
             return cls(sweep_id=str(d["sweep_id"]), study=str(d["study"]), created=str(d["created"]),
                        target=Target.from_dict(d["target"]), models=tuple(d["models"]), variants=tuple(d["variants"]),
@@ -398,7 +404,7 @@ class Store:
     def imported_dir(self) -> Path:
         return self.root / "imported"
 
-    def signing_key(self):
+    def signing_key(self) -> Ed25519PrivateKey:
         """The store's Ed25519 key (identity.py), made on first use; never exported."""
         return identity.load_or_create_key(self.root / identity.KEY_FILE)
 
@@ -465,7 +471,7 @@ class Store:
     def imported_record_files(self, left_out: list[str] | None = None) -> list[tuple[Path, Record]]:
         """Every imported record with its file. A bundle with an unreadable record (imported by a version that
         did not check records) raises, or, given ``left_out``, is left out whole and named there with the fix."""
-        out = []
+        out: list[tuple[Path, Record]] = []
         bundles = sorted(d for d in self.imported_dir.iterdir() if d.is_dir() and not d.name.startswith(".")) \
             if self.imported_dir.is_dir() else []
         for bundle in bundles:

@@ -32,7 +32,8 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Collection, Mapping, TextIO
+from typing import TextIO
+from collections.abc import Callable, Collection, Mapping
 
 from reprokit.engines.choice import EMBEDDED, engine_kind
 from reprokit.run import settings as run_settings
@@ -173,8 +174,10 @@ def open_sweep(options: Mapping, study: Study, store: Store, program_models: set
     machine = machine_config(name) if name else None
     target = make_target(name, machine, options.get("link_capacity") or None)
     request = sweep_request(options, study, target, program_models, console, artifact_builds)
-    restore = testbed_of(machine).get("rate") if target.kind == "testbed" else None
-    sweep_id, choices = new_sweep_id(), ()
+    state = testbed_of(machine) if target.kind == "testbed" else None
+    restore = state.get("rate") if state is not None else None
+    sweep_id = new_sweep_id()
+    choices: tuple[BandwidthChoice, ...] = ()
     if request.ratios:
         if probe is None:
             check_can_shape(target)
@@ -204,7 +207,7 @@ class _Stop:
         self.current: study_runner.GuardedRun | None = None
         self._previous: dict = {}
 
-    def __enter__(self) -> "_Stop":
+    def __enter__(self) -> _Stop:
         def handler(signum, _frame):
             self.reason = self.reason or f"stopped by {signal.Signals(signum).name}"
             if self.current is not None:

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 from reprokit.cluster.testbed import testbed_of
 from reprokit.errors import UserError
-from reprokit.study.rates import NATIVE, rate_bps, same_rate
+from reprokit.study.rates import NATIVE, rate_bps, same_rate, shaped_bps
 
 if TYPE_CHECKING:  # claims.py imports the store, which imports this module
     from reprokit.study.claims import Matrix
@@ -30,7 +31,7 @@ class Target:
         return {**asdict(self), "hosts": list(self.hosts), "label": self.label}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Target":
+    def from_dict(cls, data: Mapping) -> Target:
         """The target as to_dict wrote it (its label is derived from the name again)."""
         return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
                    shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),
@@ -65,7 +66,7 @@ def make_target(name: str, cluster_config: object, link_capacity: str | None) ->
 def sweep_bandwidths(target: Target, requested: Iterable[str] | None, matrix: Matrix) -> tuple[str, ...]:
     """The bandwidths a sweep runs at on this target; explicit requests it cannot honour are refused."""
     explicit = requested is not None
-    rates = tuple(requested) if explicit else matrix.bandwidths
+    rates = tuple(requested) if requested is not None else matrix.bandwidths
     for rate in rates:
         rate_bps(rate)
     if not target.shaping:
@@ -76,8 +77,8 @@ def sweep_bandwidths(target: Target, requested: Iterable[str] | None, matrix: Ma
                             f"or use a testbed: ck testbed cluster:NAME --hosts=4")
         return (target.link_capacity or NATIVE,)
     if target.link_capacity:
-        cap = rate_bps(target.link_capacity)
-        too_fast = [r for r in rates if r != NATIVE and rate_bps(r) > cap]
+        cap = shaped_bps(target.link_capacity)
+        too_fast = [r for r in rates if r != NATIVE and shaped_bps(r) > cap]
         if explicit and too_fast:
             raise UserError(f"{', '.join(too_fast)} exceed(s) the links of {target.name} ({target.link_capacity}); "
                             f"choose --bandwidths at or below it")

@@ -25,7 +25,7 @@ import base64
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -132,8 +132,8 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
     return IterationView(
         label=label, iteration=k, iterations=len(complete), layers=tuple(layers),
         compute=(sec(span[0]), sec(span[1])) if span else None,
-        comm_wait_s=timeline.union_length((l.forward_reached, l.weights_in_place) for l in layers),
-        comm_s=max(l.weights_in_place for l in layers) - min(l.comm_start for l in layers))
+        comm_wait_s=timeline.union_length((layer.forward_reached, layer.weights_in_place) for layer in layers),
+        comm_s=max(layer.weights_in_place for layer in layers) - min(layer.comm_start for layer in layers))
 
 
 # --- which run pair ------------------------------------------------------------------------------
@@ -193,14 +193,14 @@ def pick_pair(speedups: pd.DataFrame, records: list[Record], traces, wanted: tup
                             f"choose --timeline_config from: {', '.join(have) or 'none (no run recorded one)'}")
         return None, (f"no configuration has timelines for both {versus} and {variant}: a quick sweep on a testbed "
                       f"records them on one repetition, other sweeps with --env.TIMELINE=1")
-    row, (base, base_trace), (ours, our_trace) = candidates[0]
+    row, (base, base_trace), (p3_run, p3_trace) = candidates[0]
     chosen = (f"chosen with --timeline_config={wanted[0]},{wanted[1]}" if wanted is not None else
               f"the configuration with the highest speedup whose runs of both variants have timelines "
               f"({len(candidates)} such configuration(s))")
     ratio = row["comm_to_compute"]
     return TimelinePair(setup=row["setup"], profile=row["profile"], model=row["model"], bandwidth=row["bandwidth"],
                         speedup=float(row["speedup"]), comm_to_compute=None if pd.isna(ratio) else float(ratio),
-                        baseline=base, p3=ours, baseline_trace=base_trace, p3_trace=our_trace, chosen=chosen), chosen
+                        baseline=base, p3=p3_run, baseline_trace=base_trace, p3_trace=p3_trace, chosen=chosen), chosen
 
 
 # --- the picture ---------------------------------------------------------------------------------
@@ -232,20 +232,23 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
     views = (base, ours)
     height = max(4.0, min(14.0, 0.09 * max(len(v.layers) for v in views) + 2.5))
     fig, axes = plt.subplots(1, 2, figsize=(13, height), sharey=True)
-    right = max(max(l.weights_in_place for l in v.layers) for v in views)
+    right = max(max(layer.weights_in_place for layer in v.layers) for v in views)
     right = max([right] + [v.compute[1] for v in views if v.compute]) * 1.03
     for ax, view in zip(axes, views):
-        ys = [l.layer for l in view.layers]
+        ys = [layer.layer for layer in view.layers]
         if view.compute:
             ax.axvspan(*view.compute, color="0.92", zorder=0)
-        ax.barh(ys, [l.weights_in_place - l.comm_start for l in view.layers], left=[l.comm_start for l in view.layers],
+        ax.barh(ys, [layer.weights_in_place - layer.comm_start for layer in view.layers],
+                left=[layer.comm_start for layer in view.layers],
                 height=0.8, color="tab:blue", alpha=0.8)
-        waits = [l for l in view.layers if l.wait > 0]
-        ax.barh([l.layer for l in waits], [l.wait for l in waits], left=[l.forward_reached for l in waits],
+        waits = [layer for layer in view.layers if layer.wait > 0]
+        ax.barh([layer.layer for layer in waits], [layer.wait for layer in waits],
+                left=[layer.forward_reached for layer in waits],
                 height=0.35, color="tab:red")
-        ax.plot([l.forward_reached for l in view.layers], ys, "|", color="black", markersize=5)
-        ready = [l for l in view.layers if l.gradient_ready is not None]
-        ax.plot([l.gradient_ready for l in ready], [l.layer for l in ready], ".", color="tab:green", markersize=4)
+        ax.plot([layer.forward_reached for layer in view.layers], ys, "|", color="black", markersize=5)
+        ready = [layer for layer in view.layers if layer.gradient_ready is not None]
+        ax.plot([layer.gradient_ready for layer in ready], [layer.layer for layer in ready], ".", color="tab:green",
+                markersize=4)
         ax.set_xlim(0, right)
         ax.set_xlabel("seconds from the iteration's first gradient ready")
         ax.set_title(plain(f"{view.label}: iteration {view.iteration} of {view.iterations}; forward waited "
@@ -280,4 +283,4 @@ def view_summary(view: IterationView) -> dict:
     return {"label": view.label, "iteration": view.iteration, "iterations": view.iterations,
             "layers": len(view.layers), "comm_wait_s": view.comm_wait_s, "comm_s": view.comm_s,
             "compute_s": (view.compute[1] - view.compute[0]) if view.compute else None,
-            "layers_waited_for": sum(1 for l in view.layers if l.wait > 0)}
+            "layers_waited_for": sum(1 for layer in view.layers if layer.wait > 0)}

@@ -40,13 +40,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
 from reprokit.study.claims import MIN_RUNS, Claim, Study, Tolerance
-from reprokit.study.rates import rate_bps, same_rate
+from reprokit.study.rates import same_rate, shaped_bps
 from reprokit.study.speedup import ENGINE_NAMES, WORKER_UPDATE, claim_pairs, speedups
 
 
@@ -118,7 +118,7 @@ class ClaimVerdict:
 RATIO_MATCH = 1.25  # a testbed bandwidth stands for the paper's setting when its ratio is within this factor
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
 
 
@@ -149,7 +149,7 @@ def buildable(claim: Claim, setup: Setup, program_models: set[str]) -> str | Non
             if not same_rate(setup.link_capacity, claim.bandwidth):
                 return (f"the claim is at {claim.bandwidth}; this target's links run at native bandwidth "
                         f"({setup.link_capacity or 'not given'}) and are not shaped from here")
-        elif setup.link_capacity and rate_bps(claim.bandwidth) > rate_bps(setup.link_capacity):
+        elif setup.link_capacity and shaped_bps(claim.bandwidth) > shaped_bps(setup.link_capacity):
             return f"{claim.bandwidth} exceeds this target's links ({setup.link_capacity})"
     return cpu_testbed
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES, epoch_batches
 from reprokit.data.recordio import record_heads

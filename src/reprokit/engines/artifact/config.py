@@ -12,7 +12,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from reprokit.engines.base import ARTIFACT
 from reprokit.engines.registry import builds
@@ -50,9 +50,10 @@ def detect_cuda(env: Mapping[str, str], which: Callable[[str], str | None] = shu
         # nvcc on PATH may be a wrapper script (/usr/local/bin/nvcc): only a folder with the headers counts.
         candidates = [Path(nvcc).resolve().parent.parent] if nvcc else []
         candidates += [Path(p) for p in (env.get("CUDA_HOME", ""), "/usr/local/cuda") if p]
-        root = next((c for c in candidates if _is_toolkit(c)), None)
-        if root is None:
+        found = next((c for c in candidates if _is_toolkit(c)), None)
+        if found is None:
             return None
+        root = found
     cudnn = any((d / "cudnn.h").exists() for d in (root / "include", Path("/usr/include")))
     return Cuda(path=str(root), cudnn=cudnn)
 
@@ -154,11 +155,11 @@ def patches_of(env: Mapping[str, str]) -> list[Path]:
     package = str(env.get("ORIGINAL_PACKAGE_DIR", "")).strip()
     source = str(env.get("ARTIFACT_PATCHES_FROM", "")).strip()
     if given:
-        folder: Path | None = Path(given).expanduser()
-        if not folder.is_dir():
+        given_folder = Path(given).expanduser()
+        if not given_folder.is_dir():
             raise UserError(f"ARTIFACT_PATCH_DIR={given} is not a folder; give the folder holding the *.patch files, "
                             f"or leave it empty for the package's own patches")
-        return sorted(folder.glob("*.patch"))  # another folder's patches: all of them
+        return sorted(given_folder.glob("*.patch"))  # another folder's patches: all of them
     if not package:
         return []
     folder = (Path(package).parent / source if source else Path(package)) / PATCHES_DIR

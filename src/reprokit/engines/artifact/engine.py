@@ -55,11 +55,11 @@ class ArtifactBuild:
 
 @register_engine("p3")
 class P3Fork(ArtifactBuild):
-    variants = (Variant.P3,)
+    variants: tuple[Variant, ...] = (Variant.P3,)
     install_hint = P3_PACKAGES_HINT
 
 
 @register_engine("baseline")
 class BaselineBuild(ArtifactBuild):
-    variants = (Variant.BASELINE,)
+    variants: tuple[Variant, ...] = (Variant.BASELINE,)
     install_hint = BASELINE_PACKAGE_HINT

@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from reprokit.data.fetch import download, extract_zip
 from reprokit.engines.artifact.config import (GitSource, InstallRequest, ZipSource, build_env, make_args,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar, Mapping
+from typing import ClassVar
+from collections.abc import Mapping
 
 from reprokit.engines.base import ARTIFACT
 from reprokit.engines.registry import builds
@@ -100,7 +101,7 @@ class ArtifactEnv:
                                       "installed_at": "_INSTALLED_AT"}
 
     @classmethod
-    def of(cls, installed: InstalledArtifact) -> "ArtifactEnv":
+    def of(cls, installed: InstalledArtifact) -> ArtifactEnv:
         m = installed.manifest
         return cls(tree=str(installed.tree), python=str(installed.python), build=m.build, commit=m.commit,
                    cuda=bool(m.cuda), lib=str(installed.tree / "lib"), manifest=str(installed.root / MANIFEST),
@@ -111,8 +112,9 @@ class ArtifactEnv:
         return {f"{ENV_PREFIX}{suffix}": values[name] for name, suffix in self.KEYS.items()}
 
     @classmethod
-    def from_env(cls, variables: Mapping[str, str]) -> "ArtifactEnv":
+    def from_env(cls, variables: Mapping[str, str]) -> ArtifactEnv:
         """What an env entry registered (a key it lacks reads as empty)."""
         values = {name: str(variables.get(f"{ENV_PREFIX}{suffix}", "")) for name, suffix in cls.KEYS.items()}
-        return cls(**{**values, "cuda": values["cuda"] == "1"})
+        cuda = values.pop("cuda") == "1"
+        return cls(**values, cuda=cuda)
 
