@@ -110,7 +110,7 @@ def test_yaml_description_is_converted_checked_and_registered(ck, tmp_path):
 @pytest.mark.fault("settings")
 @pytest.mark.parametrize("text,names", [
     ("hosts: [node1\n", ("cluster.yaml is not valid YAML at line 2",)),
-    ("hostlist: n[1-\nuser: $(id)\n", ("user '$(id)' has characters that are not allowed",)),
+    ("hostlist: n[1-\nuser: $(id)\n", ("user must be a user name", "got '$(id)'")),
     ("", ("cluster.yaml is empty",)),
 ])
 def test_bad_yaml_description_is_one_line_and_writes_nothing(ck, tmp_path, text, names):

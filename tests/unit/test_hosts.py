@@ -27,16 +27,16 @@ def test_rich_format_with_options():
     ({"hosts": []}, "hosts.json: the list of hosts is empty"),
     ("a", "hosts.json: expected a JSON list of hosts"),
     (["a", "b", "a"], "hosts.json: host #3 (a) duplicates host #1"),
-    (["a:99999"], "hosts.json: host #1: port '99999' is not a number from 1 to 65535"),
-    (["a:x"], "hosts.json: host #1: port 'x' is not a number"),
-    ([{"host": "a", "port": 0}], "hosts.json: host #1: port 0 is not a number from 1 to 65535"),
-    ([{"host": "a", "pasword": "x"}], "hosts.json: host #1: unknown key(s) 'pasword'; allowed:"),
-    ({"hosts": ["a"], "timeout": 3}, "hosts.json: unknown key(s) 'timeout'"),
-    ([{"port": 22}], "hosts.json: host #1: missing the 'host' key"),
+    (["a:99999"], "hosts.json: host #1.port must be a port number from 1 to 65535, got '99999'"),
+    (["a:x"], "hosts.json: host #1.port must be a port number from 1 to 65535, got 'x'"),
+    ([{"host": "a", "port": 0}], "hosts.json: host #1.port must be a port number from 1 to 65535, got 0"),
+    ([{"host": "a", "pasword": "x"}], "hosts.json: host #1 has unknown key(s) 'pasword'; known:"),
+    ({"hosts": ["a"], "timeout": 3}, "hosts.json has unknown key(s) 'timeout'"),
+    ([{"port": 22}], "hosts.json: host #1 has no 'host'"),
     ([42], "hosts.json: host #1: expected a host name or an object, got int"),
-    (["a;rm -rf /"], "hosts.json: host #1: host 'a;rm -rf /' is not a host name"),
-    ([{"host": "a", "user": "$(id)"}], "hosts.json: host #1: user '$(id)' has characters that are not allowed"),
-    ([{"host": "a", "workers": -1}], "hosts.json: host #1: workers must be a whole number from 0 to 100000, got -1"),
+    (["a;rm -rf /"], "hosts.json: host #1.host must be a host name or address, got 'a;rm -rf /'"),
+    ([{"host": "a", "user": "$(id)"}], "hosts.json: host #1.user must be a user name (letters, digits, '.', '_', '-'), got '$(id)'"),
+    ([{"host": "a", "workers": -1}], "hosts.json: host #1.workers must be from 0 to 100000, got -1"),
     ({"hosts": ["a"], "accept_new_host_keys": "yes"}, "accept_new_host_keys must be true or false"),
 ])
 def test_malformed_configs_are_refused_saying_what_and_where(data, message):
@@ -112,12 +112,12 @@ def test_expanded_allocation_round_trips_as_a_plain_description(tmp_path):
     ({"hostlist": "n[1-999999999]"}, {}, "hostlist 'n[1-999999999]' is not a Slurm hostlist expression"),
     ({"hostlist": "a;rm -rf ~"}, {}, "hostlist 'a;rm -rf ~' gives 'a;rm -rf ~', which is not a host name"),
     ({"hostlist": ""}, {}, "hosts.json: hostlist must be a non-empty string"),
-    ({"hostlist": ["a"]}, {}, "hosts.json: hostlist must be a non-empty string, got ['a']"),
+    ({"hostlist": ["a"]}, {}, "hosts.json: hostlist must be text, got ['a']"),
     ({"hostlist": "a", "hosts": ["b"]}, {}, "give one of 'hosts', 'nodefile' and 'hostlist', not both 'hosts' and"),
     ({"hostlist": "a", "nodefile": "/x"}, {}, "not both 'nodefile' and 'hostlist'"),
-    ({"hostlist": "a", "host": "b"}, {}, "hosts.json: unknown key(s) 'host'"),
-    ({"hostlist": "a", "user": "$(id)"}, {}, "hosts.json: hostlist: host #1: user '$(id)' has characters"),
-    ({"user": "me"}, {}, "hosts.json: unknown key(s) 'user'"),
+    ({"hostlist": "a", "host": "b"}, {}, "hosts.json has unknown key(s) 'host'"),
+    ({"hostlist": "a", "user": "$(id)"}, {}, "hosts.json: hostlist: host #1.user must be a user name"),
+    ({"user": "me"}, {}, "hosts.json has unknown key(s) 'user'"),
 ])
 def test_bad_allocations_are_one_clear_line(data, environ, message):
     with pytest.raises(UserError) as err:
@@ -165,7 +165,7 @@ def test_yaml_description_has_the_same_keys(tmp_path):
 @pytest.mark.parametrize("text,message", [
     ("hosts: [node1\n", "cluster.yaml is not valid YAML at line 2, column 1"),
     ("", "cluster.yaml is empty"),
-    ("hosts:\n  - host: node1\n    pasword: x\n", "host #1: unknown key(s) 'pasword'"),
+    ("hosts:\n  - host: node1\n    pasword: x\n", "host #1 has unknown key(s) 'pasword'"),
     ("- !!python/object/apply:os.system ['touch /tmp/x']\n", "is not valid YAML"),  # safe_load: no objects
 ])
 def test_bad_yaml_descriptions_are_one_clear_line(tmp_path, text, message):
@@ -178,9 +178,9 @@ def test_bad_yaml_descriptions_are_one_clear_line(tmp_path, text, message):
 
 def test_check_description_leaves_allocations_unexpanded_but_checks_the_rest():
     check_description({"nodefile": "$OAR_NODEFILE", "user": "me"}, "cluster.yaml")  # no allocation exists here
-    with pytest.raises(UserError, match="cluster.yaml: nodefile: host #1: user '\\$\\(id\\)' has characters"):
+    with pytest.raises(UserError, match="cluster.yaml: nodefile: host #1.user must be a user name"):
         check_description({"nodefile": "$OAR_NODEFILE", "user": "$(id)"}, "cluster.yaml")
-    with pytest.raises(UserError, match="cluster.yaml: unknown key\\(s\\) 'nodes'"):
+    with pytest.raises(UserError, match="cluster.yaml has unknown key\\(s\\) 'nodes'"):
         check_description({"nodefile": "$OAR_NODEFILE", "nodes": 3}, "cluster.yaml")
     with pytest.raises(UserError, match="host #2 \\(a\\) duplicates host #1"):
         check_description(["a", "a"], "cluster.yaml")

@@ -250,14 +250,14 @@ def test_study_entry_is_data_and_malformed_entries_are_refused_in_one_line():
     assert s.matrix.models == ("resnet", "inception-v3", "vgg", "sockeye")
     bad = json.loads(json.dumps(STUDY_META))
     del bad["tolerance"]["speedup"]
-    with pytest.raises(UserError, match="'speedup' is missing"):
+    with pytest.raises(UserError, match="study:x.tolerance has no 'speedup'; fix the study entry's meta"):
         studies.from_meta("x", bad)
     bad = json.loads(json.dumps(STUDY_META))
     bad["claims"][0]["bandwidth"] = "fast"
     with pytest.raises(UserError, match="not a rate"):
         studies.from_meta("x", bad)
-    for key, value, message in (("budget_minutes", "half an hour", "'budget_minutes' must be a positive number"),
-                                ("run_seconds", {"vgg": -1}, "'run_seconds' must map each model to the seconds")):
+    for key, value, message in (("budget_minutes", "half an hour", "quick.budget_minutes must be a finite number, got 'half an hour'"),
+                                ("run_seconds", {"vgg": -1}, "quick.run_seconds must be an object mapping each model to a positive number")):
         bad = json.loads(json.dumps(STUDY_META))
         bad["quick"][key] = value
         with pytest.raises(UserError, match=message):
@@ -306,7 +306,7 @@ def test_with_a_sourced_paper_ratio_a_bandwidth_claim_is_judged_where_the_testbe
     assert "the nearest measured here is 2.10 at 300mbit" in far.reason
     bad = json.loads(json.dumps(STUDY_META))
     bad["claims"][3]["paper_comm_to_compute"] = {"value": 2.0}
-    with pytest.raises(UserError, match="'paper_comm_to_compute' needs a positive 'value' and the 'source'"):
+    with pytest.raises(UserError, match="paper_comm_to_compute has no 'source'"):
         studies.from_meta("x", bad)
 
 

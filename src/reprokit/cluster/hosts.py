@@ -44,6 +44,8 @@ import yaml
 
 from reprokit.errors import UserError
 from reprokit.files import read_regular
+from reprokit import schema as s
+from reprokit.schema import HOST_NAME
 from reprokit.values import shown
 
 # NUM_WORKERS/NUM_SERVERS and hosts.json's per-host counts, whatever the hosts: 1000 nodes x 100 roles. It
@@ -61,7 +63,6 @@ _ENV_REFERENCE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<pl
 MAX_HOSTS = 4096  # listed or allocated: more is a mistake (a range typo, the wrong file), not a cluster
 MAX_NODEFILE_BYTES = 16 << 20  # a node file of 100,000 cores is about 4 MB
 # Host names, IPv4 addresses and ssh_config aliases; nothing a shell would interpret.
-_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _INTERFACE = re.compile(r"^[A-Za-z0-9._-]{1,15}$")
 _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
 
@@ -107,71 +108,41 @@ class ClusterConfig:
         return data
 
 
-def _port(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() \
-            or not 1 <= int(value) <= 65535:
-        raise UserError(f"{where}: port {shown(value)} is not a number from 1 to 65535")
-    return int(value)
-
-
-def _count(value: Any, where: str, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ROLES:
-        raise UserError(f"{where}: {key} must be a whole number from 0 to {MAX_ROLES}, got {shown(value)}")
+def _valid(spec: s.Spec, value: Any, where: str) -> Any:
+    """``value`` checked against ``spec`` (the one validation idiom, reprokit.schema); a refusal is one line."""
+    try:
+        spec.check(value, where)
+    except s.Invalid as exc:
+        raise UserError(str(exc)) from None
     return value
 
 
-def _text(value: Any, where: str, key: str, pattern: re.Pattern | None = None) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise UserError(f"{where}: {key} must be a non-empty string, got {shown(value)}")
-    if pattern is not None and not pattern.match(value):
-        raise UserError(f"{where}: {key} {shown(value)} has characters that are not allowed there")
-    return value
+def _port_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, str)) and str(value).isdigit() \
+        and 1 <= int(value) <= 65535
 
 
-def _host_name(value: Any, where: str) -> str:
-    name = _text(value, where, "host")
-    if not _HOST_NAME.match(name):
-        raise UserError(f"{where}: host {shown(name)} is not a host name, address or ssh_config alias")
-    return name
+NONEMPTY = s.Where(s.Text(4096), lambda v: bool(v.strip()), "a non-empty string")
+PORT = s.Where(s.Json(depth=0), _port_number, "a port number from 1 to 65535")
+ROLES = s.Int(0, MAX_ROLES)
+# One entry of the 'hosts' list, as an object ("name" and "name:port" strings become one first).
+HOST_ENTRY = s.Obj(required={"host": s.Host()}, optional={
+    "port": PORT, "user": s.Where(s.Text(32), lambda v: bool(_USER.match(v)), "a user name (letters, digits, "
+                                                                                 "'.', '_', '-')"),
+    "identity_file": NONEMPTY, "interface": s.Where(s.Text(15), lambda v: bool(_INTERFACE.match(v)),
+                                                    "a network interface name"),
+    "workers": ROLES, "servers": ROLES, "python": NONEMPTY, "proxy_command": NONEMPTY, "slots": s.Int(1, 1_000_000)})
+OPTIONS = {"ssh_config": NONEMPTY, "known_hosts": NONEMPTY, "accept_new_host_keys": s.Bool()}
 
 
-def _from_string(entry: str, where: str) -> HostSpec:
-    if entry.count(":") == 1:
-        name, port = entry.split(":")
-        return HostSpec(host=_host_name(name, where), port=_port(port, where))
-    return HostSpec(host=_host_name(entry, where))
-
-
-def _reject_unknown(keys: set, allowed: set, where: str) -> None:
-    unknown = sorted(keys - allowed, key=repr)  # by repr: keys of other types (a number) do not sort with names
-    if unknown:
-        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
-        raise UserError(f"{where}: unknown key(s) {', '.join(map(shown, unknown[:3]))}{more}; "
-                        f"allowed: {', '.join(sorted(allowed))}")
-
-
-def _from_object(entry: dict, where: str) -> HostSpec:
-    _reject_unknown(set(entry), HOST_KEYS, where)
-    if "host" not in entry:
-        raise UserError(f"{where}: missing the 'host' key")
-    return HostSpec(
-        host=_host_name(entry["host"], where),
-        port=_port(entry["port"], where) if "port" in entry else None,
-        user=_text(entry["user"], where, "user", _USER) if "user" in entry else None,
-        identity_file=_text(entry["identity_file"], where, "identity_file") if "identity_file" in entry else None,
-        interface=_text(entry["interface"], where, "interface", _INTERFACE) if "interface" in entry else None,
-        workers=_count(entry["workers"], where, "workers") if "workers" in entry else None,
-        servers=_count(entry["servers"], where, "servers") if "servers" in entry else None,
-        python=_text(entry["python"], where, "python") if "python" in entry else None,
-        proxy_command=_text(entry["proxy_command"], where, "proxy_command") if "proxy_command" in entry else None,
-        slots=_slots(entry["slots"], where) if "slots" in entry else None,
-    )
-
-
-def _slots(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{where}: slots must be a whole number >= 1, got {shown(value)}")
-    return value
+def _from_entry(entry: Any, where: str) -> HostSpec:
+    if isinstance(entry, str):
+        name, _, port = entry.partition(":") if entry.count(":") == 1 else (entry, "", "")
+        entry = {"host": name, **({"port": port} if port else {})}
+    if not isinstance(entry, dict):
+        raise UserError(f"{where}: expected a host name or an object, got {type(entry).__name__}")
+    _valid(HOST_ENTRY, entry, where)
+    return HostSpec(**{**entry, **({"port": int(entry["port"])} if "port" in entry else {})})
 
 
 def expand_references(value: str, key: str, source: str, environ: Mapping[str, str]) -> str:
@@ -206,7 +177,7 @@ def read_nodefile(path: str, source: str) -> list[tuple[str, int]]:
         name = line.strip()
         if not name:
             continue
-        if not _HOST_NAME.match(name):
+        if not HOST_NAME.match(name):
             raise UserError(f"{where}: line {number} {shown(name)} is not a host name or address")
         slots[name] = slots.get(name, 0) + 1
     if not slots:
@@ -226,7 +197,7 @@ def expand_hostlist(expression: str, source: str) -> list[str]:
     if not names:
         raise UserError(f"{source}: hostlist {shown(expression)} names no host; write it like node[01-04,07]")
     for name in names:
-        if not _HOST_NAME.match(name):
+        if not HOST_NAME.match(name):
             raise UserError(f"{source}: hostlist {shown(expression)} gives {shown(name)}, which is not a host name "
                             f"or address")
     return names
@@ -234,12 +205,13 @@ def expand_hostlist(expression: str, source: str) -> list[str]:
 
 def _allocation_key(data: dict, source: str) -> str:
     """Which allocation a description names ('nodefile' or 'hostlist'), its keys checked."""
-    _reject_unknown(set(data), TOP_KEYS | set(ALLOCATION_KEYS) | SHARED_HOST_KEYS, source)
+    known = TOP_KEYS | set(ALLOCATION_KEYS) | SHARED_HOST_KEYS
+    _valid(s.Obj(optional={k: s.Json() for k in sorted(known)}), data, source)
     given = [k for k in ("hosts", *ALLOCATION_KEYS) if k in data]
     if len(given) > 1:
         raise UserError(f"{source}: give one of 'hosts', 'nodefile' and 'hostlist', not both {given[0]!r} "
                         f"and {given[1]!r}")
-    _text(data[given[0]], source, given[0])
+    _valid(NONEMPTY, data[given[0]], f"{source}: {given[0]}")
     return given[0]
 
 
@@ -267,16 +239,10 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
             hosts, allocation = _allocation(data, source, os.environ if environ is None else environ)
             config = parse({"hosts": hosts, **{k: data[k] for k in OPTION_KEYS if k in data}}, where, environ)
             return replace(config, allocation=allocation)
-        _reject_unknown(set(data), TOP_KEYS, source)
+        _valid(s.Obj(optional={"hosts": s.Json(depth=3, max_items=MAX_HOSTS * 20), **OPTIONS}), data, source)
         if "hosts" not in data:
             raise UserError(f"{source}: missing the 'hosts' list (or a 'nodefile' or 'hostlist' allocation)")
-        options = {k: data[k] for k in ("ssh_config", "known_hosts") if k in data}
-        for key, value in options.items():
-            _text(value, source, key)
-        accept = data.get("accept_new_host_keys", False)
-        if not isinstance(accept, bool):
-            raise UserError(f"{source}: accept_new_host_keys must be true or false, got {shown(accept)}")
-        options["accept_new_host_keys"] = accept
+        options = {k: data[k] for k in OPTIONS if k in data}
         data = data["hosts"]
     if not isinstance(data, list):
         raise UserError(f"{source}: expected a JSON list of hosts (or an object with a 'hosts' list), "
@@ -288,13 +254,7 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
                         f"{MAX_HOSTS}: check it")
     specs: list[HostSpec] = []
     for index, entry in enumerate(data):
-        where = f"{source}: host #{index + 1}"
-        if isinstance(entry, str):
-            specs.append(_from_string(entry, where))
-        elif isinstance(entry, dict):
-            specs.append(_from_object(entry, where))
-        else:
-            raise UserError(f"{where}: expected a host name or an object, got {type(entry).__name__}")
+        specs.append(_from_entry(entry, f"{source}: host #{index + 1}"))
     seen: dict[tuple, int] = {}
     for index, spec in enumerate(specs):
         key = (spec.host, spec.port)

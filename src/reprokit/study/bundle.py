@@ -61,7 +61,7 @@ from reprokit.paths import check_room, disk_error, disk_errors
 from reprokit.run.procscan import flock_holder, is_stopped
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study import identity
-from reprokit.study import schema as s
+from reprokit import schema as s
 from reprokit.study.store import MAX_RECORD_BYTES, NAME, ORIGIN_SCHEMA, Record, Store, now_iso
 
 BUNDLE_FORMAT = "reprokit-study-bundle/2"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
 
+from reprokit import schema as s
 from reprokit.errors import UserError
 from reprokit.study.rates import NATIVE, rate_bps  # noqa: F401 (NATIVE: the benchmarks import it from here)
 from reprokit.study.store import store_dir  # noqa: F401 (reprokit.ck.study, the CK module's code, calls it here)
@@ -85,59 +86,55 @@ class Study:
         return asdict(self)
 
 
-def _need(meta: Mapping, key: str, kind: type | tuple, where: str):
-    value = meta.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise UserError(f"{where}: '{key}' is missing or not a {getattr(kind, '__name__', kind)}; "
-                        f"fix the study entry's meta (ck load study:NAME)")
-    return value
-
-
 MIN_RUNS = 3  # a verdict needs at least this many successful runs per variant and configuration
 
 
-def _ratios(data: Mapping, where: str) -> tuple[float, ...]:
-    raw = data.get("ratios", [])
-    if not isinstance(raw, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0
-                                            for r in raw):
-        raise UserError(f"{where}: 'ratios' must be a list of positive communication-to-computation ratios; "
-                        f"fix the study entry's meta (ck load study:NAME)")
-    return tuple(sorted(float(r) for r in raw))
+def _positive(value: object) -> bool:
+    return value > 0  # type: ignore[operator]  # a Number spec has checked it first
 
 
-def _positive_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-
-
-def _run_seconds(data: Mapping, where: str) -> tuple[tuple[tuple[str, float], ...], str]:
-    raw = data.get("run_seconds", {})
-    seconds = {k: v for k, v in raw.items() if k != "source"} if isinstance(raw, dict) else None
-    if seconds is None or not all(_positive_number(v) for v in seconds.values()):
-        raise UserError(f"{where}: 'run_seconds' must map each model to the seconds a run takes, with its 'source'; "
-                        f"fix the study entry's meta (ck load study:NAME)")
-    return tuple(sorted((str(m), float(v)) for m, v in seconds.items())), str(raw.get("source", ""))
+_POSITIVE = s.Where(s.Number(0, 1e12), _positive, "a positive number")
+_SOURCED = s.Where(s.Json(depth=1), lambda v: isinstance(v, dict) and all(
+    k == "source" and isinstance(x, str) or isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+    for k, x in v.items()), "an object mapping each model to a positive number, with its 'source'")
+_PARAMETERS = s.Where(s.Json(depth=2), lambda v: isinstance(v, dict) and all(
+    k == "source" and isinstance(x, str) or isinstance(x, dict) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in x.values()) for k, x in v.items()),
+    "an object mapping each model to {image shape: trainable parameters}, with its 'source'")
+_MATRIX = s.Obj(required={"models": s.ListOf(s.Name(), min_items=1), "repetitions": s.Int(1, 10_000),
+                          "profile": s.Name()},
+                optional={"variants": s.ListOf(s.Name(), min_items=1), "bandwidths": s.ListOf(s.Text(40)),
+                          "env": s.MapOf(s.Name(), s.Text(400)), "ratios": s.ListOf(_POSITIVE),
+                          "timeline_repetition": s.Int(1, 10_000), "budget_minutes": _POSITIVE,
+                          "run_seconds": _SOURCED, "why": s.Text()})
+_CLAIM = s.Obj(required={"id": s.Name(), "model": s.Name(), "speedup": _POSITIVE, "source": s.Text(),
+                         "text": s.Text()},
+               optional={"bandwidth": s.Optional(s.Text(40)), "cluster_size": s.Optional(s.Int(1, 1_000_000)),
+                         "variant": s.Name(), "versus": s.Name(),
+                         "paper_comm_to_compute": s.Obj(required={"value": _POSITIVE, "source": s.Where(
+                             s.Text(), lambda v: bool(v.strip()), "the text that states it")})})
+# A study entry's meta (ck load study:NAME), checked before anything is built from it.
+STUDY_SCHEMA = s.Obj(
+    required={"variants": s.MapOf(s.Name(), s.MapOf(s.Name(), s.Text(400))), "claims": s.ListOf(_CLAIM),
+              "matrix": _MATRIX, "quick": _MATRIX,
+              "tolerance": s.Obj(required={"speedup": _POSITIVE, "min_runs": s.Int(1, 10_000),
+                                           "max_relative_half_width": _POSITIVE, "confidence": s.Number(0.5, 0.999),
+                                           "profile": s.Name()})},
+    optional={"program": s.Name(), "metric": s.Name(), "parameters": _PARAMETERS}, extra=s.Json())
 
 
 def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
-    timeline = data.get("timeline_repetition")
-    if timeline is not None and (not isinstance(timeline, int) or isinstance(timeline, bool) or timeline < 1):
-        raise UserError(f"{where}: 'timeline_repetition' must be a repetition number (1 or more); "
-                        f"fix the study entry's meta (ck load study:NAME)")
+    run_seconds = {k: v for k, v in data.get("run_seconds", {}).items() if k != "source"}
     budget = data.get("budget_minutes")
-    if budget is not None and not _positive_number(budget):
-        raise UserError(f"{where}: 'budget_minutes' must be a positive number of minutes; "
-                        f"fix the study entry's meta (ck load study:NAME)")
-    run_seconds, run_seconds_source = _run_seconds(data, where)
     matrix = Matrix(
-        models=tuple(_need(data, "models", list, where)),
-        variants=tuple(_need(data, "variants", list, where)) if "variants" in data else ("baseline", "p3"),
-        bandwidths=tuple(data.get("bandwidths", [])),
-        repetitions=int(_need(data, "repetitions", int, where)),
-        profile=str(_need(data, "profile", str, where)),
+        models=tuple(data["models"]), variants=tuple(data.get("variants", ("baseline", "p3"))),
+        bandwidths=tuple(data.get("bandwidths", [])), repetitions=data["repetitions"], profile=data["profile"],
         env=tuple(sorted((str(k), str(v)) for k, v in data.get("env", {}).items())),
-        ratios=_ratios(data, where), timeline_repetition=timeline, why=str(data.get("why", "")),
-        budget_s=None if budget is None else float(budget) * 60, run_seconds=run_seconds,
-        run_seconds_source=run_seconds_source,
+        ratios=tuple(sorted(float(r) for r in data.get("ratios", []))),
+        timeline_repetition=data.get("timeline_repetition"), why=str(data.get("why", "")),
+        budget_s=None if budget is None else float(budget) * 60,
+        run_seconds=tuple(sorted((str(m), float(v)) for m, v in run_seconds.items())),
+        run_seconds_source=str(data.get("run_seconds", {}).get("source", "")),
     )
     for name in matrix.variants:
         if name not in variants:
@@ -147,44 +144,23 @@ def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
     return matrix
 
 
-def _paper_ratio(raw: Mapping, where: str) -> dict:
-    fact = raw.get("paper_comm_to_compute")
-    if fact is None:
-        return {}
-    fact = fact if isinstance(fact, dict) else {}
-    value, source = fact.get("value"), fact.get("source")
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0 \
-            or not isinstance(source, str) or not source.strip():
-        raise UserError(f"{where}: 'paper_comm_to_compute' needs a positive 'value' and the 'source' that states it; "
-                        f"fix the study entry's meta (ck load study:NAME)")
-    return {"paper_ratio": float(value), "paper_ratio_source": source}
-
-
-def _parameters(meta: Mapping, where: str) -> tuple[dict[str, dict[str, int]], str]:
-    raw = meta.get("parameters", {})
-    counts = {k: v for k, v in raw.items() if k != "source"} if isinstance(raw, dict) else None
-    if counts is None or not all(isinstance(v, dict) and all(isinstance(n, int) and n > 0 for n in v.values())
-                                 for v in counts.values()):
-        raise UserError(f"{where}: 'parameters' must map each model to {{image shape: trainable parameters}}; "
-                        f"fix the study entry's meta (ck load study:NAME)")
-    return ({str(m): {str(shape): int(n) for shape, n in v.items()} for m, v in counts.items()},
-            str(raw.get("source", "")))
-
-
 def from_meta(name: str, meta: Mapping) -> Study:
-    """The study from its CK entry's meta; a malformed entry is one UserError naming the key."""
+    """The study from its CK entry's meta; a malformed entry is one UserError naming where."""
     where = f"study:{name}"
-    variants = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in _need(meta, "variants", dict, where).items()}
+    try:
+        STUDY_SCHEMA.check(meta, where)
+    except s.Invalid as exc:
+        raise UserError(f"{exc}; fix the study entry's meta (ck load study:{name})") from None
+    variants = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in meta["variants"].items()}
     claims = []
-    for index, raw in enumerate(_need(meta, "claims", list, where)):
+    for index, raw in enumerate(meta["claims"]):
         at = f"{where} claims[{index}]"
+        fact = raw.get("paper_comm_to_compute")
         claim = Claim(
-            id=str(_need(raw, "id", str, at)), model=str(_need(raw, "model", str, at)),
-            speedup=float(_need(raw, "speedup", (int, float), at)),
-            bandwidth=raw.get("bandwidth"), cluster_size=raw.get("cluster_size"),
-            source=str(_need(raw, "source", str, at)), text=str(_need(raw, "text", str, at)),
-            variant=str(raw.get("variant", "p3")), versus=str(raw.get("versus", "baseline")),
-            **_paper_ratio(raw, at),
+            id=raw["id"], model=raw["model"], speedup=float(raw["speedup"]),
+            bandwidth=raw.get("bandwidth"), cluster_size=raw.get("cluster_size"), source=raw["source"],
+            text=raw["text"], variant=str(raw.get("variant", "p3")), versus=str(raw.get("versus", "baseline")),
+            **({"paper_ratio": float(fact["value"]), "paper_ratio_source": fact["source"]} if fact else {}),
         )
         if claim.bandwidth is not None:
             rate_bps(claim.bandwidth)
@@ -192,22 +168,21 @@ def from_meta(name: str, meta: Mapping) -> Study:
             if v not in variants:
                 raise UserError(f"{at}: variant {v!r} is not described under 'variants'")
         claims.append(claim)
-    tol = _need(meta, "tolerance", dict, where)
-    if int(_need(tol, "min_runs", int, where)) < MIN_RUNS:
+    tol = meta["tolerance"]
+    if tol["min_runs"] < MIN_RUNS:
         raise UserError(f"{where}: tolerance 'min_runs' is {tol['min_runs']}; a verdict needs at least {MIN_RUNS} runs "
                         f"per configuration: set it to {MIN_RUNS} or more")
-    parameters, parameters_source = _parameters(meta, where)
+    raw_parameters = meta.get("parameters", {})
     return Study(
         name=name, program=str(meta.get("program", "p3")), metric=str(meta.get("metric", "throughput_samples_per_sec")),
         paper=dict(meta.get("paper", {})), artifact=dict(meta.get("artifact", {})), claims=tuple(claims),
-        matrix=_matrix(_need(meta, "matrix", dict, where), f"{where} matrix", variants),
-        quick=_matrix(_need(meta, "quick", dict, where), f"{where} quick", variants),
-        tolerance=Tolerance(
-            speedup=float(_need(tol, "speedup", (int, float), where)),
-            min_runs=int(_need(tol, "min_runs", int, where)),
-            max_relative_half_width=float(_need(tol, "max_relative_half_width", (int, float), where)),
-            confidence=float(_need(tol, "confidence", (int, float), where)),
-            profile=str(_need(tol, "profile", str, where)),
-        ),
-        variants=variants, parameters=parameters, parameters_source=parameters_source,
+        matrix=_matrix(meta["matrix"], f"{where} matrix", variants),
+        quick=_matrix(meta["quick"], f"{where} quick", variants),
+        tolerance=Tolerance(speedup=float(tol["speedup"]), min_runs=tol["min_runs"],
+                            max_relative_half_width=float(tol["max_relative_half_width"]),
+                            confidence=float(tol["confidence"]), profile=tol["profile"]),
+        variants=variants,
+        parameters={str(m): {str(shape): int(n) for shape, n in v.items()}
+                    for m, v in raw_parameters.items() if m != "source"},
+        parameters_source=str(raw_parameters.get("source", "")),
     )

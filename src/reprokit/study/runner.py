@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.result import RESULT_FILE, Result
-from reprokit.study.schema import CONTROL
+from reprokit.schema import CONTROL
 from reprokit.vocabulary import RunStatus
 
 from reprokit.paths import REPO_ROOT

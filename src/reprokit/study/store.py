@@ -51,7 +51,7 @@ from reprokit.paths import MB, check_room, disk_errors
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
 from reprokit.run.result import Result
 from reprokit.study import identity
-from reprokit.study import schema as s
+from reprokit import schema as s
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.forecast import Forecast
 from reprokit.study.planning import RunConfig, plan_runs

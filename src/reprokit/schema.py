@@ -1,11 +1,13 @@
-"""A small schema language for the JSON documents a study keeps (records, bundle manifests).
+"""The one validation idiom for documents users and other evaluators give us: a small schema language.
 
 A document is checked against a spec before any typed value is built from it:
 every key known and of its type, numbers finite and in range, identifiers plain
 names (never a path), text without control characters, sizes bounded. The first
 problem is raised as ``Invalid``, naming where it is (``config.model``) and what
-was expected, in one line. The specs of the study's own documents sit beside
-their types (store.RECORD_SCHEMA, bundle.MANIFEST_SCHEMA).
+was expected, in one line. Each spec sits beside its type: a study's records and
+bundles (store.RECORD_SCHEMA, bundle.MANIFEST_SCHEMA), the study entry
+(claims.STUDY_SCHEMA); host names here (HOST_NAME, the one rule, which
+cluster/hosts.py applies to hosts.json too).
 
 Why not a JSON Schema library: the checks we need (plain names, rates, finite
 numbers, sizes) are a few lines each, and a record must be refused with a
@@ -22,7 +24,8 @@ from collections.abc import Callable, Mapping
 from reprokit.values import shown  # a value as a message quotes it: repr, clipped
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-HOST_NAME = re.compile(r"[A-Za-z0-9\[][A-Za-z0-9._:@\[\]-]*\Z")  # names, IPv4/IPv6 addresses, user@host
+# Host names, ssh_config aliases and IPv4 addresses, as hosts.json and allocations give them (the one rule).
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
 HEX = re.compile(r"[0-9a-f]+\Z")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # tab, newline, CR are text; terminal escapes, NUL are not
 
@@ -217,8 +220,10 @@ class Obj(Spec):
             if key in value:
                 spec.check(value[key], _at(where, key))
         if unknown and self.extra is None:
-            raise Invalid(where, f"has an unknown key {shown(unknown[0])} (known: "
-                                 f"{', '.join([*self.required, *self.optional])})")
+            listed = sorted(unknown, key=repr)  # by repr: keys of other types (a number) do not sort with names
+            more = f" and {len(listed) - 3} more" if len(listed) > 3 else ""
+            raise Invalid(where, f"has unknown key(s) {', '.join(map(shown, listed[:3]))}{more}; known: "
+                                 f"{', '.join([*self.required, *self.optional])}")
         if len(unknown) > self.max_extra:
             raise Invalid(where, f"holds more than {self.max_extra} extra keys")
         for key in unknown:

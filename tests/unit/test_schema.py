@@ -6,7 +6,7 @@ import pytest
 
 from reprokit.errors import UserError
 from reprokit.study import identity
-from reprokit.study import schema as s
+from reprokit import schema as s
 from reprokit.study.bundle import MANIFEST_SCHEMA, member_name_ok
 from reprokit.study.store import Record, Store, check_record, write_once
 
@@ -71,7 +71,7 @@ def test_types_ranges_and_unknown_keys():
     data = stored()
     data["config"]["bandwidth"] = "fast"
     assert refusal(data) == "config.bandwidth must be a rate like 100mbit or 4gbit, or native, got 'fast'"
-    assert refusal(stored(local=True)).startswith("it has an unknown key 'local' (known: format, record_id")
+    assert refusal(stored(local=True)).startswith("it has unknown key(s) 'local'; known: format, record_id")
     data = stored()
     data["config"]["target"]["hosts"] = []
     assert refusal(data) == "config.target.hosts must hold 1 to 1024 items, holds 0"
