@@ -103,8 +103,12 @@ def test_github_package_clones_builds_and_registers_the_p3_build(artifact_ck, st
 
 
 def test_packages_carry_our_patches_and_the_original_zenodo_address():
+    from reprokit.engines.artifact.config import patches_of
+
     for package in ("sysml19-p3-github", "sysml19-p3-zenodo", "sysml19-p3-baseline-github"):
-        names = sorted(p.name for p in (REPO_ROOT / "package" / package / "patches").glob("*.patch"))
+        install_env = json.loads((REPO_ROOT / "package" / package / ".cm" / "meta.json").read_text())
+        names = [p.name for p in patches_of({**install_env["customize"]["install_env"],
+                                             "ORIGINAL_PACKAGE_DIR": str(REPO_ROOT / "package" / package)})]
         assert any("image-benchmark-batches" in n for n in names) and any("sockeye-measure-speed" in n for n in names)
         assert ("0003-ps-lite-stop-sender-thread.patch" in names) == (package != "sysml19-p3-baseline-github")
     meta = json.loads((REPO_ROOT / "package/sysml19-p3-zenodo/.cm/meta.json").read_text())
