@@ -241,15 +241,15 @@ def test_the_ready_set_from_a_local_folder_is_linked_not_copied_and_swapped_in_w
     (source / "imagenet1k_train.rec").write_bytes(recordio_file([0, 1, 2, 3, 4, 0]))
     (source / "imagenet1k_val.rec").write_bytes(recordio_file([4, 2]))
     manifest = fetch_ready(f"file://{source}", tmp_path / "install", progress=lambda message: None)
-    assert (manifest["kind"], manifest["classes"], manifest["images"]) == ("imagenet", 5, 8)
+    assert (manifest.kind, manifest.classes, manifest.images) == ("imagenet", 5, 8)
     linked = tmp_path / "install" / "recordio" / "imagenet1k_train.rec"
     assert linked.samefile(source / "imagenet1k_train.rec")  # a hard link (same file system), not a copy
-    assert read_manifest(tmp_path / "install")["parts"]["val"]["images"] == 2
+    assert read_manifest(tmp_path / "install").parts["val"].images == 2
     (source / "imagenet1k_val.rec").write_bytes(b"not RecordIO at all")
     with pytest.raises(UserError, match="not a RecordIO file"):
         fetch_ready(str(source), tmp_path / "install", progress=lambda message: None)
     assert sorted(p.name for p in (tmp_path / "install").iterdir()) == ["recordio"]
-    assert read_manifest(tmp_path / "install")["images"] == 8  # the earlier set, untouched
+    assert read_manifest(tmp_path / "install").images == 8  # the earlier set, untouched
 
 
 def test_a_registered_set_smaller_than_a_batch_per_worker_is_refused_before_launch():

@@ -216,13 +216,12 @@ def recordio_setup(i: dict) -> dict:
 
     folder = Path(i["customize"]["full_path"]).parent
     manifest = read_manifest(folder)
-    variables = {"KIND": manifest["kind"], "CLASSES": str(manifest["classes"]), "SOURCE": manifest["source"],
-                 "CONVERTED_AT": manifest.get("converted_at", "")}
-    for part, infix in (("train", ""), ("val", "VAL_")):
-        if part in manifest["parts"]:
-            variables[f"{infix}REC"] = manifest["parts"][part]["rec"]
-            variables[f"{infix}IDX"] = manifest["parts"][part]["idx"]
-            variables[f"{infix}IMAGES"] = str(manifest["parts"][part]["images"])
+    variables = {"KIND": manifest.kind, "CLASSES": str(manifest.classes), "SOURCE": manifest.source,
+                 "CONVERTED_AT": manifest.converted_at}
+    for name, infix in (("train", ""), ("val", "VAL_")):
+        part = manifest.parts.get(name)
+        if part is not None:
+            variables.update({f"{infix}REC": part.rec, f"{infix}IDX": part.idx, f"{infix}IMAGES": str(part.images)})
     return _register(i, folder, **variables)
 
 

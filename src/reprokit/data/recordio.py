@@ -37,7 +37,7 @@ import signal
 import struct
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, UTC
 from pathlib import Path
 from types import ModuleType
@@ -66,9 +66,43 @@ class Part:
     name: str  # train or val
     rec: str
     idx: str
-    lst: str
     images: int
-    skipped: int
+    skipped: int = 0
+    lst: str = ""  # im2rec's list (a conversion of ours); the authors' set has none
+
+
+@dataclass(frozen=True)
+class RecordioManifest:
+    """recordio.json, written last into a finished conversion (ours, or the authors' set fetched): what
+    soft:dataset.imagenet.train.p3 registers. Ours adds how it was converted and how fast."""
+    kind: str  # imagenet (the authors' set), imagenet-min, imagenet-synthetic
+    source: str
+    classes: int
+    parts: dict[str, Part]
+    images: int
+    converted_at: str
+    converted_by: str | None = None  # "the P3 authors" for their set
+    train_ratio: float | None = None
+    resize: int | None = None
+    quality: int | None = None
+    threads: int | None = None
+    seconds: float | None = None
+    images_per_sec: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RecordioManifest:
+        known = {f.name for f in fields(cls)}
+        parts = {name: Part(**part) for name, part in data["parts"].items()}
+        return cls(**{**{k: v for k, v in data.items() if k in known}, "parts": parts})
+
+    def save(self, folder: Path) -> None:
+        (folder / MANIFEST).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    def summary(self) -> str:
+        return ", ".join(f"{p.name} {p.images}" for p in self.parts.values())
 
 
 RECORDIO_MAGIC = 0xCED7230A  # dmlc's RecordIOWriter::kMagic, before every record
@@ -134,7 +168,7 @@ def index_records(rec: Path) -> tuple[int, int]:
     return images, top + 1
 
 
-def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = print) -> dict:
+def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = print) -> RecordioManifest:
     """The authors' converted ImageNet (imagenet1k_train.rec, imagenet1k_val.rec under ``base_url``) into ``dest/recordio``.
 
     Downloaded, or linked when ``base_url`` is a local folder (a hard link, else
@@ -150,7 +184,7 @@ def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = pri
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        parts: dict[str, dict[str, Any]] = {}
+        parts: dict[str, Part] = {}
         classes = 0
         for name, file in READY_FILES.items():
             target = staging / file
@@ -169,13 +203,12 @@ def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = pri
             if not images:
                 raise UserError(f"{base}{file} holds no records; give the folder of the authors' set with "
                                 f"--env.PACKAGE_URL=URL")
-            parts[name] = {"name": name, "rec": file, "idx": target.with_suffix(".idx").name, "images": images,
-                           "skipped": 0}
+            parts[name] = Part(name, file, target.with_suffix(".idx").name, images)
             classes = max(classes, found)
-        manifest = {"kind": "imagenet", "source": base, "classes": classes, "converted_by": "the P3 authors",
-                    "parts": parts, "images": sum(p["images"] for p in parts.values()),
-                    "converted_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")  # last: marks completion
+        manifest = RecordioManifest(kind="imagenet", source=base, classes=classes, converted_by="the P3 authors",
+                                    parts=parts, images=sum(p.images for p in parts.values()),
+                                    converted_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        manifest.save(staging)  # last: marks completion
         swap_in(staging, dest / OUTPUT_DIR)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -351,7 +384,7 @@ def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace,
 
 
 def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: float = TRAIN_RATIO,
-            resize: int = RESIZE, quality: int = QUALITY) -> dict:
+            resize: int = RESIZE, quality: int = QUALITY) -> RecordioManifest:
     """Convert ``source`` into ``dest/recordio``; returns the manifest. ``dest/recordio`` changes only on success."""
     from reprokit.data.imagenet import class_dirs, is_train_root, swap_in
 
@@ -382,37 +415,39 @@ def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: floa
             parts.append(pack(im2rec, lst, staging, args, threads, name))
         seconds = time.monotonic() - started
         images = sum(p.images for p in parts)
-        manifest = {
-            "kind": kind, "source": str(source), "classes": len(class_dirs(source)),
-            "train_ratio": train_ratio, "resize": resize, "quality": quality, "threads": threads,
-            "parts": {p.name: asdict(p) for p in parts}, "images": images,
-            "seconds": round(seconds, 3), "images_per_sec": round(images / seconds, 2) if seconds else None,
-            "converted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")  # last: marks completion
+        manifest = RecordioManifest(
+            kind=kind, source=str(source), classes=len(class_dirs(source)),
+            train_ratio=train_ratio, resize=resize, quality=quality, threads=threads,
+            parts={p.name: p for p in parts}, images=images,
+            seconds=round(seconds, 3), images_per_sec=round(images / seconds, 2) if seconds else None,
+            converted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        manifest.save(staging)  # last: marks completion
         swap_in(staging, dest / OUTPUT_DIR)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return manifest
 
 
-def read_manifest(dest: str | Path) -> dict:
-    """The manifest of a finished conversion under ``dest`` (its install folder or its recordio folder)."""
+def read_manifest(dest: str | Path) -> RecordioManifest:
+    """The manifest of a finished conversion under ``dest`` (its install folder or its recordio folder), its parts'
+    files as absolute paths that exist."""
     path = Path(dest)
     if path.name != OUTPUT_DIR:
         path = path / OUTPUT_DIR
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError):
-        raise UserError(f"{path} holds no finished conversion ({MANIFEST} is missing); convert again with: "
-                        f"ck install package:dataset-imagenet-2012-train-p3 --quiet") from None
-    for part in manifest.get("parts", {}).values():
-        for key in ("rec", "idx"):
-            part[key] = str(path / part[key])
-            if not os.path.exists(part[key]):
-                raise UserError(f"{part[key]} is missing; convert again with: "
+        manifest = RecordioManifest.from_dict(json.loads((path / MANIFEST).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{path} holds no finished conversion ({MANIFEST} is missing or damaged); convert again "
+                        f"with: ck install package:dataset-imagenet-2012-train-p3 --quiet") from None
+    parts = {name: replace(part, rec=str(path / part.rec), idx=str(path / part.idx))
+             for name, part in manifest.parts.items()}
+    for part in parts.values():
+        for file in (part.rec, part.idx):
+            if not os.path.exists(file):
+                raise UserError(f"{file} is missing; convert again with: "
                                 f"ck install package:dataset-imagenet-2012-train-p3 --quiet")
-    return manifest
+    return replace(manifest, parts=parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,13 +474,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             manifest = convert(args.source, args.dest, args.kind, args.threads, args.train_ratio, args.resize,
                                args.quality)
-    parts = ", ".join(f"{p['name']} {p['images']}" for p in manifest["parts"].values())
+    parts = manifest.summary()
     if args.ready_url:
-        say(f"registered the authors' set: {manifest['images']} images ({parts}), {manifest['classes']} classes, "
+        say(f"registered the authors' set: {manifest.images} images ({parts}), {manifest.classes} classes, "
             f"in {args.dest / OUTPUT_DIR}")
         return 0
-    say(f"converted {manifest['images']} images ({parts}) of {manifest['kind']} in "
-        f"{manifest['seconds']:.1f} s ({manifest['images_per_sec']} images/s, {args.threads} thread(s)) "
+    say(f"converted {manifest.images} images ({parts}) of {manifest.kind} in "
+        f"{manifest.seconds or 0:.1f} s ({manifest.images_per_sec} images/s, {args.threads} thread(s)) "
         f"into {args.dest / OUTPUT_DIR}")
     return 0
 
