@@ -2,7 +2,7 @@
 
     ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
     ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
-    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--dir=DIR]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
 """
@@ -111,7 +111,16 @@ def testbed(i: dict) -> dict:
     hosts = whole_number(i.get("hosts", "3"), "--hosts", "--hosts=N", low=1)
     no_sftp = frozenset(whole_number(n, "--no_sftp", "--no_sftp=I[,J...] (host numbers from 1)", low=1)
                         for n in str(i.get("no_sftp", "")).split(",") if n.strip())
-    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp)
+    scheduler = str(i.get("scheduler", "")).strip() or None
+    namespaces.check_scheduler(scheduler)
+    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp,
+                                   scheduler=scheduler)
     print(f"testbed {name}: {hosts} host(s) ready; register it with:\n"
           f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
-    return {"return": 0, "hosts_json": str(hosts_json)}
+    described = read_json(hosts_json.parent / "testbed.json", "a testbed description")
+    slurm = described.get("scheduler")
+    if slurm:
+        client = " ".join(slurm["client"])
+        print(f"testbed {name}: Slurm nodes {', '.join(slurm['nodes'])} idle after {slurm['started_in_s']} s; "
+              f"its commands (sinfo, srun, sbatch, squeue, scancel, salloc) run as:\n  {client} sinfo", flush=True)
+    return {"return": 0, "hosts_json": str(hosts_json), "scheduler": slurm}

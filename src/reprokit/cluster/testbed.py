@@ -15,6 +15,9 @@ addresses never appear in the controller's namespace.
 
 The state folder holds the keys, sshd configurations, ``hosts.json`` (for
 ``ck add machine``), ``ssh_config`` and ``known_hosts``. Needs root.
+
+With ``scheduler="slurm"`` the testbed also runs a real Slurm (munged, slurmctld in the switch namespace,
+a slurmd per host): see cluster/slurm_testbed.py; testbed.json then says so under ``scheduler``.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ _NAME = re.compile(r"^[a-z0-9]{1,8}$")
 _RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit)$")
 COMMAND_TIMEOUT_S = 30
 SSHD_START_TIMEOUT_S = 10
+SCHEDULERS = ("slurm",)  # besides none
 
 
 def switch_ns(name: str) -> str:
@@ -148,11 +152,19 @@ def shape(name: str, num_hosts: int, rate: str | None) -> None:
                  "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
 
 
+def check_scheduler(scheduler: str | None) -> None:
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise UserError(f"scheduler {shown(scheduler)} is not one the testbed runs; give --scheduler=slurm or "
+                        f"leave it out")
+
+
 def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
-           no_sftp: frozenset[int] = frozenset()) -> Path:
+           no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None) -> Path:
     """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
-    ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem."""
+    ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem.
+    ``scheduler``: "slurm" to run a Slurm cluster over the hosts too (cluster/slurm_testbed.py)."""
     check_name(name)
+    check_scheduler(scheduler)
     if not 1 <= num_hosts <= MAX_HOSTS:
         raise UserError(f"a testbed has 1 to {MAX_HOSTS} hosts, not {num_hosts}")
     beyond = sorted(i for i in no_sftp if not 1 <= i <= num_hosts)
@@ -162,6 +174,10 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
     if rate is not None:
         check_rate(rate)
     sshd = _require_root_and_tools()
+    if scheduler == "slurm":
+        from reprokit.cluster import slurm_testbed
+
+        slurm_testbed.require_tools()
     destroy(name, state_dir)
     state = state_dir.resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -211,9 +227,13 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             "ssh_config": str(state / "ssh_config"),
             "known_hosts": str(state / "known_hosts"),
         }
+        described: dict = {"name": name, "hosts": num_hosts, "rate": rate, "no_sftp": sorted(no_sftp)}
+        if scheduler == "slurm":
+            described["scheduler"] = slurm_testbed.start(
+                name, num_hosts, state, sw, [host_ns(name, i) for i in range(1, num_hosts + 1)], SWITCH_ADDRESS,
+                SUBNET)
         (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
-        (state / "testbed.json").write_text(json.dumps({"name": name, "hosts": num_hosts, "rate": rate,
-                                                          "no_sftp": sorted(no_sftp)}) + "\n")
+        (state / "testbed.json").write_text(json.dumps(described) + "\n")
         if rate is not None:
             shape(name, num_hosts, rate)
     except BaseException:
@@ -247,16 +267,26 @@ def testbed_of(cluster_config: object) -> dict | None:
 def destroy(name: str, state_dir: Path) -> list[str]:
     """Stop everything running in the testbed's namespaces and delete them. Safe to repeat."""
     check_name(name)
+    from reprokit.cluster import slurm_testbed
+
     removed = _own_namespaces(name)
-    for ns in removed:
-        pids = _run("ip", "netns", "pids", ns, check=False).stdout.split()
+    own_pids = {int(pid) for ns in removed for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split()
+                if pid.isdigit()}
+    if state_dir.exists():
+        slurm_testbed.stop(state_dir, own_pids)  # the daemons by their pid files, if the testbed runs Slurm
+    for _ in range(5):  # again while something is left: a process may fork (a job step starting) between rounds
+        pids = [pid for ns in removed for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split()]
+        if not pids:
+            break
         for pid in pids:
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
+        time.sleep(0.05)
     for ns in removed:
         _run("ip", "netns", "del", ns, check=False)
+    slurm_testbed.remove_hosts_files(sorted(p.name for p in Path("/etc/netns").glob(f"rk-{name}-*")))
     if state_dir.exists():
         shutil.rmtree(state_dir, ignore_errors=True)
     return removed
