@@ -1,5 +1,6 @@
 """A real Slurm (Debian 12's slurmctld, slurmd, slurm-client 22.05 and munge) on the namespace testbed:
-`ck testbed cluster:NAME --hosts=N --scheduler=slurm`.
+`ck testbed cluster:NAME --hosts=N --scheduler=slurm`, and `ck run program:p3` inside one of its allocations, every
+role a job step (the srun launcher).
 
 Needs root and the Slurm packages (`make test` installs them as root); CI runs as root, so there these tests fail
 rather than skip.
@@ -7,6 +8,7 @@ rather than skip.
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import time
@@ -14,7 +16,7 @@ import time
 import pytest
 
 from support.ckcli import own_ck
-from support.runs import wait_for
+from support.runs import no_process_left, role_pid, wait_for
 from support.testbed import require_slurm, slurm
 
 pytestmark = pytest.mark.root
@@ -148,3 +150,122 @@ def test_an_unknown_scheduler_is_refused_in_one_line(tmp_path):
     assert "scheduler 'pbs' is not one the testbed runs; give --scheduler=slurm" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "rk-slbad-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+# ---- srun as the launcher: `ck run program:p3` inside an allocation of the Slurm testbed ----
+
+def salloc_ck_run(ck, state, run_dir, *args, log):
+    """`salloc -N3 ck run program:p3 ...` on the testbed's Slurm (from its switch namespace), output into ``log``."""
+    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [*client, "salloc", "-N3", "--time=15", ck.exe, "run", "program:p3", f"--tmp_dir={run_dir}",
+            "--out=json_file", f"--out_file={run_dir / 'ck-output.json'}", "--treat_return_code_as_exit_code=yes",
+            "--cmd_key=resnet", *args]
+    return subprocess.Popen(argv, env=ck.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            cwd=ck.root)
+
+
+def job_steps(state):
+    """{step id: node list} of every running job step."""
+    out = slurm(state, "squeue", "-s", "-h", "-o", "%i %N", check=False).stdout
+    return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+
+
+def test_inside_an_allocation_every_role_is_a_job_step_and_training_succeeds(ck, slurm3, tmp_path):
+    _, state, _, _ = slurm3
+    run_dir = tmp_path / "run"
+    with open(tmp_path / "out.txt", "w") as log:
+        run = salloc_ck_run(ck, state, run_dir, "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", log=log)
+        steps = {}
+        try:
+            deadline = time.monotonic() + 300
+            while run.poll() is None and time.monotonic() < deadline:
+                steps.update(job_steps(state))
+                time.sleep(0.3)
+            run.wait(timeout=10)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait(timeout=10)
+    output = (tmp_path / "out.txt").read_text()
+    assert run.returncode == 0, output[-4000:]
+    assert "p3: hosts from hostlist h[1-3]: h1, h2, h3" in output
+    assert re.search(r"p3: plan: 1 scheduler, 3 server\(s\), 3 worker\(s\) on h1, h2, h3; .*profile smoke; .*"
+                     r"launcher srun", output)
+    assert "p3: OK" in output
+    for prefix in ("[h1 scheduler] ", "[h1 worker#0] ", "[h2 worker#1] ", "[h3 worker#2] ", "[h3 server#2] "):
+        assert prefix in output
+    # One step per role, on its own node, besides the probe and the sweep steps that span the three.
+    per_node = {node: sum(1 for n in steps.values() if n == node) for node in ("h1", "h2", "h3")}
+    assert per_node == {"h1": 3, "h2": 2, "h3": 2}, steps
+    spec = json.loads((run_dir / "p3-run.json").read_text())
+    assert spec["launcher"] == "srun"
+    assert spec["plan"]["addresses"] == {"h1": "10.77.0.1", "h2": "10.77.0.2", "h3": "10.77.0.3"}
+    c = json.loads((run_dir / "ck-output.json").read_text())["characteristics"]
+    assert c["hosts"] == ["h1", "h2", "h3"] and (c["num_workers"], c["num_servers"]) == (3, 3)
+    assert c["params_in_sync"] is True
+    assert json.loads((run_dir / "launch.json").read_text())["warnings"] == []
+    assert no_process_left(spec["plan"]["run_id"])
+    assert not job_steps(state)
+
+
+def test_a_killed_job_step_fails_the_run_naming_its_role_and_leaves_nothing(ck, slurm3, tmp_path):
+    _, state, _, _ = slurm3
+    run_dir = tmp_path / "run"
+    with open(tmp_path / "out.txt", "w") as log:
+        run = salloc_ck_run(ck, state, run_dir, "--env.NUM_BATCHES=1000", log=log)
+        try:
+            worker = run_dir / "logs" / "worker-1.log"
+            assert wait_for(lambda: worker.exists() and "worker rank" in worker.read_text(), timeout=120)
+            run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+            pid = wait_for(lambda: role_pid(run_id, "worker", "10.77.0.2"), timeout=10)
+            assert pid
+            killed_at = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+            run.wait(timeout=60)
+            took = time.monotonic() - killed_at
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait(timeout=10)
+    output = (tmp_path / "out.txt").read_text()
+    assert run.returncode != 0
+    assert "p3: FAILED: worker#1 on h2 was killed by SIGKILL" in output, output[-3000:]
+    assert took < 15
+    assert no_process_left(run_id, timeout=10)
+    assert "Traceback" not in output
+    assert wait_for(lambda: not job_steps(state), timeout=15), job_steps(state)  # Slurm's own cleanup of the step
+
+
+def test_srun_outside_an_allocation_is_refused_in_one_line(ck, tmp_path):
+    proc, _ = ck.run_p3(tmp_path, "--cmd_key=resnet", "--env.LAUNCHER=srun", timeout=120)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2
+    assert output.count("--env.LAUNCHER=srun starts each role as a job step of a Slurm allocation, but SLURM_JOB_ID "
+                        "and SLURM_JOB_NODELIST are not set here") == 1
+    assert "Traceback" not in output
+
+
+def test_an_sbatch_job_runs_p3_from_its_first_node_with_every_role_a_job_step(ck, slurm3, tmp_path):
+    """The batch script runs in h1's namespace: the launcher's sruns start from a node, not from the switch."""
+    _, state, _, _ = slurm3
+    run_dir, out = tmp_path / "run", tmp_path / "job.out"
+    run_dir.mkdir()
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\nexec {ck.exe} run program:p3 --tmp_dir={run_dir} --cmd_key=resnet "
+                      f"--env.NUM_BATCHES=6 --env.DISP_BATCHES=2 --treat_return_code_as_exit_code=yes </dev/null\n")
+    script.chmod(0o755)
+    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
+    submitted = subprocess.run([*client, "sbatch", "-N3", "--time=15", f"--output={out}", f"--chdir={ck.root}",
+                                str(script)], env=ck.env, capture_output=True, text=True, timeout=60, check=True)
+    job = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    try:
+        assert wait_for(lambda: not slurm(state, "squeue", "-h", "-j", job, check=False).stdout.strip(),
+                        timeout=300, interval=1)
+    finally:
+        slurm(state, "scancel", job, check=False)
+    output = out.read_text()
+    assert "p3: hosts from hostlist h[1-3]: h1, h2, h3" in output
+    assert "launcher srun" in output and "p3: OK" in output, output[-3000:]
+    run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+    assert no_process_left(run_id)

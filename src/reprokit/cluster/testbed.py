@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Mapping
 
 from reprokit.errors import UserError
 from reprokit.values import shown
@@ -262,6 +263,20 @@ def testbed_of(cluster_config: object) -> dict | None:
     if hosts != [host_address(i) for i in range(1, int(state.get("hosts", 0)) + 1)]:
         return None
     return state
+
+
+def slurm_testbed_of(environ: Mapping[str, str]) -> dict | None:
+    """The testbed state (testbed.json) of the Slurm testbed whose commands ``environ`` is set up for (SLURM_CONF is
+    the slurm.conf its testbed.json names), or None: a run inside an allocation on the testbed is on the testbed."""
+    conf = environ.get("SLURM_CONF", "").strip()
+    if not conf:
+        return None
+    try:
+        state = json.loads((Path(conf).parent.parent / "testbed.json").read_text())
+        scheduler = state.get("scheduler") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return state if scheduler.get("type") == "slurm" and scheduler.get("slurm_conf") == conf else None
 
 
 def destroy(name: str, state_dir: Path) -> list[str]:
