@@ -25,11 +25,12 @@ def check(i):
 
 
 ##############################################################################
-# Create, reshape or tear down a cluster of network namespaces with an sshd each, on this machine (root).
+# Create, reshape or tear down a cluster of network namespaces with an sshd each, on this machine (root);
+# --scheduler=slurm also runs a real Slurm (munged, slurmctld, a slurmd per host) over them.
 
 def testbed(i):
     """
-    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--dir=DIR]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
     """

@@ -58,3 +58,24 @@ def host_mount(state, index, target, options):
         yield
     finally:
         in_host(state, index, "umount", target, check=False)
+
+
+SLURM_TOOLS = ("/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/srun", "/usr/sbin/munged")
+
+
+def require_slurm():
+    """Debian's slurmctld, slurmd, slurm-client and munge: `make test` installs them as root."""
+    require_root_and_sshd()
+    missing = [tool for tool in SLURM_TOOLS if not os.path.exists(tool)]
+    if missing:
+        message = f"Slurm testbed tests need {', '.join(missing)} (Debian's slurmctld, slurmd, slurm-client, munge)"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; CI runs as root and `make test` installs them")
+        pytest.skip(message)
+
+
+def slurm(state, *argv, timeout=60, check=True):
+    """A Slurm client command (sinfo, srun, sbatch, ...) on the Slurm testbed in ``state``, as testbed.json says."""
+    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
+    return subprocess.run([*client, *argv], capture_output=True, text=True, timeout=timeout, check=check,
+                          stdin=subprocess.DEVNULL, cwd=state)

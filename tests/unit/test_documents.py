@@ -8,7 +8,7 @@ from reprokit.engines.base import InstalledEngine
 from reprokit.engines.registry import get_engine
 from reprokit.run.result import Result
 from reprokit.run.settings import resolve
-from reprokit.run.spec import RunData, RunSpec, build_spec
+from reprokit.run.spec import RunData, build_spec
 from reprokit.study.store import Record
 from reprokit.vocabulary import RunStatus
 from support.study_data import records
@@ -24,7 +24,7 @@ def test_the_run_spec_and_its_plan_settings_engine_data_and_cluster_survive_the_
     engine = InstalledEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", "e1")
     spec = build_spec(resolve("resnet", {"NUM_WORKERS": "3"}, "paper"), engine,
                       RunData("imagenet-min", ["--data-train", "t.rec"], "t.rec", "u1", 900, "images", split=True),
-                      parse(data), data)
+                      parse(data))
     again = through_json(spec)
     assert again.to_dict() == spec.to_dict()
     assert (again.settings, again.engine, again.data) == (spec.settings, spec.engine, spec.data)

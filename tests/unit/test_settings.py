@@ -176,7 +176,7 @@ def test_workers_and_servers_per_host_are_bounded_by_its_cores():
 def test_a_thousand_node_cluster_validates_without_reaching_any_host():
     data = {"hosts": [f"node{i}" for i in range(1000)]}
     s = resolve("resnet", {"NUM_WORKERS": "4000", "SAVE_PARAMS": "/data/p.npz"}, "paper")
-    spec = build_spec(s, InstalledEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""), RunData(), parse(data), data)
+    spec = build_spec(s, InstalledEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""), RunData(), parse(data))
     assert len(spec.plan.workers) == 4000 and len(spec.plan.servers) == 1000
     assert spec.plan.outputs == {"SAVE_PARAMS": "/data/p.npz"}  # each worker host checks it before the run starts
 
@@ -247,9 +247,9 @@ def test_every_engine_refuses_a_set_smaller_than_a_batch_per_worker_before_any_r
     s = resolve("resnet", {"NUM_WORKERS": "3", "BATCH_SIZE": "32"}, "smoke")
     small = RunData("imagenet-min", ["--data-train", "t.rec"], "t.rec", "u1", samples=80, unit="images", split=True)
     with pytest.raises(UserError, match=r"holds 80 images, 26 per worker, fewer than one batch of 32 per worker"):
-        build_spec(s, engine, small, parse(data), data)
+        build_spec(s, engine, small, parse(data))
     enough = RunData("imagenet-min", ["--data-train", "t.rec"], "t.rec", "u1", samples=96, unit="images", split=True)
-    assert build_spec(s, engine, enough, parse(data), data).data.samples == 96
+    assert build_spec(s, engine, enough, parse(data)).data.samples == 96
 
 
 def test_an_output_path_is_refused_up_front_when_its_disk_is_too_full_or_its_name_too_long(tmp_path, monkeypatch):

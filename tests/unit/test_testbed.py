@@ -32,3 +32,27 @@ def test_bad_rates_are_refused(rate, tmp_path):
 def test_hosts_without_sftp_must_be_hosts_of_the_testbed(tmp_path):
     with pytest.raises(UserError, match=r"--no_sftp names host\(s\) 3, but the testbed's hosts are 1 to 2"):
         testbed.create("tb", 2, tmp_path, no_sftp=frozenset({3}))
+
+
+def test_an_unknown_scheduler_is_refused(tmp_path):
+    with pytest.raises(UserError, match="scheduler 'pbs' is not one the testbed runs; give --scheduler=slurm"):
+        testbed.create("tb", 2, tmp_path, scheduler="pbs")
+
+
+@pytest.mark.parametrize("hosts, nodes", [(1, "NodeName=h1 NodeAddr=10.77.0.1 CPUs=4"),
+                                          (3, "NodeName=h[1-3] NodeAddr=10.77.0.[1-3] CPUs=4")])
+def test_the_generated_slurm_conf_keeps_everything_in_the_state_folder(tmp_path, hosts, nodes):
+    from reprokit.cluster.slurm_testbed import slurm_conf
+
+    text = slurm_conf("tb", hosts, tmp_path, "10.77.0.254", "10.77.0", cpus=4)
+    settings = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "Node",
+                                                                                                      "Partition")))
+    assert nodes + " State=UNKNOWN" in text.splitlines()
+    assert "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in text.splitlines()
+    assert settings["SlurmctldHost"] == "tb-ctl(10.77.0.254)"
+    assert (settings["ProctrackType"], settings["TaskPlugin"], settings["MpiDefault"]) == (
+        "proctrack/linuxproc", "task/none", "none")
+    assert settings["AuthInfo"] == f"socket={tmp_path}/munge/munge.socket"
+    for key in ("StateSaveLocation", "SlurmctldPidFile", "SlurmctldLogFile", "SlurmdSpoolDir", "SlurmdPidFile",
+                "SlurmdLogFile"):
+        assert settings[key].startswith(f"{tmp_path}/"), key

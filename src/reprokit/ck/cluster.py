@@ -2,7 +2,7 @@
 
     ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
     ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
-    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--dir=DIR]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
-from reprokit.jsonfile import read_json, write_json
+from reprokit.jsonfile import write_json
 from reprokit.errors import UserError
 from reprokit.values import whole_number
 
@@ -101,17 +101,27 @@ def testbed(i: dict) -> dict:
               else f"testbed {name}: nothing to remove", flush=True)
         return {"return": 0, "removed": removed}
     if i.get("shape"):
-        described = state_dir / "testbed.json"
-        if not described.exists():
-            raise UserError(f"there is no testbed {name} (no {described}); create it with --hosts=N")
+        described = namespaces.TestbedState.read(state_dir)
+        if described is None:
+            raise UserError(f"there is no testbed {name} (no {state_dir / namespaces.STATE_FILE}); create it with "
+                            f"--hosts=N")
         rate = None if i["shape"] == "off" else i["shape"]
-        namespaces.shape(name, read_json(described, "a testbed description")["hosts"], rate)
+        namespaces.shape(name, described.hosts, rate)
         print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}", flush=True)
         return {"return": 0}
     hosts = whole_number(i.get("hosts", "3"), "--hosts", "--hosts=N", low=1)
     no_sftp = frozenset(whole_number(n, "--no_sftp", "--no_sftp=I[,J...] (host numbers from 1)", low=1)
                         for n in str(i.get("no_sftp", "")).split(",") if n.strip())
-    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp)
+    scheduler = str(i.get("scheduler", "")).strip() or None
+    namespaces.check_scheduler(scheduler)
+    hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp,
+                                   scheduler=scheduler)
     print(f"testbed {name}: {hosts} host(s) ready; register it with:\n"
           f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
-    return {"return": 0, "hosts_json": str(hosts_json)}
+    state = namespaces.TestbedState.read(hosts_json.parent)
+    slurm = state.scheduler if state is not None else None
+    if slurm is not None:
+        client = " ".join(slurm.client)
+        print(f"testbed {name}: Slurm nodes {', '.join(slurm.nodes)} idle after {slurm.started_in_s} s; "
+              f"its commands (sinfo, srun, sbatch, squeue, scancel, salloc) run as:\n  {client} sinfo", flush=True)
+    return {"return": 0, "hosts_json": str(hosts_json), "scheduler": slurm}

@@ -35,6 +35,7 @@ from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
+from reprokit.run.launchers import check_allocated, choose_launcher
 from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
@@ -73,18 +74,25 @@ def _cluster_data(i: dict):
 def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     env = i.get("env", {})
     cluster_data = _cluster_data(i)
+    launcher = choose_launcher(str(env.get("LAUNCHER", "")), cluster_data is not None, os.environ)
+    source = "the machine's hosts.json (see: ck load machine:NAME)"
+    if launcher == "srun" and cluster_data is None:  # the allocation's nodes
+        cluster_data, source = {"hostlist": "$SLURM_JOB_NODELIST"}, "the Slurm allocation"
     cluster = None
     if cluster_data is not None:
         # An allocation (nodefile, hostlist) is expanded now, from this run's environment.
-        cluster = parse_cluster(cluster_data, source="the machine's hosts.json (see: ck load machine:NAME)")
-    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(cluster_data))
+        cluster = parse_cluster(cluster_data, source=source)
+    if launcher == "srun":
+        assert cluster is not None  # srun runs in an allocation: its nodes at least
+        check_allocated(cluster.names, os.environ)
+    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env,
+                       default_profile(cluster_data, os.environ if launcher == "srun" else None))
     engine = run_engine(settings, env)
     data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
     if cluster is not None and cluster.allocation:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
-    return build_spec(settings, engine, data, cluster, cluster.to_data() if cluster is not None else None,
-                      run_dir=str(run_dir) if run_dir else None)
+    return build_spec(settings, engine, data, cluster, run_dir=str(run_dir) if run_dir else None, launcher=launcher)
 
 
 # Settings a user may pass through to the engine's processes besides the program's own (its run_vars).

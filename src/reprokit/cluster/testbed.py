@@ -15,6 +15,9 @@ addresses never appear in the controller's namespace.
 
 The state folder holds the keys, sshd configurations, ``hosts.json`` (for
 ``ck add machine``), ``ssh_config`` and ``known_hosts``. Needs root.
+
+With ``scheduler="slurm"`` the testbed also runs a real Slurm (munged, slurmctld in the switch namespace,
+a slurmd per host): see cluster/slurm_testbed.py; testbed.json then says so under ``scheduler``.
 """
 from __future__ import annotations
 
@@ -27,8 +30,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from reprokit.cluster.slurm_testbed import SlurmState
 from reprokit.errors import UserError
 from reprokit.values import shown
 from reprokit.paths import SRC_DIR
@@ -40,6 +47,9 @@ _NAME = re.compile(r"^[a-z0-9]{1,8}$")
 _RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit)$")
 COMMAND_TIMEOUT_S = 30
 SSHD_START_TIMEOUT_S = 10
+SCHEDULERS = ("slurm",)  # besides none
+
+STATE_FILE = "testbed.json"
 
 
 def switch_ns(name: str) -> str:
@@ -148,11 +158,19 @@ def shape(name: str, num_hosts: int, rate: str | None) -> None:
                  "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
 
 
+def check_scheduler(scheduler: str | None) -> None:
+    if scheduler is not None and scheduler not in SCHEDULERS:
+        raise UserError(f"scheduler {shown(scheduler)} is not one the testbed runs; give --scheduler=slurm or "
+                        f"leave it out")
+
+
 def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
-           no_sftp: frozenset[int] = frozenset()) -> Path:
+           no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None) -> Path:
     """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
-    ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem."""
+    ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem.
+    ``scheduler``: "slurm" to run a Slurm cluster over the hosts too (cluster/slurm_testbed.py)."""
     check_name(name)
+    check_scheduler(scheduler)
     if not 1 <= num_hosts <= MAX_HOSTS:
         raise UserError(f"a testbed has 1 to {MAX_HOSTS} hosts, not {num_hosts}")
     beyond = sorted(i for i in no_sftp if not 1 <= i <= num_hosts)
@@ -162,6 +180,10 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
     if rate is not None:
         check_rate(rate)
     sshd = _require_root_and_tools()
+    if scheduler == "slurm":
+        from reprokit.cluster import slurm_testbed
+
+        slurm_testbed.require_tools()
     destroy(name, state_dir)
     state = state_dir.resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -211,9 +233,12 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             "ssh_config": str(state / "ssh_config"),
             "known_hosts": str(state / "known_hosts"),
         }
+        slurm = None
+        if scheduler == "slurm":
+            slurm = slurm_testbed.start(name, num_hosts, state, sw, [host_ns(name, i) for i in range(1, num_hosts + 1)],
+                                        SWITCH_ADDRESS, SUBNET)
         (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
-        (state / "testbed.json").write_text(json.dumps({"name": name, "hosts": num_hosts, "rate": rate,
-                                                          "no_sftp": sorted(no_sftp)}) + "\n")
+        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm).save(state)
         if rate is not None:
             shape(name, num_hosts, rate)
     except BaseException:
@@ -222,7 +247,41 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
     return state / "hosts.json"
 
 
-def testbed_of(cluster_config: object) -> dict | None:
+@dataclass(frozen=True)
+class TestbedState:
+    """testbed.json, beside the testbed's hosts.json, ssh_config and keys."""
+    name: str
+    hosts: int
+    rate: str | None = None  # the links' tc rate; None: unlimited
+    no_sftp: list[int] = field(default_factory=list)  # hosts whose sshd offers no SFTP
+    scheduler: SlurmState | None = None  # a Slurm testbed's daemons and client prefix
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.scheduler is None:
+            data.pop("scheduler")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestbedState:
+        scheduler = data.get("scheduler")
+        return cls(name=str(data["name"]), hosts=int(data["hosts"]), rate=data.get("rate"),
+                   no_sftp=list(data.get("no_sftp", [])),
+                   scheduler=SlurmState.from_dict(scheduler) if scheduler else None)
+
+    def save(self, state_dir: Path) -> None:
+        (state_dir / STATE_FILE).write_text(json.dumps(self.to_dict()) + "\n")
+
+    @classmethod
+    def read(cls, state_dir: Path) -> TestbedState | None:
+        """The state in ``state_dir``, or None when there is none (or it is not one)."""
+        try:
+            return cls.from_dict(json.loads((state_dir / STATE_FILE).read_text()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+def testbed_of(cluster_config: object) -> TestbedState | None:
     """The testbed state (testbed.json) behind a machine's hosts.json, or None for a real cluster.
 
     ``ck testbed cluster:NAME`` writes hosts.json, ssh_config and testbed.json
@@ -233,30 +292,49 @@ def testbed_of(cluster_config: object) -> dict | None:
     """
     if not isinstance(cluster_config, dict) or not cluster_config.get("ssh_config"):
         return None
-    state_file = Path(str(cluster_config["ssh_config"])).expanduser().parent / "testbed.json"
+    state = TestbedState.read(Path(str(cluster_config["ssh_config"])).expanduser().parent)
     try:
-        state = json.loads(state_file.read_text())
         hosts = [h["host"] if isinstance(h, dict) else h for h in cluster_config.get("hosts", [])]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
-    if hosts != [host_address(i) for i in range(1, int(state.get("hosts", 0)) + 1)]:
+    if state is None or hosts != [host_address(i) for i in range(1, state.hosts + 1)]:
         return None
     return state
+
+
+def slurm_testbed_of(environ: Mapping[str, str]) -> TestbedState | None:
+    """The testbed state (testbed.json) of the Slurm testbed whose commands ``environ`` is set up for (SLURM_CONF is
+    the slurm.conf its testbed.json names), or None: a run inside an allocation on the testbed is on the testbed."""
+    conf = environ.get("SLURM_CONF", "").strip()
+    if not conf:
+        return None
+    state = TestbedState.read(Path(conf).parent.parent)
+    return state if state is not None and state.scheduler is not None and state.scheduler.slurm_conf == conf else None
 
 
 def destroy(name: str, state_dir: Path) -> list[str]:
     """Stop everything running in the testbed's namespaces and delete them. Safe to repeat."""
     check_name(name)
+    from reprokit.cluster import slurm_testbed
+
     removed = _own_namespaces(name)
-    for ns in removed:
-        pids = _run("ip", "netns", "pids", ns, check=False).stdout.split()
+    own_pids = {int(pid) for ns in removed for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split()
+                if pid.isdigit()}
+    if state_dir.exists():
+        slurm_testbed.stop(state_dir, own_pids)  # the daemons by their pid files, if the testbed runs Slurm
+    for _ in range(5):  # again while something is left: a process may fork (a job step starting) between rounds
+        pids = [pid for ns in removed for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split()]
+        if not pids:
+            break
         for pid in pids:
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
+        time.sleep(0.05)
     for ns in removed:
         _run("ip", "netns", "del", ns, check=False)
+    slurm_testbed.remove_hosts_files(sorted(p.name for p in Path("/etc/netns").glob(f"rk-{name}-*")))
     if state_dir.exists():
         shutil.rmtree(state_dir, ignore_errors=True)
     return removed

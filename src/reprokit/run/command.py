@@ -20,7 +20,8 @@ from reprokit.paths import disk_error
 from reprokit.jsonfile import write_json
 from reprokit.run import lifeline
 from reprokit.run.forecast import EpochForecast
-from reprokit.run.launch import Outcome, StopRequest, run_local
+from reprokit.run.launch import Outcome, StopRequest
+from reprokit.run.launchers import get_launcher
 from reprokit.run.result import build
 from reprokit.run.spec import SPEC_FILE, RunSpec
 from reprokit.vocabulary import RunStatus
@@ -47,13 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     forecast = EpochForecast.for_run(spec, sys.stdout)
     watch = forecast.watch if forecast is not None else None
     try:
-        if spec.cluster is not None:
-            from reprokit.cluster.hosts import parse
-            from reprokit.run.remote import run_remote
-
-            outcome: Outcome = run_remote(spec.accepted()[2], parse(spec.cluster), run_dir, sys.stdout, stop=stop, watch=watch)
-        else:
-            outcome = run_local(spec.accepted()[2], run_dir, stop=stop, watch=watch)
+        outcome: Outcome = get_launcher(spec.launcher_name)(spec, run_dir, sys.stdout, stop, watch)
     except OSError as exc:
         full = disk_error(exc, "the run folder", run_dir)  # a full disk or an overlong name: not a bug of ours
         outcome = Outcome(RunStatus.FAILED, str(full)) if full else _internal_error(exc, run_dir)

@@ -14,7 +14,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from reprokit.cluster.hosts import MAX_ROLES
-from reprokit.cluster.testbed import testbed_of
+from reprokit.cluster.testbed import slurm_testbed_of, testbed_of
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
@@ -269,10 +269,14 @@ def _image_shape(raw: str, model: Model) -> str:
     return f"{channels},{height},{width}"
 
 
-def default_profile(cluster_data: Any) -> str:
+def default_profile(cluster_data: Any, slurm_environ: Mapping[str, str] | None = None) -> str:
     """The profile when PROFILE is empty: ``smoke`` on this machine and on a testbed made by ``ck testbed cluster``
-    (namespaces sharing this machine's CPU), ``paper`` on a cluster (``cluster_data``: the machine's hosts.json)."""
-    return "smoke" if cluster_data is None or testbed_of(cluster_data) is not None else "paper"
+    (namespaces sharing this machine's CPU), ``paper`` on a cluster (``cluster_data``: the machine's hosts.json).
+    ``slurm_environ``: the environment of a run in a Slurm allocation, which is on the testbed when its SLURM_CONF
+    is a Slurm testbed's."""
+    if cluster_data is None or testbed_of(cluster_data) is not None:
+        return "smoke"
+    return "smoke" if slurm_environ is not None and slurm_testbed_of(slurm_environ) is not None else "paper"
 
 
 def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSettings:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
 from reprokit.cluster.ssh import resolve as ssh_resolve
 from reprokit.engines.base import InstalledEngine, JobData, RunJob
 from reprokit.errors import UserError
@@ -64,8 +64,13 @@ class RunSpec:
     engine: InstalledEngine | None = None
     data: RunData = field(default_factory=RunData)
     plan: RolePlan | None = None
-    cluster: Any = None  # the machine's hosts.json data, an allocation expanded; None on this machine
+    cluster: ClusterConfig | None = None  # the machine's hosts, an allocation expanded; None on this machine
     error: str = ""  # the preprocess refused the input: the run command prints it once and fails
+    launcher: str = ""  # how the roles start (run/launchers.py); "" (older specs): ssh with a cluster, else local
+
+    @property
+    def launcher_name(self) -> str:
+        return self.launcher or ("local" if self.cluster is None else "ssh")
 
     @classmethod
     def refused(cls, reason: str) -> RunSpec:
@@ -82,7 +87,8 @@ class RunSpec:
             return {"error": self.error}
         settings, engine, plan = self.accepted()
         return {"settings": settings.to_dict(), "engine": engine.to_dict(), "data": asdict(self.data),
-                "plan": plan.to_dict(), "cluster": self.cluster}
+                "plan": plan.to_dict(), "cluster": self.cluster.to_data() if self.cluster is not None else None,
+                "launcher": self.launcher_name}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
@@ -90,7 +96,8 @@ class RunSpec:
             return cls.refused(str(data["error"]))
         return cls(settings=RunSettings(**data["settings"]), engine=InstalledEngine.from_dict(data["engine"]),
                    data=RunData(**data.get("data", {})), plan=RolePlan.from_dict(data["plan"]),
-                   cluster=data.get("cluster"))
+                   cluster=parse_cluster(data["cluster"], SPEC_FILE) if data.get("cluster") is not None else None,
+                   launcher=str(data.get("launcher", "")))
 
     def save(self, run_dir: Path) -> Path:
         path = Path(run_dir) / SPEC_FILE
@@ -111,14 +118,16 @@ class RunSpec:
         counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
         return (f"{counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} worker(s) on "
                 f"{', '.join(plan.hosts)}; {s.model} batch {s.batch_size} shape {s.image_shape or 'n/a'}; "
-                f"profile {s.profile}; engine {engine.name}; {self.data.describe()}")
+                f"profile {s.profile}; engine {engine.name}; {self.data.describe()}; "
+                f"launcher {self.launcher_name}")
 
 
 def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cluster: ClusterConfig | None = None,
-               cluster_data: Any = None, run_dir: str | None = None) -> RunSpec:
+               run_dir: str | None = None, launcher: str = "") -> RunSpec:
     """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here).
 
-    ``run_dir``: the run folder, where relative output paths of a run on this machine go (default: here)."""
+    ``run_dir``: the run folder, where relative output paths of a run on this machine go (default: here).
+    ``launcher``: how the roles start (run/launchers.py); "" for ssh with a cluster, local without."""
     if cluster is None:
         settings = with_local_outputs(settings, run_dir or os.getcwd())
         num_workers, num_servers = local_layout(settings)
@@ -142,7 +151,8 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
             command=[],
             worker_threads=settings.worker_threads,  # 0: the launcher asks each host for its cores
             timeout_s=settings.timeout_s,
-            addresses={h.host: ssh_resolve(h, cluster).hostname for h in cluster.hosts},
+            addresses={h.host: _node_address(h.host) if launcher == "srun" else ssh_resolve(h, cluster).hostname
+                       for h in cluster.hosts},
             interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
         )
     plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
@@ -161,4 +171,15 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
         plan.finish_grace_s = run.finish_grace_s
     if run.data and run.data != data.name:  # the artifact's Sockeye reads its bundled IWSLT15: say so
         data = RunData(run.data)
-    return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster_data)
+    return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster, launcher=launcher)
+
+
+def _node_address(node: str) -> str:
+    """A Slurm node's address as this machine resolves its name (the roles connect to it); the name itself when it
+    does not resolve here (the nodes may still resolve it)."""
+    import socket
+
+    try:
+        return socket.gethostbyname(node)
+    except OSError:
+        return node

@@ -175,7 +175,7 @@ def open_sweep(options: Mapping, study: Study, store: Store, program_models: set
     target = make_target(name, machine, options.get("link_capacity") or None)
     request = sweep_request(options, study, target, program_models, console, artifact_builds)
     state = testbed_of(machine) if target.kind == "testbed" else None
-    restore = state.get("rate") if state is not None else None
+    restore = state.rate if state is not None else None
     sweep_id = new_sweep_id()
     choices: tuple[BandwidthChoice, ...] = ()
     if request.ratios:

@@ -59,7 +59,7 @@ def make_target(name: str, cluster_config: object, link_capacity: str | None) ->
     state = testbed_of(cluster_config)
     if state is not None:
         return Target(name=name, kind="testbed", hosts=tuple(cluster.names), shaping=True,
-                      link_capacity=link_capacity, testbed=str(state["name"]))
+                      link_capacity=link_capacity, testbed=state.name)
     return Target(name=name, kind="cluster", hosts=tuple(cluster.names), shaping=False, link_capacity=link_capacity)
 
 

@@ -1,0 +1,195 @@
+"""Roles as Slurm job steps, supervised by ``launch.supervise`` like local ones.
+
+Inside a Slurm allocation (salloc, an sbatch script) each role is started here as
+
+    srun --nodes=1 --ntasks=1 --nodelist=HOST --overlap --export=ALL --kill-on-bad-exit=1 --chdir=RUN_DIR ARGV
+
+a local process whose environment carries the role's DMLC_* variables (``--export=ALL`` hands srun's whole
+environment to the step, so a value may hold any character, a comma included). ``--overlap`` lets the steps of
+one host share the CPUs the allocation has there: the scheduler, a server and a worker run at once. srun forwards
+SIGTERM to its step, and when srun itself is killed, Slurm kills the step: the supervisor's teardown reaches
+every role through its srun. Afterwards one step per host kills whatever still carries the run's id
+(``remote.sweep_command``), as the SSH launcher does.
+
+Before the roles, one probe step on every host (``PROBE``) says how many cores the host has (for the OMP threads
+of its workers and the per-core limit), finds the scheduler a free port on its host, and checks that the run
+folder is there: the roles run in it, so this launcher needs the run folder and the engine at the same paths on
+every node. On the testbed all namespaces share this machine's file system; a real site needs the run folder on
+a shared file system (or its files staged with an sbcast step, not done here).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+from collections.abc import Callable
+
+from reprokit.cluster.hosts import ClusterConfig
+from reprokit.errors import UserError
+from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment,
+                                 supervise)
+from reprokit.vocabulary import RunStatus
+from reprokit.run.lifeline import parent_death_signal
+from reprokit.run.plan import Role, RolePlan
+from reprokit.run.procscan import kill_run_processes
+from reprokit.run.settings import check_roles_fit
+
+STEP_TIMEOUT_S = 60  # the probe and the sweep steps
+SPEC_NAME = "p3-run.json"
+# Run by the engine's interpreter on every host: one JSON line.
+PROBE = """
+import json, os, socket, sys
+node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
+port = 0
+if node == sys.argv[1] and sys.argv[2] == "0":
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+print(json.dumps({"node": node, "cores": len(os.sched_getaffinity(0)), "port": port,
+                  "run_dir": os.path.isfile(sys.argv[3])}), flush=True)
+"""
+
+
+def srun_path() -> str:
+    found = shutil.which("srun")
+    if not found:
+        raise UserError("srun not found here; the srun launcher runs inside a Slurm allocation, with Slurm's "
+                        "client commands on the PATH")
+    return found
+
+
+def role_argv(srun: str, host: str, run_dir: Path, argv: list[str]) -> list[str]:
+    """The srun command line that runs ``argv`` as one job step on ``host``, in ``run_dir``."""
+    return [srun, "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--overlap", "--export=ALL",
+            "--kill-on-bad-exit=1", f"--chdir={run_dir}", *argv]
+
+
+def all_hosts_argv(srun: str, hosts: list[str], argv: list[str]) -> list[str]:
+    """One task on each of ``hosts``, as one step."""
+    return [srun, f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1",
+            f"--nodelist={','.join(hosts)}", "--overlap", "--export=ALL", "--chdir=/", *argv]
+
+
+def step_environment() -> dict[str, str]:
+    """This process's environment without what would point an interpreter at the framework's packages."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+class SrunRoleProcess(LocalRoleProcess):
+    """A role's srun: terminate and kill reach its step through it (see the module's docstring)."""
+
+    def describe(self, code: int) -> str:
+        if 128 < code < 160:  # srun exits with 128+N when its task was killed by signal N
+            return describe_exit(-(code - 128))
+        return describe_exit(code)
+
+    def stopped(self) -> bool:
+        return False  # the step's process is on its host: a stopped role shows as a stall of the workers' progress
+
+
+def _step(argv: list[str], what: str) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=STEP_TIMEOUT_S, env=step_environment(),
+                              stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=parent_death_signal)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"srun: {what} did not finish within {STEP_TIMEOUT_S} s; is the allocation still running? "
+                        f"(squeue -j $SLURM_JOB_ID)") from None
+    return proc
+
+
+def probe(srun: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> dict[str, dict]:
+    """Each host's probe line: {"h1": {"cores": 2, "port": 40123, "run_dir": True}, ...}."""
+    pythons = {cluster.host(h).python or plan.command[0] for h in plan.hosts}
+    if len(pythons) > 1:
+        raise UserError("the srun launcher runs one probe step on every host, with one interpreter: give every host "
+                        "the same 'python' in hosts.json (or none)")
+    python = pythons.pop()
+    argv = all_hosts_argv(srun, plan.hosts, [python, "-I", "-c", PROBE, plan.scheduler_host, str(plan.scheduler_port),
+                                             str(run_dir / SPEC_NAME)])
+    proc = _step(argv, "the probe step on every host")
+    found = {}
+    for line in proc.stdout.splitlines():
+        try:
+            data = json.loads(line)
+            found[str(data["node"])] = data
+        except (ValueError, KeyError, TypeError):
+            continue
+    missing = [h for h in plan.hosts if h not in found]
+    if proc.returncode != 0 or missing:
+        detail = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
+        raise UserError(f"srun: the probe step on {', '.join(missing) or 'every host'} failed ({detail}); is the "
+                        f"engine's interpreter {python} at the same path on every node, and the allocation running?")
+    unseen = [h for h in plan.hosts if not found[h]["run_dir"]]
+    if unseen:
+        raise UserError(f"srun: the run folder {run_dir} is not visible on {', '.join(unseen)}; the srun launcher "
+                        f"runs every role in it, so it must be on a file system every node shares")
+    return found
+
+
+def run_srun(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
+             stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
+    """Launch the plan's roles as job steps of this Slurm allocation, supervise them, and leave nothing behind."""
+    began_at = time.time()
+    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
+    try:
+        srun = srun_path()
+        for local in plan.files:
+            if Path(local).resolve() != (run_dir / Path(local).name).resolve():
+                shutil.copy2(local, run_dir / Path(local).name)
+        found = probe(srun, plan, cluster, run_dir)
+        check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+                        {h: int(found[h]["cores"]) for h in plan.hosts})
+    except UserError as exc:
+        return Outcome(RunStatus.FAILED, str(exc), began_at=began_at)
+    if plan.scheduler_port == 0:
+        plan.scheduler_port = int(found[plan.scheduler_host]["port"])
+    if plan.worker_threads == 0:
+        for host in plan.hosts:
+            workers_here = sum(1 for r in plan.workers if r.host == host)
+            plan.host_threads[host] = max(1, int(found[host]["cores"]) // max(1, workers_here))
+
+    def start(role: Role) -> SrunRoleProcess:
+        argv = plan.argv(role)
+        argv[0] = cluster.host(role.host).python or argv[0]
+        return SrunRoleProcess(role, role_argv(srun, role.host, run_dir, argv), local_environment(plan, role), run_dir,
+                               sink)
+
+    try:
+        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None, output=sink)
+    finally:
+        warnings = _sweep(srun, plan)
+    outcome.began_at = began_at
+    outcome.scheduler_port = plan.scheduler_port
+    outcome.warnings.extend(warnings)
+    outcome.torn_down_at = time.time()
+    return outcome
+
+
+def _sweep(srun: str, plan: RolePlan) -> list[str]:
+    """One step on every host kills what still carries the run's id there; then this machine's leftovers (a role's
+    srun that outlived its teardown)."""
+    from reprokit.run.remote import sweep_command
+
+    warnings = []
+    label = 'echo "$SLURMD_NODENAME:" $(' + sweep_command(plan.run_id) + ")"  # one line per host
+    try:
+        proc = _step(all_hosts_argv(srun, plan.hosts, ["/bin/sh", "-c", label]), "the sweep step")
+    except UserError as exc:
+        warnings.append(f"could not check the hosts for leftover processes: {exc}")
+    else:
+        if proc.returncode != 0:
+            detail = (proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1]
+            warnings.append(f"could not check every host for leftover processes: {detail}")
+        for line in proc.stdout.splitlines():
+            host, _, killed = line.partition(":")
+            if killed.split():
+                warnings.append(f"{host}: killed leftover process(es) {' '.join(killed.split())}")
+    leftovers = kill_run_processes(plan.run_id)
+    if leftovers:
+        warnings.append(f"killed {len(leftovers)} leftover process(es) of the run here: {leftovers}")
+    return warnings
