@@ -1,5 +1,4 @@
 """Which launcher a run takes, and the srun launcher's command lines (the real runs: tests/ck/test_slurm_testbed.py)."""
-import json
 
 import pytest
 
