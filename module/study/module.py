@@ -55,3 +55,15 @@ def import_bundle(i):
     ck import study:NAME --in=FILE.tar.gz [--store=DIR]
     """
     return study.import_bundle(i)
+
+
+##############################################################################
+# Predict baseline and p3 iteration times from the discrete-event iteration model (predicted, not measured).
+
+def predict(i):
+    """
+    ck predict study:NAME --model=vgg --bandwidths=1gbit,10gbit --workers=4,16,64 [--servers=N]
+                          [--layout=colocated|dedicated] [--compute_scale=X | --images_per_sec=N [--batch=B]]
+                          [--slice=50000] [--latency=SECONDS] [--image_shape=3,224,224] [--out_dir=DIR] [--store=DIR]
+    """
+    return study.predict(i)

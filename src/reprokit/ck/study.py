@@ -1,4 +1,4 @@
-"""The CK side of `ck reproduce / report / export / import study:NAME` (module/study).
+"""The CK side of `ck reproduce / report / predict / export / import study:NAME` (module/study).
 
 What the study needs from CK is asked here: the study entry, the results
 store's default place (CK's local repository), the models of the study's
@@ -68,6 +68,17 @@ def report(i: dict) -> dict:
     paths = write_report(study, store, program_models(study), options.report_dir(i, store.root),
                          timeline_config=options.timeline_config(i))
     return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"]), "json": str(paths["json"])}
+
+
+@ck_command
+def predict(i: dict) -> dict:
+    """Predict baseline and p3 iteration times from the iteration model: a table (printed) and a plot."""
+    from reprokit.study import predict as model
+
+    study, store = _study_and_store(i)
+    out_dir = options.report_dir(i, store.root) if i.get("out_dir") else store.root / "predict"
+    paths = model.run(i, study, out_dir)
+    return {"return": 0, "plot": str(paths["plot"]), "table": str(paths["table"])}
 
 
 @ck_command

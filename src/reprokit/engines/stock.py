@@ -15,7 +15,9 @@ from reprokit.engines.registry import register_engine
 from reprokit.paths import PROGRAM_DIR
 from reprokit.vocabulary import Variant
 
-HOOKS_FILE = "ck_hooks.py"  # runs in CK's process, not in the engine's
+# Beside the training scripts but not part of a run: CK's hooks run in CK's process; layer_profile.py is run once,
+# by hand, to extract the study's layer profiles (see study/layer_profiles.json).
+NOT_SHIPPED = ("ck_hooks.py", "layer_profile.py")
 FINISH_LINE = r"Parameter checksum: rank="  # the last line of train.py and sockeye_run.py, after every output
 P3_VAN_EXIT_GRACE_S = 5.0  # a role that can exit does so within milliseconds, or seconds on a loaded host
 PYTHON_ENV = "CK_ENV_LIB_MXNET_PYTHON"  # soft:lib.mxnet's interpreter of the engine's prefix
@@ -23,7 +25,7 @@ PYTHON_ENV = "CK_ENV_LIB_MXNET_PYTHON"  # soft:lib.mxnet's interpreter of the en
 
 def engine_files() -> list[Path]:
     """Shipped into every role's working folder: the training scripts and everything beside them they import."""
-    return sorted(p for p in PROGRAM_DIR.glob("*.py") if p.name != HOOKS_FILE)
+    return sorted(p for p in PROGRAM_DIR.glob("*.py") if p.name not in NOT_SHIPPED)
 
 
 @register_engine("stock")

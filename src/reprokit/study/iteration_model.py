@@ -1,0 +1,359 @@
+"""A discrete-event model of one steady-state iteration of data-parallel training under a parameter server.
+
+Predicted, never measured: `ck predict study` prints what this model says, labelled so. Standard library only.
+
+What is simulated (one representative worker; every worker is assumed identical, see below):
+
+- Compute on the worker is serial: forward of layers 0..L-1, then backward of layers L-1..0. Forward of layer i
+  in iteration k waits until every array of layer i is back from iteration k-1 (pull done); iteration 1 waits
+  for nothing (the parameters start in place).
+- When backward of layer i ends, its arrays are handed to the worker's sender as messages:
+  `baseline` and `priority-only` send whole arrays placed as MXNet's KVStoreDist places them (an array of more
+  than 1,000,000 elements split evenly over all servers, a smaller one whole on server (key * 9973) % S);
+  `p3` and `slicing-only` cut every array into slices of `slice_elements`, placed round-robin over the servers.
+  `baseline` and `slicing-only` serve each queue first in, first out; `p3` and `priority-only` serve it by key
+  (keys are numbered input layer first, so layers nearer the input go first). A message is never interrupted:
+  priority preempts at message (slice) boundaries.
+- Every link is one queue served at the link's bandwidth, full duplex (each direction its own queue). A
+  message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
+  link may start it as soon as the upstream starts (or so that it ends when the upstream ends, when the
+  downstream part is smaller), and never finishes it before the upstream has plus the per-message latency.
+- A server answers a message (its pull) once it has the message from all W workers; aggregation and the
+  optimizer's update take no time. The answer crosses the server's egress, then the worker's ingress.
+- The iteration time is the distance between the ends of the last two iterations' backward passes. Each
+  iteration's communication is over before the next backward starts (forward of the last layer waits for it),
+  so from the second iteration on every iteration is the same; `iterations` (default 5) are simulated.
+
+Symmetry: all W workers run the same schedule, so one worker is simulated. Layouts:
+
+- `dedicated`: S servers on hosts of their own. The worker's NIC carries its own pushes (out) and pulls (in);
+  server s's NIC carries W copies of every message placed on it, in and out (one aggregate per message: W
+  identical flows that arrive together and share the link).
+- `colocated` (our testbed's layout: one server per worker host, S = W = N hosts): a host's NIC carries its
+  worker's and its server's traffic; traffic to the host's own server stays on the host (loopback). Modelled as
+  one representative host whose egress and ingress carry, per message, the average over hosts: (N-1)/N of the
+  message out as the push and (N-1)/N in for the server, then (N-1)/N out as the server's answer and (N-1)/N in
+  as the worker's pull. This averages away which server a message sits on (a whole array on one server is spread
+  over all hosts), so it is exact for traffic spread evenly over the servers and optimistic for a baseline with
+  large whole arrays on one server.
+
+Left out: CPU cost of messages (per-message overhead beyond `latency_s`), TCP dynamics (flows share a link by
+the queue's order, not by fair share), the water mark (ZeroMQ's queue ahead of the sender), the push/pull
+request messages (only payloads are sent), compute slowed by communication, stragglers and any variance.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+BYTES_PER_ELEMENT = 4
+BIGARRAY_BOUND = 1_000_000  # MXNET_KVSTORE_BIGARRAY_BOUND's default: bigger arrays are split over all servers
+KEY_HASH = 9973  # ps-lite's KVStoreDist: a small array goes whole to server (key * 9973) % S
+
+
+class Policy(StrEnum):
+    BASELINE = "baseline"
+    P3 = "p3"
+    SLICING_ONLY = "slicing-only"
+    PRIORITY_ONLY = "priority-only"
+
+    @property
+    def sliced(self) -> bool:
+        return self in (Policy.P3, Policy.SLICING_ONLY)
+
+    @property
+    def prioritised(self) -> bool:
+        return self in (Policy.P3, Policy.PRIORITY_ONLY)
+
+
+class Layout(StrEnum):
+    DEDICATED = "dedicated"
+    COLOCATED = "colocated"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: its compute times (seconds per iteration on one worker) and its trainable arrays (elements of
+    each, one kvstore key each, in the order the trainer numbers them)."""
+    name: str
+    forward_s: float
+    backward_s: float
+    arrays: tuple[int, ...]
+
+    @property
+    def bytes(self) -> int:
+        return BYTES_PER_ELEMENT * sum(self.arrays)
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    layers: tuple[Layer, ...]  # input layer first
+    workers: int
+    servers: int
+    bandwidth_bps: float  # per host NIC and direction; math.inf for no limit
+    policy: Policy
+    layout: Layout = Layout.COLOCATED
+    latency_s: float = 0.0  # per message and direction, on top of transmission
+    slice_elements: int = 50_000
+    iterations: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise ValueError("a model needs at least one layer")
+        if self.workers < 1 or self.servers < 1:
+            raise ValueError("workers and servers must be at least 1")
+        if self.layout is Layout.COLOCATED and self.servers != self.workers:
+            raise ValueError(f"the colocated layout has one server per worker host: servers ({self.servers}) "
+                             f"must equal workers ({self.workers})")
+        if not self.bandwidth_bps > 0 or self.latency_s < 0 or self.slice_elements < 1 or self.iterations < 2:
+            raise ValueError("bandwidth must be > 0, latency >= 0, slice >= 1 element, iterations >= 2")
+        for layer in self.layers:
+            if layer.forward_s < 0 or layer.backward_s < 0 or any(n < 0 for n in layer.arrays):
+                raise ValueError(f"layer {layer.name}: negative time or size")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    iteration_s: float  # the last simulated iteration
+    compute_s: float  # forward + backward of all layers
+    exposed_comm_s: float  # iteration_s - compute_s
+    bytes_per_worker: int  # pushed per iteration (as many pulled)
+    comm_s: float  # the busiest link's bytes per iteration at the bandwidth
+    bound_s: float  # perfect overlap: max(compute_s, comm_s)
+    messages: int  # per worker and iteration, each way
+    iteration_times: tuple[float, ...] = field(default=())
+
+
+@dataclass
+class _Message:
+    """One push of one worker: a slice, or a whole array; an array split over servers is one push whose parts
+    go to their servers side by side (as the worker's sockets to each server carry them at once)."""
+    layer: int
+    key: int
+    part: int
+    parts: tuple[tuple[int, int], ...]  # (server, elements)
+
+    @property
+    def elements(self) -> int:
+        return sum(n for _, n in self.parts)
+
+
+def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elements: int) -> list[_Message]:
+    """Every message one worker sends per iteration (and receives back), by layer, key and slice."""
+    out: list[_Message] = []
+    key = 0
+    round_robin = 0
+    for index, layer in enumerate(layers):
+        for elements in layer.arrays:
+            if policy.sliced:
+                count = max(1, math.ceil(elements / slice_elements))
+                for part in range(count):
+                    size = min(slice_elements, elements - part * slice_elements)
+                    out.append(_Message(index, key, part, ((round_robin % servers, size),)))
+                    round_robin += 1
+            elif elements > BIGARRAY_BOUND and servers > 1:
+                share, extra = divmod(elements, servers)
+                out.append(_Message(index, key, 0, tuple((s, share + (1 if s < extra else 0))
+                                                         for s in range(servers))))
+            else:
+                out.append(_Message(index, key, 0, (((key * KEY_HASH) % servers, elements),)))
+            key += 1
+    return out
+
+
+class _Sim:
+    """The event queue: (time, sequence, action). Times are kept to the nanosecond, so that float noise in sums
+    of equal durations cannot reorder events from one iteration to the next."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, int, Callable[[float], None]]] = []
+        self.seq = 0
+
+    def at(self, time: float, action: Callable[[float], None]) -> None:
+        """Run `action(time)` at `time`; times equal to the nanosecond run in the order they were scheduled."""
+        self.seq += 1
+        heapq.heappush(self.events, (round(time, 9), self.seq, action))
+
+    def run(self) -> None:
+        while self.events:
+            time, _, action = heapq.heappop(self.events)
+            action(time)
+
+
+Started = Callable[[float, float], None]  # (start, finish) of a transfer, told when it starts
+Done = Callable[[float], None]  # finish, told when it ends
+
+
+def _nothing(*_: float) -> None:
+    return None
+
+
+class _Link:
+    """One direction of one NIC: a queue of transfers served one at a time, in the policy's order."""
+
+    def __init__(self, sim: _Sim, bandwidth_bps: float) -> None:
+        self.sim = sim
+        self.seconds_per_byte = 8.0 / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
+        self.ready: list[tuple[tuple[float, ...], int, float, float, Started, Done]] = []
+        self.busy = False
+        self.seq = 0
+        self.carried = 0.0  # bytes over the whole simulation
+
+    def duration(self, size: float) -> float:
+        return size * self.seconds_per_byte
+
+    def submit(self, available: float, order: tuple[float, ...], size: float, min_finish: float,
+               started: Started = _nothing, done: Done = _nothing) -> None:
+        """A transfer of `size` bytes that may start at `available` (never before now) and not end before
+        `min_finish`; `started(start, finish)` when it starts, `done(finish)` when it ends."""
+        def arrive(now: float) -> None:
+            self.seq += 1
+            heapq.heappush(self.ready, (order, self.seq, size, min_finish, started, done))
+            self._start(now)
+        self.sim.at(available, arrive)
+
+    def _start(self, now: float) -> None:
+        if self.busy or not self.ready:
+            return
+        _, _, size, min_finish, started, done = heapq.heappop(self.ready)
+        self.busy = True
+        self.carried += size
+        finish = max(now + self.duration(size), min_finish)
+        started(now, finish)
+
+        def end(t: float) -> None:
+            self.busy = False
+            done(t)
+            self._start(t)
+        self.sim.at(finish, end)
+
+
+def _cut_through(link: _Link, size: float, start: float, finish: float, latency: float) -> tuple[float, float]:
+    """When the next link may start a message the previous one carries over [start, finish] (no earlier than
+    the previous start, or so that it could end when the previous ends), and when it may end at the earliest."""
+    return max(start, finish - link.duration(size)) + latency, finish + latency
+
+
+@dataclass
+class _Compute:
+    """The worker's compute: the next op (0..L-1 forward of layer op, L..2L-1 backward of layer 2L-1-op) of
+    which iteration, and when the worker is free."""
+    iteration: int = 0
+    op: int = 0
+    free: float = 0.0
+
+
+def simulate(spec: ModelInput) -> Prediction:
+    layers = spec.layers
+    colocated = spec.layout is Layout.COLOCATED
+    msgs = messages(layers, spec.policy, 1 if colocated else spec.servers, spec.slice_elements)
+    by_layer: list[list[_Message]] = [[] for _ in layers]
+    for m in msgs:
+        by_layer[m.layer].append(m)
+    sim = _Sim()
+    bw = spec.bandwidth_bps
+    if colocated:
+        remote = (spec.workers - 1) / spec.workers
+        host_out, host_in = _Link(sim, bw), _Link(sim, bw)
+        worker_out, worker_in = host_out, host_in
+        server_in = [host_in]
+        server_out = [host_out]
+        push_sizes = (remote, remote)  # (on the sender's egress, on the receiver's ingress) per byte of message
+        pull_sizes = (remote, remote)
+    else:
+        worker_out, worker_in = _Link(sim, bw), _Link(sim, bw)
+        server_in = [_Link(sim, bw) for _ in range(spec.servers)]
+        server_out = [_Link(sim, bw) for _ in range(spec.servers)]
+        push_sizes = (1.0, float(spec.workers))
+        pull_sizes = (float(spec.workers), 1.0)
+
+    n_iter = spec.iterations
+    pending = [[len(by_layer[i]) for i in range(len(layers))] for _ in range(n_iter)]
+    pulled = [[0.0 if k == 0 else math.nan for _ in layers] for k in range(n_iter + 1)]
+    backward_end: list[float] = []
+    state = _Compute()
+    n_layers = len(layers)
+
+    def order(m: _Message, now: float) -> tuple[float, ...]:
+        return (float(m.key), float(m.part)) if spec.policy.prioritised else (now,)  # FIFO: by time, then arrival
+
+    def send(k: int, m: _Message, now: float) -> None:
+        """One push (its parts to their servers side by side); each server answers its part once it has it from
+        every worker; the worker takes the answers of all parts in as one transfer."""
+        key = order(m, now)
+        pull_size = m.elements * BYTES_PER_ELEMENT * pull_sizes[1]
+        answers: list[tuple[float, float]] = []
+
+        def answer_started(start: float, finish: float) -> None:
+            answers.append((start, finish))
+            if len(answers) == len(m.parts):
+                begin = max(a for a, _ in answers)
+                end = max(f for _, f in answers)
+                available, earliest = _cut_through(worker_in, pull_size, begin, end, spec.latency_s)
+                worker_in.submit(available, key, pull_size, earliest, done=lambda t: pulled_one(k, m.layer, t))
+
+        def at_server(s: int, size: float) -> Done:
+            def aggregated(t: float) -> None:
+                server_out[s].submit(t, order(m, t), size * pull_sizes[0], t, started=answer_started)
+            return aggregated
+
+        def push_started(start: float, finish: float) -> None:
+            for s, n in m.parts:
+                size = n * BYTES_PER_ELEMENT * push_sizes[1]
+                available, earliest = _cut_through(server_in[s], size, start, finish, spec.latency_s)
+                server_in[s].submit(available, key, size, earliest, done=at_server(s, float(n * BYTES_PER_ELEMENT)))
+
+        worker_out.submit(now, key, m.elements * BYTES_PER_ELEMENT * push_sizes[0], now, started=push_started)
+
+    def sender(k: int, batch: list[_Message]) -> Callable[[float], None]:
+        def send_all(t: float) -> None:
+            for m in batch:
+                send(k, m, t)
+        return send_all
+
+    def pulled_one(k: int, layer: int, t: float) -> None:
+        pending[k][layer] -= 1
+        if pending[k][layer] == 0:
+            pulled[k + 1][layer] = t
+            advance(t)
+
+    def advance(now: float) -> None:
+        """Run the worker's compute as far as the pulls allow (every time is a max over known times)."""
+        while state.iteration < n_iter:
+            k, op = state.iteration, state.op
+            if op < n_layers:
+                ready = pulled[k][op]
+                if math.isnan(ready):
+                    return  # waits for this layer's pull; pulled_one calls again
+                state.free = max(state.free, ready) + layers[op].forward_s
+            else:
+                i = 2 * n_layers - 1 - op
+                state.free += layers[i].backward_s
+                end = state.free
+                if by_layer[i]:
+                    sim.at(end, sender(k, by_layer[i]))
+                if not by_layer[i]:
+                    pulled[k + 1][i] = end
+                if i == 0:
+                    backward_end.append(end)
+            state.op += 1
+            if state.op == 2 * n_layers:
+                state.iteration += 1
+                state.op = 0
+
+    sim.at(0.0, advance)
+    sim.run()
+    if len(backward_end) != n_iter:
+        raise RuntimeError(f"the simulation stopped after {len(backward_end)} of {n_iter} iterations")
+    times = tuple(b - a for a, b in zip(backward_end, backward_end[1:]))
+    compute = sum(layer.forward_s + layer.backward_s for layer in layers)
+    iteration = times[-1]
+    links = [worker_out, worker_in, *server_in, *server_out]
+    busiest = max(link.carried for link in links) / n_iter
+    comm = busiest * worker_out.seconds_per_byte
+    return Prediction(iteration_s=iteration, compute_s=compute, exposed_comm_s=max(0.0, iteration - compute),
+                      bytes_per_worker=sum(layer.bytes for layer in layers), comm_s=comm,
+                      bound_s=max(compute, comm), messages=len(msgs), iteration_times=times)

@@ -1,0 +1,35 @@
+"""`ck predict study:sysml19-p3` through the real ck CLI (stdin closed): the predicted table and its plot."""
+STUDY = "study:sysml19-p3"
+
+
+def test_predict_prints_a_predicted_table_and_writes_the_plot(bare_ck, tmp_path):
+    out = tmp_path / "predicted"
+    proc = bare_ck("predict", STUDY, "--model=resnet", "--bandwidths=1gbit,100gbit", "--workers=4",
+                   f"--out_dir={out}", f"--store={tmp_path / 'store'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("PREDICTED by the iteration model (not measured): resnet (3,224,224)")
+    rows = [line for line in lines if line.startswith("| 4 |")]
+    assert [row.split("|")[3].strip() for row in rows] == ["1gbit", "100gbit"]
+    header = next(line for line in lines if line.startswith("| workers"))
+    assert all("predicted" in cell for cell in header.strip("|").split("|")[3:])
+    slow, fast = (float(row.split("|")[5]) for row in rows)  # p3's seconds per iteration
+    assert slow > fast > 0
+    speedups = [float(row.split("|")[6].strip().rstrip("x")) for row in rows]
+    assert all(s >= 1.0 for s in speedups)
+    png = out / "predicted-speedup-resnet.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_predict_refuses_bad_input_in_one_line(bare_ck, tmp_path):
+    for args, says in ((["--model=alexnet", "--bandwidths=1gbit", "--workers=4"], "no layer profile"),
+                       (["--model=vgg", "--bandwidths=fast", "--workers=4"], "is not a rate"),
+                       (["--model=vgg", "--bandwidths=1gbit", "--workers=0"], "--workers must be at least 1"),
+                       (["--model=vgg", "--bandwidths=1gbit", "--workers=4", "--compute_scale=2",
+                         "--images_per_sec=10"], "not both"),
+                       (["--model=vgg", "--bandwidths=1gbit", "--workers=4", "--wrokers=5"], "unknown option")):
+        proc = bare_ck("predict", STUDY, *args, f"--store={tmp_path / 'store'}")
+        text = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and says in text and "Traceback" not in text, (args, text)
+        assert len([line for line in text.splitlines() if line.strip()]) == 1, text

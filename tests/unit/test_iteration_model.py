@@ -1,0 +1,150 @@
+"""The discrete-event iteration model (reprokit.study.iteration_model) and the layer profiles it is fed."""
+import math
+
+import pytest
+
+from reprokit.study import layer_profiles
+from reprokit.study.claims import from_meta
+from reprokit.study.iteration_model import Layer, Layout, ModelInput, Policy, messages, simulate
+
+GBIT = 1e9
+
+
+def vgg_like(fc_elements: int = 60_000_000) -> tuple[Layer, ...]:
+    """Ten small convolutions with most of the compute, then one big dense layer with most of the bytes."""
+    convs = tuple(Layer(f"conv{i}", 0.01, 0.02, (500_000, 500)) for i in range(10))
+    return convs + (Layer("fc", 0.0005, 0.001, (fc_elements, 4096)),)
+
+
+def run(layers, policy, bandwidth=GBIT, workers=4, servers=None, layout=Layout.COLOCATED, **kw):
+    return simulate(ModelInput(layers, workers, servers or workers, bandwidth, policy, layout, **kw))
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+@pytest.mark.parametrize("policy", list(Policy))
+def test_infinite_bandwidth_leaves_only_compute(policy, layout):
+    p = run(vgg_like(), policy, bandwidth=math.inf, layout=layout)
+    assert p.iteration_s == pytest.approx(p.compute_s, rel=1e-12)
+    assert p.compute_s == pytest.approx(10 * 0.03 + 0.0015)
+    assert p.exposed_comm_s == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_zero_compute_takes_the_bytes_over_the_bottleneck_link(layout):
+    layers = tuple(Layer(f"l{i}", 0.0, 0.0, (2_000_000,)) for i in range(20))
+    p = run(layers, Policy.P3, layout=layout, servers=4 if layout is Layout.COLOCATED else 2)
+    total = 20 * 2_000_000 * 4
+    if layout is Layout.COLOCATED:  # every byte leaves the host twice (push, answer), (N-1)/N of it remote
+        bottleneck = 2 * 3 / 4 * total
+    else:  # 2 servers take the pushes of 4 workers: half the bytes each, 4 times
+        bottleneck = 4 * total / 2
+    assert p.comm_s == pytest.approx(bottleneck * 8 / GBIT)
+    assert p.comm_s * (1 - 1e-9) <= p.iteration_s <= p.comm_s * 1.01  # slices pipeline: one slice's time of tail
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+@pytest.mark.parametrize("bandwidth", [0.5 * GBIT, 2 * GBIT, 5 * GBIT, 10 * GBIT])
+def test_p3_beats_baseline_and_not_the_perfect_overlap_bound(bandwidth, layout):
+    base = run(vgg_like(), Policy.BASELINE, bandwidth, layout=layout)
+    p3 = run(vgg_like(), Policy.P3, bandwidth, layout=layout)
+    assert p3.bound_s * (1 - 1e-9) <= p3.iteration_s <= base.iteration_s
+    assert base.iteration_s >= base.bound_s * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_p3_hides_communication_where_the_baseline_cannot(layout):
+    """Communication about equal to compute: the baseline's forward waits for the input layers, sent last;
+    P3 sends them first and comes close to the perfect-overlap bound."""
+    base = run(vgg_like(), Policy.BASELINE, 10 * GBIT, layout=layout)
+    p3 = run(vgg_like(), Policy.P3, 10 * GBIT, layout=layout)
+    assert base.iteration_s > 1.25 * p3.iteration_s
+    assert p3.iteration_s < 1.05 * p3.bound_s
+
+
+def test_priority_alone_cannot_help_one_big_input_layer():
+    """The input layer's gradient is ready last, so priority has nothing to reorder; slicing pipelines its push
+    and its answer (on servers of their own: colocated, both leave through the same NIC, and all four are equal)."""
+    layers = (Layer("big-input", 0.05, 0.1, (40_000_000,)),) + tuple(
+        Layer(f"l{i}", 0.05, 0.1, (100_000,)) for i in range(5))
+    dedicated = {p: run(layers, p, 2 * GBIT, layout=Layout.DEDICATED).iteration_s for p in Policy}
+    assert dedicated[Policy.PRIORITY_ONLY] == pytest.approx(dedicated[Policy.BASELINE], rel=1e-9)
+    assert dedicated[Policy.P3] < 0.8 * dedicated[Policy.BASELINE]
+    assert dedicated[Policy.SLICING_ONLY] < 0.8 * dedicated[Policy.BASELINE]
+    colocated = [run(layers, p, 2 * GBIT).iteration_s for p in Policy]
+    assert max(colocated) == pytest.approx(min(colocated), rel=1e-9)
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_priority_alone_helps_when_small_input_layers_queue_behind_big_late_ones(layout):
+    layers = tuple(Layer(f"l{i}", 0.01, 0.02, (200_000,)) for i in range(6)) + tuple(
+        Layer(f"big{i}", 0.001, 0.002, (800_000,)) for i in range(6))
+    base, prio = (run(layers, p, GBIT, layout=layout) for p in (Policy.BASELINE, Policy.PRIORITY_ONLY))
+    assert prio.iteration_s < 0.95 * base.iteration_s
+
+
+@pytest.mark.parametrize("policy", list(Policy))
+@pytest.mark.parametrize("layout", list(Layout))
+def test_more_bandwidth_is_never_slower(policy, layout):
+    times = [run(vgg_like(), policy, b * GBIT, layout=layout).iteration_s for b in (0.5, 1, 2, 4, 8, 16, 64)]
+    assert all(a >= b - 1e-12 for a, b in zip(times, times[1:])), times
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+@pytest.mark.parametrize("policy", list(Policy))
+def test_every_iteration_after_the_first_is_the_same(policy, layout):
+    p = run(vgg_like(), policy, 10 * GBIT, layout=layout, iterations=6)
+    assert max(p.iteration_times[1:]) == pytest.approx(min(p.iteration_times[1:]), rel=1e-9)
+
+
+def test_messages_follow_mxnet_placement():
+    layers = (Layer("a", 0, 0, (10, 3_000_001)),)
+    whole = messages(layers, Policy.BASELINE, 4, 50_000)
+    assert whole[0].parts == ((0, 10),)  # key 0: (0 * 9973) % 4
+    assert [n for _, n in whole[1].parts] == [750_001, 750_000, 750_000, 750_000]  # over 1,000,000: split
+    sliced = messages(layers, Policy.P3, 4, 50_000)
+    assert len(sliced) == 1 + 61 and sum(m.elements for m in sliced) == 3_000_011
+    assert [m.parts[0][0] for m in sliced[:6]] == [0, 1, 2, 3, 0, 1]  # round robin over the servers
+
+
+def test_one_host_sends_nothing_over_its_nic():
+    p = run(vgg_like(), Policy.BASELINE, GBIT, workers=1)
+    assert p.iteration_s == pytest.approx(p.compute_s) and p.comm_s == 0
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="servers"):
+        run(vgg_like(), Policy.P3, workers=4, servers=2, layout=Layout.COLOCATED)
+    with pytest.raises(ValueError):
+        run(vgg_like(), Policy.P3, bandwidth=0)
+
+
+# The layer profiles: per-layer sums against the study entry's totals, compute split by FLOPs.
+
+def study():
+    import json
+    from pathlib import Path
+
+    meta = json.loads((Path(__file__).resolve().parents[2] / "study/sysml19-p3/.cm/meta.json").read_text())
+    return from_meta("sysml19-p3", meta)
+
+
+def test_per_layer_parameters_add_up_to_the_study_entry_totals():
+    totals = study().parameters
+    checked = 0
+    for model in layer_profiles.models():
+        for shape, expected in totals[model].items():
+            profile = layer_profiles.profile(model, shape)
+            assert sum(sum(layer.arrays) for layer in profile.layers) == profile.parameters == expected
+            checked += 1
+    assert checked == 5  # resnet and vgg at 224 and 32, inception-v3 at 299
+
+
+def test_profiles_split_compute_by_flops_and_keep_the_key_order():
+    profile = layer_profiles.profile("vgg")
+    layers = profile.model_layers(3.0)
+    assert sum(x.forward_s + x.backward_s for x in layers) == pytest.approx(3.0)
+    assert all(x.backward_s == pytest.approx(2 * x.forward_s) for x in layers)
+    assert [x.name for x in layers][:2] == ["vgg0_conv0", "vgg0_conv1"] and layers[-1].name == "vgg0_dense2"
+    dense = [x for x in layers if "dense" in x.name]
+    assert sum(x.bytes for x in dense) / sum(x.bytes for x in layers) > 0.85
+    assert sum(x.forward_s for x in dense) / sum(x.forward_s for x in layers) < 0.01
