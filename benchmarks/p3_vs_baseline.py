@@ -97,17 +97,23 @@ def shape(bandwidth: str) -> None:
     ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
 
 
+def one_round(work: Path, label: str, configs: dict[str, list[str]], rep: int, common: list[str]) -> dict[str, dict]:
+    """Every config once, in reversed order on every other repetition ``rep``; each one's row."""
+    names, rows = list(configs), {}
+    for name in (names if rep % 2 == 0 else names[::-1]):
+        result = run(work / f"{label}-{name}-{rep}".replace("/", "_"), *configs[name], *common)
+        rows[name] = row = {k: result.get(k) for k in FIELDS}
+        print(f"rep {rep + 1} {label} {name}: {fmt(row['throughput_samples_per_sec'], '.2f')} samples/s, comm wait "
+              f"{fmt(row['comm_wait_s_per_iter'])} s/iter, overlap {fmt(row['overlap'], '.2f')}", flush=True)
+    return rows
+
+
 def interleaved(work: Path, label: str, configs: dict[str, list[str]], repetitions: int, common: list[str],
                 rows: dict[str, list[dict]]) -> None:
-    """Every config once per repetition, the order reversed every other repetition."""
-    names = list(configs)
+    """Every config once per repetition (one_round), the order reversed every other repetition."""
     for rep in range(repetitions):
-        for name in (names if rep % 2 == 0 else names[::-1]):
-            result = run(work / f"{label}-{name}-{rep}".replace("/", "_"), *configs[name], *common)
-            row = {k: result.get(k) for k in FIELDS}
+        for name, row in one_round(work, label, configs, rep, common).items():
             rows.setdefault(name, []).append(row)
-            print(f"rep {rep + 1} {label} {name}: {fmt(row['throughput_samples_per_sec'], '.2f')} samples/s, comm wait "
-                  f"{fmt(row['comm_wait_s_per_iter'])} s/iter, overlap {fmt(row['overlap'], '.2f')}", flush=True)
 
 
 def main() -> int:
@@ -194,16 +200,8 @@ def main() -> int:
                         configs["p3-slicing-only"] = [*configs["p3"], "--env.P3_PRIORITY=0"]
                         configs["p3-priority-only"] = [f"--cmd_key={model}", "--env.VARIANT=p3",
                                                        f"--env.P3_WATER_MARK={water_mark}", "--env.P3_SLICE_SIZE=0"]
-                    found: dict[str, list[dict]] = {}
-                    names = list(configs)
-                    for name in (names if rep % 2 == 0 else names[::-1]):
-                        result = run(work / f"{model}-{bandwidth}-{name}-{rep}", *configs[name], *common)
-                        row = {k: result.get(k) for k in FIELDS}
+                    for name, row in one_round(work, f"{model}-{bandwidth}", configs, rep, common).items():
                         rows.setdefault((model, bandwidth, name), []).append(row)
-                        print(f"rep {rep + 1} {model} {bandwidth} {name}: "
-                              f"{fmt(row['throughput_samples_per_sec'], '.2f')} samples/s, comm wait "
-                              f"{fmt(row['comm_wait_s_per_iter'])} s/iter, overlap {fmt(row['overlap'], '.2f')}",
-                              flush=True)
     finally:
         subprocess.run([CK, "testbed", "cluster:cmp", "--down"], env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)

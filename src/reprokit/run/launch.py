@@ -298,16 +298,15 @@ def supervise(
     start_role: Callable[[Role], RoleProcess],
     stop: StopRequest | None = None,
     clock: Callable[[], float] = time.monotonic,
-    finished: Callable[[], set[str]] | None = None,
     output: OutputSink | None = None,
 ) -> Outcome:
     """Start all roles, watch them, and always tear down what is left.
 
-    ``finished``: the roles that printed the plan's finish_pattern (the authors' scripts' end of training). When
-    every worker has, the run counts as done: roles still running the plan's finish_grace_s later are torn down with a
-    warning (the authors' builds can wait forever in their KVStoreDist destructor after training; under MXNet 1.9.1's
-    P3 van, workers and servers may never exit). ``output``: the roles' output, for the error line a failed role
-    printed last, and for a role that printed a traceback but still runs RAISED_GRACE_S later (it has failed).
+    ``output``: the roles' output: the error line a failed role printed last; a role that printed a traceback but
+    still runs RAISED_GRACE_S later (it has failed); the workers' progress; and the roles that printed the plan's
+    finish_pattern (the end of training). When every worker has, the run counts as done: roles still running the
+    plan's finish_grace_s later are torn down with a warning (the authors' builds can wait forever in their
+    KVStoreDist destructor after training; under MXNet 1.9.1's P3 van, workers and servers may never exit).
     """
     stop = stop or StopRequest()
     begin = clock()
@@ -370,7 +369,8 @@ def supervise(
                     if now - workers_done_at > FINISH_GRACE_S:
                         outcome = torn_down_after(FINISH_GRACE_S, "every worker finished")
                 names = {p.role.name for p in workers}
-                if outcome is None and finished is not None and names and names <= finished():
+                if outcome is None and output is not None and output.finish is not None and names \
+                        and names <= output.finished():
                     trained_at = trained_at or now
                     if now - trained_at > plan.finish_grace_s:
                         outcome = torn_down_after(plan.finish_grace_s, f"every worker printed the end of its training "
@@ -458,7 +458,7 @@ def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
         return Outcome(RunStatus.FAILED, str(exc))
     with held:
         plan.scheduler_port = held.getsockname()[1]
-        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None, output=sink)
+        outcome = supervise(plan, start, stop, output=sink)
     outcome.scheduler_port = plan.scheduler_port
     # Anything that escaped its role's process group (a daemonised child) still carries the run id.
     leftovers = kill_run_processes(plan.run_id)

@@ -256,7 +256,7 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
             conn.start_heartbeat()
         threading.Thread(target=beat, name="role heartbeat", daemon=True).start()
         try:
-            outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None, output=sink)
+            outcome = supervise(plan, start, stop, output=sink)
         finally:
             ended.set()
         outcome.scheduler_port = plan.scheduler_port

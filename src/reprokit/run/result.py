@@ -148,21 +148,30 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
         launch_time_s=round(outcome.all_running_at - outcome.began_at, 3) if outcome.all_running_at else None,
         warnings=list(outcome.warnings),
     )
-    parse_worker_logs(result, plan, run_dir, comm_probes=reports.comm_probes)
+    logs = read_logs(plan, run_dir)
+    parse_worker_logs(result, plan, run_dir, logs, comm_probes=reports.comm_probes)
     if reports.ps_van:
-        check_vans(result, plan, run_dir, settings.ps_van)
+        check_vans(result, plan, logs, settings.ps_van)
     return result
 
 
-def check_vans(result: Result, plan: RolePlan, run_dir: Path, expected: str) -> None:
+def read_logs(plan: RolePlan, run_dir: Path) -> dict[str, str]:
+    """Every role's log, read once ("" for a role that left none)."""
+    logs = {}
+    for role in plan.roles:
+        path = run_dir / "logs" / role.log_name
+        logs[role.name] = path.read_text(errors="replace") if path.exists() else ""
+    return logs
+
+
+def check_vans(result: Result, plan: RolePlan, logs: dict[str, str], expected: str) -> None:
     """Every role must have logged the run's van (role_van.py): a job that mixed vans, or a role that never said,
     is a failed run, and the line of the role that refused is the reason."""
     logged: dict[str, str | None] = {}
     refusal = None
     for role in plan.roles:
-        log = run_dir / "logs" / role.log_name
         van = None
-        for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
+        for line in logs.get(role.name, "").splitlines():
             match = VAN_LINE.search(line)
             if match:
                 van = match.group(1)
@@ -192,25 +201,24 @@ def _mechanism(comm: dict[str, Any]) -> dict[str, Any]:
             "water_mark": number("water_mark"), "priority": comm.get("priority") in ("1", 1)}
 
 
-def _last_comm_line(log: Path) -> dict[str, Any] | None:
+def _last_comm_line(text: str) -> dict[str, Any] | None:
     """The worker's p3-comm line (its communication summary), or None (an older engine, or a failed run)."""
-    if not log.exists():
-        return None
     parse = program_module("p3_timeline").parse_comm_line
-    found = [parsed for line in log.read_text(errors="replace").splitlines() if "p3-comm:" in line
+    found = [parsed for line in text.splitlines() if "p3-comm:" in line
              for parsed in [parse(line)] if parsed is not None]
     return found[-1] if found else None
 
 
-def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, comm_probes: bool = True) -> None:
-    """Throughput and parameter checksums from every worker's log; with ``comm_probes`` (an engine running our
-    scripts), each worker's p3-comm line and trace too."""
+def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, logs: dict[str, str],
+                      comm_probes: bool = True) -> None:
+    """Throughput and parameter checksums from every worker's log (``logs``: read_logs); with ``comm_probes`` (an
+    engine running our scripts), each worker's p3-comm line and trace too."""
     log_dir = run_dir / "logs"
     worker_logs = [log_dir / w.log_name for w in plan.workers]
+    worker_texts = [logs.get(w.name, "") for w in plan.workers]
     per_worker: list[speedometer.WorkerThroughput | None] = []
     checksums: dict[int, str] = {}
-    for log in worker_logs:
-        text = log.read_text(errors="replace") if log.exists() else ""
+    for text in worker_texts:
         reports = [r for group in speedometer.parse_reports(text).values() for r in group]
         per_worker.append(speedometer.summarize(speedometer.steady_state(reports)))
         checksums.update(speedometer.parse_checksums(text))
@@ -236,7 +244,7 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, comm_probes
             "no steady-state throughput found (Speedometer 'Speed: ... samples/sec' lines after the "
             f"first report of each epoch) in {', '.join(missing)}; run more batches with --env.NUM_BATCHES=N"
         )
-    comm = [c for c in (_last_comm_line(log) for log in worker_logs) if c is not None] if comm_probes else []
+    comm = [c for c in (_last_comm_line(text) for text in worker_texts) if c is not None] if comm_probes else []
     if comm:
         result.comm_per_worker = comm
         for key in ("comm_wait_s_per_iter", "overlap", "comm_s_per_iter", "compute_s_per_iter"):

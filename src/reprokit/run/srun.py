@@ -160,7 +160,7 @@ def run_srun(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: Tex
                                sink)
 
     try:
-        outcome = supervise(plan, start, stop, finished=sink.finished if plan.finish_pattern else None, output=sink)
+        outcome = supervise(plan, start, stop, output=sink)
     finally:
         warnings = _sweep(srun, plan)
     outcome.began_at = began_at
