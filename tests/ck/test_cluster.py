@@ -181,11 +181,12 @@ def test_malformed_cluster_description_is_one_clear_line(ck, tmp_path):
     try:
         proc = ck("check", "cluster:badhosts", timeout=60)
         assert proc.returncode == 1
-        assert "machine:badhosts: host #2: host 'a;touch /tmp/x' is not a host name" in proc.stdout + proc.stderr
+        assert "machine:badhosts: host #2.host must be a host name or address, got 'a;touch /tmp/x'" in \
+            proc.stdout + proc.stderr
         run, _ = ck.run_p3(tmp_path / "run", "--cmd_key=resnet", "--target=badhosts", timeout=120)
         output = run.stdout + run.stderr
         assert run.returncode != 0
-        assert output.count("host #2: host 'a;touch /tmp/x' is not a host name") == 1
+        assert output.count("host #2.host must be a host name or address, got 'a;touch /tmp/x'") == 1
         assert "Traceback" not in output
     finally:
         ck("rm", "machine:badhosts", "--force")

@@ -72,7 +72,7 @@ DESCRIPTIONS = [  # (file name, content, what the one line must name)
      ["huge.json is", "bytes; a cluster description is at most 1 MiB"]),
     ("many.yaml", "hosts:\n" + "".join(f"- n{i}\n" for i in range(60_000)),  # under 1 MiB, 60,000 hosts
      ["the list holds 60000 hosts", f"at most {MAX_HOSTS}"]),
-    ("long.yaml", f"hosts:\n- host: {'x' * HUGE}\n", ["host 'xxxx", f"({HUGE} characters) is not a host name"]),
+    ("long.yaml", f"hosts:\n- host: {'x' * HUGE}\n", ["host must be a host name or address, got 'xxxx", f"({HUGE} characters)"]),
 ]
 
 
@@ -120,7 +120,7 @@ def test_store_files_that_are_devices_fifos_or_huge_are_refused_in_one_line(cli,
 @pytest.mark.parametrize("refuse, names", [
     (lambda v: whole_number(v, "BATCH_SIZE", "--env.BATCH_SIZE=N"), ["BATCH_SIZE must be a whole number"]),
     (lambda v: plain_setting("DATA_DIR", v + ";", "CK writes it into a script"), ["DATA_DIR='"]),
-    (lambda v: parse([v]), ["host #1: host '"]),
+    (lambda v: parse([v]), ["host #1.host must be a host name or address, got '"]),
     (lambda v: parse({"hosts": ["a"], v: 1}), ["unknown key(s) '"]),
     (lambda v: parse([f"n{i}" for i in range(MAX_HOSTS + 1)]), [f"the list holds {MAX_HOSTS + 1} hosts"]),
 ])
