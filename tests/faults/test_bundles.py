@@ -149,7 +149,7 @@ MISTYPED = [  # (change to one record, the words the refusal must name)
     (lambda r: r.update(provenance=["a"]), ("provenance", "must be an object")),
     (lambda r: r.update(failure_reason="\x1b[2J\x1b[31mfine"), ("failure_reason", "control character")),
     (lambda r: r["provenance"].update(deep=[[[[[[[["x"]]]]]]]]), ("provenance.deep", "nested deeper")),
-    (lambda r: r.update(local=True), ("unknown key 'local'",)),  # a record cannot declare itself local
+    (lambda r: r.update(local=True), ("unknown key(s) 'local'",)),  # a record cannot declare itself local
     (lambda r: r.update(result="fast"), ("result", "must be an object")),
 ]
 

@@ -38,7 +38,7 @@ def test_two_runs_started_together_keep_their_own_folders_ports_and_results(ck, 
     assert results[0]["run_id"] != results[1]["run_id"]
     assert [r["run_id"] for r in results] == [s["plan"]["run_id"] for s in specs]
     for folder, launch in zip(folders, launches):
-        assert launch["success"], launch["reason"]
+        assert launch["status"] == "ok", launch["reason"]
         assert sorted(p.name for p in (folder / "logs").iterdir()) == [
             "scheduler.log", "server-0.log", "worker-0.log", "worker-1.log"]
     ports = [_scheduler_port(f) for f in folders]
