@@ -216,9 +216,14 @@ class Connection:
         assert transport is not None, "connection is closed"
         return transport
 
+    def _active_transport(self) -> paramiko.Transport | None:
+        """The transport while it is open; None once closed (the heartbeat thread races ``close()``)."""
+        client = self.client
+        transport = client.get_transport() if client is not None else None
+        return transport if transport is not None and transport.is_active() else None
+
     def is_alive(self) -> bool:
-        return (self.lost is None and self.client is not None and self.transport is not None
-                and self.transport.is_active())
+        return self.lost is None and self._active_transport() is not None
 
     def start_heartbeat(self, interval_s: float = HEARTBEAT_S, timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
         """Until the connection closes, ask sshd for an answer every ``interval_s`` (a session channel opened
@@ -229,12 +234,15 @@ class Connection:
         def beat() -> None:
             while self.is_alive():
                 time.sleep(interval_s)
+                transport = self._active_transport()
+                if transport is None:
+                    return  # closed by us while asleep: nothing was lost
                 try:
-                    self.transport.open_session(timeout=timeout_s).close()
+                    transport.open_session(timeout=timeout_s).close()
                 except paramiko.ChannelException:  # refused (MaxSessions, ...): still an answer
                     continue
                 except (paramiko.SSHException, OSError, EOFError, AttributeError):
-                    if self.client is not None and self.transport is not None and self.transport.is_active():
+                    if self._active_transport() is not None:
                         self.lost = f"no answer from {self.endpoint.label} within {timeout_s:.0f} s"
                     return
 
