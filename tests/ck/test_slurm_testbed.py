@@ -246,26 +246,116 @@ def test_srun_outside_an_allocation_is_refused_in_one_line(ck, tmp_path):
     assert "Traceback" not in output
 
 
-def test_an_sbatch_job_runs_p3_from_its_first_node_with_every_role_a_job_step(ck, slurm3, tmp_path):
+# ---- --submit: `ck run program:p3 --target=MACHINE --submit`, hosts.json naming a Slurm job ----
+
+def slurm_machine(ck, tmp_path, name, section):
+    config = tmp_path / f"{name}.json"
+    config.write_text(json.dumps({"slurm": section}))
+    ck("add", f"machine:{name}", "--type=cluster", f"--config_file={config}", "--quiet", check=True)
+    return name
+
+
+def submit_ck_run(ck, state, run_dir, machine, *args, log):
+    """`ck run program:p3 --target=MACHINE --submit ...` from the testbed's login side (its switch namespace)."""
+    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [*client, ck.exe, "run", "program:p3", f"--target={machine}", "--submit", f"--tmp_dir={run_dir}",
+            "--cmd_key=resnet", *args]
+    return subprocess.Popen(argv, env=ck.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            cwd=ck.root, start_new_session=True)
+
+
+def finished(run, timeout):
+    try:
+        run.wait(timeout=timeout)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=10)
+
+
+def test_submit_runs_the_baseline_as_a_batch_job_every_role_a_job_step_and_prints_its_result(ck, slurm3, tmp_path):
     """The batch script runs in h1's namespace: the launcher's sruns start from a node, not from the switch."""
     _, state, _, _ = slurm3
-    run_dir, out = tmp_path / "run", tmp_path / "job.out"
-    run_dir.mkdir()
-    script = tmp_path / "job.sh"
-    script.write_text(f"#!/bin/sh\nexec {ck.exe} run program:p3 --tmp_dir={run_dir} --cmd_key=resnet "
-                      f"--env.NUM_BATCHES=6 --env.DISP_BATCHES=2 --treat_return_code_as_exit_code=yes </dev/null\n")
-    script.chmod(0o755)
-    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
-    submitted = subprocess.run([*client, "sbatch", "-N3", "--time=15", f"--output={out}", f"--chdir={ck.root}",
-                                str(script)], env=ck.env, capture_output=True, text=True, timeout=60, check=True)
-    job = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
-    try:
-        assert wait_for(lambda: not slurm(state, "squeue", "-h", "-j", job, check=False).stdout.strip(),
-                        timeout=300, interval=1)
-    finally:
-        slurm(state, "scancel", job, check=False)
-    output = out.read_text()
-    assert "p3: hosts from hostlist h[1-3]: h1, h2, h3" in output
-    assert "launcher srun" in output and "p3: OK" in output, output[-3000:]
-    run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+    machine = slurm_machine(ck, tmp_path, "slsub", {"nodes": 3, "time": "00:15:00", "extra": ["--job-name=p3 it's"]})
+    run_dir = tmp_path / "run"
+    with open(tmp_path / "out.txt", "w") as log:
+        run = submit_ck_run(ck, state, run_dir, machine, "--env.VARIANT=baseline", "--env.NUM_BATCHES=6",
+                            "--env.DISP_BATCHES=2", log=log)
+        finished(run, 300)
+    output = (tmp_path / "out.txt").read_text()
+    assert run.returncode == 0, output[-4000:]
+    job = re.search(r"p3: submitted Slurm job (\d+) \(--job-name=p3 --nodes=3 --time=00:15:00 --job-name=p3 it's\)",
+                    output).group(1)
+    assert f"p3: Slurm job {job} is running on h[1-3]" in output
+    assert "p3: hosts from hostlist h[1-3]: h1, h2, h3" in output  # read inside the job
+    assert re.search(r"p3: plan: .* on h1, h2, h3; .*launcher srun", output)
+    assert output.rstrip().splitlines()[-1] != ""  # the summary line is ours, after the job's output
+    result = json.loads((run_dir / "p3-result.json").read_text())
+    assert result["run_success"] and result["variant"] == "baseline" and result["num_workers"] == 3
+    assert result["batch_job"]["job_id"] == job and result["batch_job"]["state"] == "COMPLETED"
+    assert result["batch_job"]["running_s"] > 0
+    inner = json.loads((run_dir / "job" / "p3-result.json").read_text())
+    assert inner["throughput_per_worker"] == result["throughput_per_worker"]
+    name = slurm(state, "scontrol", "-o", "show", "job", job).stdout
+    assert "JobName=p3 it's " in name  # an option reached sbatch as one argument, its quote intact
+    run_id = json.loads((run_dir / "job" / "p3-run.json").read_text())["plan"]["run_id"]
     assert no_process_left(run_id)
+
+
+def test_a_job_slurm_will_never_start_is_cancelled_at_once_naming_slurms_reason(ck, slurm3, tmp_path):
+    _, state, _, _ = slurm3
+    machine = slurm_machine(ck, tmp_path, "slbig", {"nodes": 5, "time": "00:15:00"})
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    with open(tmp_path / "out.txt", "w") as log:
+        run = submit_ck_run(ck, state, run_dir, machine, log=log)
+        finished(run, 120)
+    output = (tmp_path / "out.txt").read_text()
+    job = re.search(r"p3: submitted Slurm job (\d+)", output).group(1)
+    assert run.returncode == 1, output[-3000:]
+    assert (f"p3: FAILED: Slurm job {job} was cancelled: Slurm will never start it as submitted (reason "
+            f"PartitionNodeLimit); change hosts.json's slurm section") in output
+    assert time.monotonic() - started < 30
+    assert not slurm(state, "squeue", "-h", "-j", job, check=False).stdout.strip()
+    result = json.loads((run_dir / "p3-result.json").read_text())
+    assert not result["run_success"] and result["batch_job"]["state"] == "CANCELLED"
+    assert not (run_dir / "job" / "p3-result.json").exists()
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "scancel"])
+def test_a_submitted_run_stopped_here_or_cancelled_by_slurm_ends_the_job_and_leaves_nothing(ck, slurm3, tmp_path,
+                                                                                             how):
+    _, state, _, _ = slurm3
+    machine = slurm_machine(ck, tmp_path, f"slstop{how[0]}", {"nodes": 3, "time": "00:15:00"})
+    run_dir = tmp_path / "run"
+    with open(tmp_path / "out.txt", "w") as log:
+        run = submit_ck_run(ck, state, run_dir, machine, "--env.NUM_BATCHES=1000", log=log)
+        try:
+            worker = run_dir / "job" / "logs" / "worker-1.log"
+            assert wait_for(lambda: worker.exists() and "worker rank" in worker.read_text(), timeout=120)
+            job = re.search(r"p3: submitted Slurm job (\d+)", (tmp_path / "out.txt").read_text()).group(1)
+            run_id = json.loads((run_dir / "job" / "p3-run.json").read_text())["plan"]["run_id"]
+            stopped_at = time.monotonic()
+            if how == "ctrl-c":
+                os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches ck and what it started
+            else:
+                slurm(state, "scancel", job)
+            finished(run, 90)
+            took = time.monotonic() - stopped_at
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    output = (tmp_path / "out.txt").read_text()
+    assert run.returncode != 0, output[-3000:]
+    result = json.loads((run_dir / "p3-result.json").read_text())
+    assert result["status"] == ("interrupted" if how == "ctrl-c" else "failed")
+    assert result["batch_job"]["state"] == "CANCELLED"
+    expected = ("was cancelled: the command following it was stopped by SIGINT" if how == "ctrl-c" else
+                "ended CANCELLED")
+    assert f"p3: FAILED: Slurm job {job} {expected}" in output, output[-3000:]
+    assert took < 30
+    assert not slurm(state, "squeue", "-h", "-j", job, check=False).stdout.strip()
+    assert no_process_left(run_id, timeout=10)
+    assert "Traceback" not in output

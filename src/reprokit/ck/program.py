@@ -22,11 +22,14 @@ import difflib
 import os
 import shlex
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
-from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, user_settings
+from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
+from reprokit.cluster.slurm import argv_without, batch_script, cancel, job_of, submit
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -35,11 +38,11 @@ from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
-from reprokit.run.launchers import check_allocated, choose_launcher
+from reprokit.run.launchers import check_allocated, choose_launcher, in_slurm_allocation
 from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
-from reprokit.run.spec import SPEC_FILE, RunData, RunSpec, build_spec
+from reprokit.run.spec import SPEC_FILE, RunData, RunSpec, Submission, build_spec
 from reprokit.values import plain_setting, shown
 from reprokit.vocabulary import RunStatus
 
@@ -78,6 +81,10 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     source = "the machine's hosts.json (see: ck load machine:NAME)"
     if launcher == "srun" and cluster_data is None:  # the allocation's nodes
         cluster_data, source = {"hostlist": "$SLURM_JOB_NODELIST"}, "the Slurm allocation"
+    if launcher != "srun" and job_of(cluster_data, "the machine's hosts.json") is not None \
+            and not any(key in cluster_data for key in ("hosts", "nodefile", "hostlist")):
+        raise UserError("the machine's hosts.json describes a Slurm job, not hosts: add --submit to run as that job "
+                        "(or run inside an allocation, e.g. salloc)")
     cluster = None
     if cluster_data is not None:
         # An allocation (nodefile, hostlist) is expanded now, from this run's environment.
@@ -93,6 +100,40 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
     return build_spec(settings, engine, data, cluster, run_dir=str(run_dir) if run_dir else None, launcher=launcher)
+
+
+# ck run options the run inside a submitted job must not repeat: the submission, our run folder, our output file.
+NOT_FOR_THE_JOB = ("--submit", "--tmp_dir", "--out", "--out_file", "--treat_return_code_as_exit_code")
+
+
+def submit_run(i: dict, run_dir: Path) -> RunSpec:
+    """--submit: check what can be checked before the job queues, then submit the same ck command as the batch job
+    hosts.json's ``slurm`` section describes (cluster.slurm); the run command follows it (run.submit)."""
+    env = i.get("env", {})
+    job = job_of(_cluster_data(i), "the machine's hosts.json")
+    if job is None:
+        raise UserError("--submit needs --target=MACHINE, a machine whose hosts.json has a 'slurm' section (e.g. "
+                        "{\"slurm\": {\"nodes\": 3, \"time\": \"00:30:00\"}}; see docs/clusters.md)")
+    if in_slurm_allocation(os.environ):
+        raise UserError("--submit inside a Slurm allocation would queue a job from a job: drop --submit, and the run "
+                        "uses this allocation's nodes")
+    # Everything but the hosts is decided here as the job will: a typo fails now, not after the queue.
+    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(_cluster_data(i), os.environ))
+    run_engine(settings, env)
+    run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+    job_folder = run_dir / "job"
+    job_folder.mkdir(exist_ok=True)
+    command = [os.path.abspath(sys.argv[0]), *argv_without(sys.argv[1:], *NOT_FOR_THE_JOB),
+               f"--tmp_dir={job_folder}", "--treat_return_code_as_exit_code=yes"]
+    script = run_dir / "job.sbatch"
+    script.write_text(batch_script(command, {}))
+    script.chmod(0o755)
+    output = run_dir / "job.out"
+    submitted_at = time.time()
+    job_id = submit(job, script, output, run_dir)
+    print(f"p3: submitted Slurm job {job_id} ({' '.join(job.sbatch_options())}): {script}", flush=True)
+    return RunSpec(submission=Submission("slurm", job_id, asdict(job), str(script), str(output), str(job_folder),
+                                         submitted_at))
 
 
 # Settings a user may pass through to the engine's processes besides the program's own (its run_vars).
@@ -169,12 +210,16 @@ def preprocess(i: dict) -> dict:
     lifeline.forward_stops(run_dir)
     lifeline.watch_launcher(run_dir)
     try:
-        spec = make_spec(i, run_dir)
+        if run_option("submit"):
+            spec = submit_run(i, run_dir)
+        else:
+            spec = make_spec(i, run_dir)
     except UserError as exc:
         spec = RunSpec.refused(str(exc))
     else:
-        (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.accepted()[2].hosts))
-        print(f"p3: plan: {spec.describe()}", flush=True)
+        if spec.submission is None:
+            (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.accepted()[2].hosts))
+            print(f"p3: plan: {spec.describe()}", flush=True)
     spec.save(run_dir)
     return {"return": 0, "bat": f"cd {shlex.quote(str(run_dir))}", "new_env": ours}
 
@@ -191,6 +236,11 @@ def postprocess(i: dict) -> dict:
             spec = RunSpec()
         if spec.error:
             result = Result.failed(spec.error)  # already printed by the run command
+        elif spec.submission is not None:  # submitted, but never followed (ck stopped first): the job goes too
+            cancel(spec.submission.job_id)
+            result = Result.failed(f"Slurm job {spec.submission.job_id} was cancelled: the run command never "
+                                   f"followed it", RunStatus.INTERRUPTED)
+            print(f"p3: FAILED: {result.failure_reason}", flush=True)
         elif (run_dir / lifeline.LAUNCHER_FILE).exists() or (run_dir / lifeline.STOP_FILE).exists():
             # It started and was killed before it could finish, or was stopped before it could start.
             # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.

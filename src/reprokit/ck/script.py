@@ -55,6 +55,13 @@ def user_settings() -> dict:
     return {**dict(found.get("env") or {}), **given}
 
 
+def run_option(name: str) -> str:
+    """An option of the running `ck run` that CK's program module does not know (``--submit``): CK keeps it in
+    its ``run`` function's input and hands it to no hook."""
+    found = ck_locals("run", "program").get("i")
+    return str(found.get(name, "") or "") if isinstance(found, dict) else ""
+
+
 def run_batch_name() -> str:
     """`ck run --run_batch_name=FILE`: the run script's name, which CK puts unquoted into `bash -c "... . FILE"`."""
     return str(ck_locals("process_in_dir", "program").get("rbn", "") or "")

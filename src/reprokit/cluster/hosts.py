@@ -233,6 +233,8 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
     """Validate a decoded hosts.json, expanding an allocation (see the module's docstring) with ``environ``
     (default: this process's environment); ``source`` names it in messages."""
     options: dict = {}
+    if isinstance(data, dict) and "slurm" in data:  # a Slurm job (cluster.slurm); read inside it, its allocation
+        data = _without_job(data, source)
     if isinstance(data, dict):
         if any(k in data for k in ALLOCATION_KEYS):
             where = f"{source}: {next(k for k in ALLOCATION_KEYS if k in data)}"
@@ -264,9 +266,23 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
     return ClusterConfig(hosts=specs, **options)
 
 
+def _without_job(data: dict, source: str) -> dict:
+    """A description naming a Slurm job (its ``slurm`` section checked) as the hosts it runs on: its own
+    ``hosts``/``nodefile``/``hostlist`` if it gives them, else the job's allocation."""
+    from reprokit.cluster.slurm import job_of
+
+    job_of(data, source)
+    rest = {k: v for k, v in data.items() if k != "slurm"}
+    if not any(k in rest for k in ("hosts", *ALLOCATION_KEYS)):
+        rest["hostlist"] = "$SLURM_JOB_NODELIST"
+    return rest
+
+
 def check_description(data: Any, source: str) -> None:
     """Validate a description as ``parse`` does, but leave an allocation unexpanded (it may not exist yet):
     its value must be a string, and its shared host keys are checked on a stand-in host."""
+    if isinstance(data, dict) and "slurm" in data:
+        data = _without_job(data, source)
     key = next((k for k in ALLOCATION_KEYS if isinstance(data, dict) and k in data), None)
     if key is None:
         parse(data, source)

@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
     lifeline.launcher_started(run_dir, stop.request)
     lifeline.watch(os.environ.get(lifeline.CK_PROCESS_ENV), stop.request, "the ck run that started it")
+    if spec.submission is not None:
+        return _follow(spec, run_dir, stop)
     forecast = EpochForecast.for_run(spec, sys.stdout)
     watch = forecast.watch if forecast is not None else None
     try:
@@ -69,6 +71,21 @@ def main(argv: list[str] | None = None) -> int:
         print(result.summary_line(), flush=True)
     except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
         pass
+    return result.status.exit_code
+
+
+def _follow(spec: RunSpec, run_dir: Path, stop: StopRequest) -> int:
+    """--submit: follow the batch job the preprocess submitted; its run's result is ours."""
+    from reprokit.run.submit import follow_submission
+
+    assert spec.submission is not None
+    try:
+        result = follow_submission(spec.submission, sys.stdout, stop)
+    except UserError as exc:  # Slurm's commands stopped answering: the job may live on, so say which it is
+        print(f"p3: error: {exc} (Slurm job {spec.submission.job_id})", file=sys.stderr, flush=True)
+        return RunStatus.FAILED.exit_code
+    result.save(run_dir)
+    print(result.summary_line(), flush=True)
     return result.status.exit_code
 
 

@@ -70,6 +70,7 @@ class Result:
     param_checksums: list[str | None] | None = None
     params_in_sync: bool | None = None
     run_folder: str | None = None
+    batch_job: dict[str, Any] | None = None  # --submit: the scheduler's job (id, state, reason, pending and running s)
 
     ALWAYS = ("status", "run_success", "failure_reason", "model", "network", "profile", "batch_size", "image_shape",
               "num_epochs", "num_workers", "num_servers", "variant", "engine", "data", "hosts", "run_id",
@@ -87,9 +88,8 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         # run_success (CK's characteristics, scripts) and interrupted (only when true) are the status, spelled as
         # the result has always had them.
-        data = {"status": self.status.value, "run_success": self.run_success,
-                **({"interrupted": True} if self.interrupted else {}), **asdict(self)}
-        data["status"] = self.status.value
+        data = {**asdict(self), "status": self.status.value, "run_success": self.run_success,
+                **({"interrupted": True} if self.interrupted else {})}
         return {k: v for k, v in data.items() if k in self.ALWAYS or v is not None}
 
     @classmethod

@@ -59,6 +59,18 @@ class RunData:
 
 
 @dataclass
+class Submission:
+    """A run submitted as a batch job (``--submit``): the preprocess submitted it, the run command follows it."""
+    scheduler: str  # "slurm"
+    job_id: str
+    job: dict[str, Any]  # hosts.json's section (cluster.slurm.SlurmJob)
+    script: str  # the batch script: the same ck command inside the job
+    output: str  # the job's output file
+    job_folder: str  # the run folder of the run inside the job (its p3-result.json)
+    submitted_at: float  # time.time() at sbatch
+
+
+@dataclass
 class RunSpec:
     settings: RunSettings | None = None
     engine: InstalledEngine | None = None
@@ -67,6 +79,7 @@ class RunSpec:
     cluster: ClusterConfig | None = None  # the machine's hosts, an allocation expanded; None on this machine
     error: str = ""  # the preprocess refused the input: the run command prints it once and fails
     launcher: str = ""  # how the roles start (run/launchers.py); "" (older specs): ssh with a cluster, else local
+    submission: Submission | None = None  # --submit: the run is a batch job, followed by the run command
 
     @property
     def launcher_name(self) -> str:
@@ -85,6 +98,8 @@ class RunSpec:
     def to_dict(self) -> dict[str, Any]:
         if self.error:
             return {"error": self.error}
+        if self.submission is not None:
+            return {"submission": asdict(self.submission)}
         settings, engine, plan = self.accepted()
         return {"settings": settings.to_dict(), "engine": engine.to_dict(), "data": asdict(self.data),
                 "plan": plan.to_dict(), "cluster": self.cluster.to_data() if self.cluster is not None else None,
@@ -94,6 +109,8 @@ class RunSpec:
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         if data.get("error"):
             return cls.refused(str(data["error"]))
+        if data.get("submission"):
+            return cls(submission=Submission(**data["submission"]))
         return cls(settings=RunSettings(**data["settings"]), engine=InstalledEngine.from_dict(data["engine"]),
                    data=RunData(**data.get("data", {})), plan=RolePlan.from_dict(data["plan"]),
                    cluster=parse_cluster(data["cluster"], SPEC_FILE) if data.get("cluster") is not None else None,
