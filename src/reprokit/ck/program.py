@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
-from reprokit.cluster.slurm import argv_without, batch_script, cancel, job_of, submit
+from reprokit.cluster.slurm import argv_without, cancel, job_of, submit_command
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -125,12 +125,8 @@ def submit_run(i: dict, run_dir: Path) -> RunSpec:
     job_folder.mkdir(exist_ok=True)
     command = [os.path.abspath(sys.argv[0]), *argv_without(sys.argv[1:], *NOT_FOR_THE_JOB),
                f"--tmp_dir={job_folder}", "--treat_return_code_as_exit_code=yes"]
-    script = run_dir / "job.sbatch"
-    script.write_text(batch_script(command, {}))
-    script.chmod(0o755)
-    output = run_dir / "job.out"
     submitted_at = time.time()
-    job_id = submit(job, script, output, run_dir)
+    job_id, script, output = submit_command(job, command, run_dir)
     print(f"p3: submitted Slurm job {job_id} ({' '.join(job.sbatch_options())}): {script}", flush=True)
     return RunSpec(submission=Submission("slurm", job_id, asdict(job), str(script), str(output), str(job_folder),
                                          submitted_at))

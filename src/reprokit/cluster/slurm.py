@@ -123,6 +123,15 @@ def submit(job: SlurmJob, script: Path, output: Path, workdir: Path) -> str:
     return job_id
 
 
+def submit_command(job: SlurmJob, command: Sequence[str], folder: Path) -> tuple[str, Path, Path]:
+    """Submit ``command`` as ``job`` from ``folder`` (its script ``job.sbatch`` and output ``job.out`` there):
+    the job id, the script and the output file."""
+    script, output = folder / "job.sbatch", folder / "job.out"
+    script.write_text(batch_script(command, {}))
+    script.chmod(0o755)
+    return submit(job, script, output, folder), script, output
+
+
 @dataclass
 class JobState:
     state: str  # Slurm's JobState (PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT, ...); "" when Slurm forgot it
