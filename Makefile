@@ -27,15 +27,17 @@ lint: check-python $(STAMP)
 	$(VENV)/bin/mypy
 
 # The testbed tests need root, iproute2 and Debian's openssh-server, the Slurm testbed's also Debian's slurmctld,
-# slurmd, slurm-client and munge; the study report test opens the HTML report in Debian's chromium. As root,
-# install what is missing; policy-rc.d keeps the packages from starting a system-wide sshd, slurmctld, slurmd or
-# munged (the testbed starts its own); apt waits up to 10 minutes for another install to release its lock.
+# slurmd, slurm-client and munge, the oarsh launcher's Debian's oar-node (oarsh, oarsh_shell, oardodo); the study
+# report test opens the HTML report in Debian's chromium. As root, install what is missing; policy-rc.d keeps the
+# packages from starting a system-wide sshd, slurmctld, slurmd, munged or OAR sshd (the testbed starts its own);
+# apt waits up to 10 minutes for another install to release its lock.
 testbed-deps:
 	@if [ "$$(id -u)" = 0 ] && { [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null || ! command -v chromium >/dev/null \
-	    || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || ! command -v srun >/dev/null || [ ! -x /usr/sbin/munged ]; }; then \
-	  echo "make: installing openssh-server, iproute2, chromium, slurmctld, slurmd, slurm-client and munge for the testbed and report tests"; \
+	    || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || ! command -v srun >/dev/null || [ ! -x /usr/sbin/munged ] \
+	    || [ ! -x /usr/lib/oar/oarsh_shell ] || ! command -v oarsh >/dev/null; }; then \
+	  echo "make: installing openssh-server, iproute2, chromium, slurmctld, slurmd, slurm-client, munge and oar-node for the testbed and report tests"; \
 	  created=; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; created=1; fi; \
-	  apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq openssh-server iproute2 chromium slurmctld slurmd slurm-client munge >/dev/null; rc=$$?; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq openssh-server iproute2 chromium slurmctld slurmd slurm-client munge oar-node >/dev/null; rc=$$?; \
 	  if [ -n "$$created" ]; then rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; \
 	fi
 

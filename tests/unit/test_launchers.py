@@ -3,17 +3,26 @@
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.run.launchers import check_allocated, choose_launcher, get_launcher, launcher_names
+from reprokit.run.launchers import check_allocated, check_in_job, choose_launcher, get_launcher, launcher_names
 from reprokit.run.settings import default_profile
 from reprokit.run.spec import RunSpec
 from reprokit.run.srun import SrunRoleProcess, role_argv
 
 ALLOCATION = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[01-03]"}
+OAR_JOB = {"OAR_JOB_ID": "42", "OAR_NODEFILE": "/var/lib/oar/42"}
 
 
-def test_the_registry_knows_local_ssh_and_srun():
-    assert launcher_names() == ["local", "ssh", "srun"]
-    with pytest.raises(UserError, match="launcher 'mpirun' is not one of local, ssh, srun"):
+def oarsh_here(name):
+    return "/usr/bin/oarsh" if name == "oarsh" else None
+
+
+def no_oarsh(name):
+    return None
+
+
+def test_the_registry_knows_local_ssh_srun_and_oarsh():
+    assert launcher_names() == ["local", "ssh", "srun", "oarsh"]
+    with pytest.raises(UserError, match="launcher 'mpirun' is not one of local, ssh, srun, oarsh"):
         get_launcher("mpirun")
 
 
@@ -26,9 +35,21 @@ def test_the_registry_knows_local_ssh_and_srun():
     ("local", False, ALLOCATION, "local"),
     ("", False, {"SLURM_JOB_ID": "7"}, "local"),  # half an allocation is none
     (" srun ", False, ALLOCATION, "srun"),
+    ("", False, OAR_JOB, "oarsh"),
+    ("", True, OAR_JOB, "oarsh"),
+    ("ssh", True, OAR_JOB, "ssh"),
+    ("", False, {"OAR_JOB_ID": "42"}, "local"),  # half a job is none
+    ("", False, {**OAR_JOB, **ALLOCATION}, "srun"),
 ])
 def test_the_launcher_follows_the_allocation_and_the_target_unless_told(setting, target, environ, chosen):
-    assert choose_launcher(setting, target, environ) == chosen
+    assert choose_launcher(setting, target, environ, which=oarsh_here) == chosen
+
+
+def test_inside_an_oar_job_without_oarsh_the_run_keeps_ssh_or_local():
+    assert choose_launcher("", True, OAR_JOB, which=no_oarsh) == "ssh"
+    assert choose_launcher("", False, OAR_JOB, which=no_oarsh) == "local"
+    with pytest.raises(UserError, match="--env.LAUNCHER=oarsh needs OAR's oarsh on the PATH"):
+        choose_launcher("oarsh", False, OAR_JOB, which=no_oarsh)
 
 
 @pytest.mark.parametrize("setting, target, environ, message", [
@@ -36,11 +57,13 @@ def test_the_launcher_follows_the_allocation_and_the_target_unless_told(setting,
                         "and SLURM_JOB_NODELIST are not set here; run inside salloc or an sbatch script"),
     ("ssh", False, ALLOCATION, "--env.LAUNCHER=ssh needs --target=MACHINE"),
     ("local", True, {}, "--env.LAUNCHER=local runs every role on this machine: drop --target"),
-    ("mpi", False, {}, "LAUNCHER 'mpi' is not a launcher; give local, ssh, srun"),
+    ("mpi", False, {}, "LAUNCHER 'mpi' is not a launcher; give local, ssh, srun, oarsh"),
+    ("oarsh", False, {}, "--env.LAUNCHER=oarsh starts each role through oarsh on the nodes of an OAR job, but "
+                         "OAR_JOB_ID and OAR_NODEFILE are not set here; run inside oarsub -I or an OAR batch script"),
 ])
 def test_a_launcher_that_cannot_work_here_is_refused(setting, target, environ, message):
     with pytest.raises(UserError) as raised:
-        choose_launcher(setting, target, environ)
+        choose_launcher(setting, target, environ, which=oarsh_here)
     assert message in str(raised.value)
 
 
@@ -49,6 +72,28 @@ def test_srun_needs_the_hosts_to_be_nodes_of_the_allocation():
     with pytest.raises(UserError, match=r"host\(s\) node04 of the run are not nodes of this Slurm allocation "
                                         r"\(node\[01-03\]\).*--env.LAUNCHER=ssh"):
         check_allocated(["node01", "node04"], ALLOCATION)
+
+
+def test_oarsh_needs_the_hosts_to_be_nodes_of_the_job():
+    check_in_job(["n1", "n2"], ["n1", "n2", "n3"])
+    with pytest.raises(UserError, match=r"host\(s\) n4 of the run are not nodes of this OAR job \(OAR_NODEFILE lists "
+                                        r"n1, n2\); oarsh reaches the job's nodes only.*--env.LAUNCHER=ssh"):
+        check_in_job(["n1", "n4"], ["n1", "n2"])
+
+
+def test_an_answering_role_wrapper_acknowledges_each_heartbeat_on_stderr_and_merges_the_roles_stderr(tmp_path):
+    """The wrapper the oarsh launcher gives oarsh, run by a local sh: each byte in is one ACK byte on stderr."""
+    import subprocess
+
+    from reprokit.run.remote import BEAT_ANSWER, role_command
+
+    command = role_command(str(tmp_path), {"X": "1"}, ["sh", "-c", "echo out; echo err >&2; sleep 1"], answer=True)
+    proc = subprocess.run(["sh", "-c", command], input=b"...", capture_output=True, timeout=30)
+    assert proc.returncode == 0
+    assert proc.stderr == BEAT_ANSWER * 3
+    assert proc.stdout.split(b"\n")[1:] == [b"out", b"err", b""]
+    plain = role_command(str(tmp_path), {"X": "1"}, ["true"])
+    assert "006" not in plain and "4>&2" not in plain
 
 
 def test_each_role_is_one_job_step_on_its_host_sharing_the_allocation():

@@ -1,6 +1,7 @@
 """The actions of our CK module `cluster`: preflight checks of a machine's hosts, and the namespace testbed.
 
-    ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID]
+    ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID] [--launcher=L]
+    ck check cluster [--launcher=srun|oarsh] [--tmp_dir=DIR]   inside a Slurm allocation or an OAR job: its nodes
     ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
     ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
@@ -28,9 +29,15 @@ def check(i: dict) -> dict:
     from reprokit.run.settings import resolve_port
     from reprokit.engines.stock import engine_files
 
+    from reprokit.run.launchers import choose_launcher
+
     name = i.get("data_uoa", "")
-    if not name:
-        raise UserError("name the machine: ck check cluster:NAME")
+    launcher = choose_launcher(str(i.get("launcher", "")), bool(name), os.environ)
+    if launcher == "local":
+        raise UserError("name the machine: ck check cluster:NAME (or run it inside a Slurm allocation or an OAR job "
+                        "to check the nodes the run would use)")
+    if launcher in ("srun", "oarsh"):
+        return _check_job(launcher, name, i)
     cluster = parse(machine_cluster_data(name), source=f"machine:{name}")  # an allocation is expanded now
     if cluster.allocation:
         print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
@@ -53,6 +60,31 @@ def check(i: dict) -> dict:
         raise UserError(f"{len(failed)} of {len(checks)} host(s) failed: " + "; ".join(c.problems[0] for c in failed))
     print(f"cluster: all {len(checks)} host(s) ready", flush=True)
     return {"return": 0, "hosts": [asdict(c) for c in checks]}
+
+
+def _check_job(launcher: str, name: str, i: dict) -> dict:
+    """`ck check cluster` for the srun and oarsh launchers: the machine's hosts, else the job's nodes."""
+    from reprokit.cluster.jobcheck import check_job, runs_folder, table
+    from reprokit.run.launchers import check_in_job
+    from reprokit.run.settings import resolve_port
+
+    job = {"hostlist": "$SLURM_JOB_NODELIST"} if launcher == "srun" else {"nodefile": "$OAR_NODEFILE"}
+    where = "the Slurm allocation" if launcher == "srun" else "the OAR job"
+    cluster = parse(machine_cluster_data(name) if name else job, source=f"machine:{name}" if name else where)
+    if launcher == "oarsh":
+        check_in_job(cluster.names, parse(job, source=where).names)
+    if cluster.allocation:
+        print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
+    python = "" if all(h.python for h in cluster.hosts) else find_engine("p3", "embedded").python
+    port = resolve_port(str(i.get("port", ""))) or 0
+    checks = check_job(launcher, cluster, python, runs_folder(str(i.get("tmp_dir", ""))), os.environ, port)
+    print(table(launcher, checks), flush=True)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise UserError(f"{len(failed)} of {len(checks)} host(s) failed ({launcher}): "
+                        + "; ".join(c.problems[0] for c in failed if c.problems))
+    print(f"cluster: all {len(checks)} host(s) ready for the {launcher} launcher", flush=True)
+    return {"return": 0, "launcher": launcher, "hosts": [asdict(c) for c in checks]}
 
 
 @ck_command

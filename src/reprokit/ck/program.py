@@ -38,7 +38,7 @@ from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
-from reprokit.run.launchers import check_allocated, choose_launcher, in_slurm_allocation
+from reprokit.run.launchers import check_allocated, check_in_job, choose_launcher, in_slurm_allocation
 from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
@@ -85,6 +85,8 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
             and not any(key in cluster_data for key in ("hosts", "nodefile", "hostlist")):
         raise UserError("the machine's hosts.json describes a Slurm job, not hosts: add --submit to run as that job "
                         "(or run inside an allocation, e.g. salloc)")
+    if launcher == "oarsh" and cluster_data is None:  # the job's nodes
+        cluster_data, source = {"nodefile": "$OAR_NODEFILE"}, "the OAR job"
     cluster = None
     if cluster_data is not None:
         # An allocation (nodefile, hostlist) is expanded now, from this run's environment.
@@ -92,6 +94,9 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     if launcher == "srun":
         assert cluster is not None  # srun runs in an allocation: its nodes at least
         check_allocated(cluster.names, os.environ)
+    if launcher == "oarsh":
+        assert cluster is not None  # oarsh runs in an OAR job: its nodes at least
+        check_in_job(cluster.names, parse_cluster({"nodefile": "$OAR_NODEFILE"}, source="the OAR job").names)
     settings = resolve(i.get("misc", {}).get("cmd_key", ""), env,
                        default_profile(cluster_data, os.environ if launcher == "srun" else None))
     engine = run_engine(settings, env)

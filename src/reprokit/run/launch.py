@@ -126,6 +126,11 @@ class OutputSink:
         except (OSError, ValueError):
             self.console = None
 
+    def show(self, role: Role, line: str) -> None:
+        """A line about ``role`` that is not its output (its launcher's transport said it): the console only."""
+        with self.lock:
+            self._show(f"[{role.host} {role.name}] {line.rstrip()}\n")
+
     def finished(self) -> set[str]:
         with self.lock:
             return set(self.done)

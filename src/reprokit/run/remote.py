@@ -44,9 +44,18 @@ LOST_CONNECTION = 1000  # not an exit code any process can have
 OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
-def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: int = REMOTE_SILENCE_S) -> str:
+BEAT_ANSWER_OCTAL = "006"  # ASCII ACK: what an answering watchdog writes to stderr for each heartbeat byte
+BEAT_ANSWER = bytes([int(BEAT_ANSWER_OCTAL, 8)])
+
+
+def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: int = REMOTE_SILENCE_S,
+                 answer: bool = False) -> str:
     """The shell command line that runs ``argv`` as a role, in ``run_dir``, with ``env``; it stops when its
-    stdin ends or stays silent for ``silence_s``."""
+    stdin ends or stays silent for ``silence_s``.
+
+    ``answer``: the watchdog answers each heartbeat byte with one ``BEAT_ANSWER`` byte on the session's stderr, and
+    everything else (the role's stderr included) goes to its stdout: for a launcher that cannot see the session's
+    liveness itself (the oarsh launcher's ssh subprocess)."""
     bad = [k for k in env if not _ENV_NAME.match(k)]
     if bad:
         raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
@@ -59,12 +68,13 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
     # after a grace period. Nothing in the group ignores TERM: ignoring would pass on through exec.
     inner = (
         f'echo "{_PGID_MARK}$$"; '
-        "exec 3<&0 </dev/null; "
+        + ("exec 3<&0 4>&2 </dev/null 2>&1; " if answer else "exec 3<&0 </dev/null; ") +
         # One byte at a time, each within REMOTE_SILENCE_S; EOF and silence both end the loop. --foreground keeps
         # timeout (and dd) in the role's process group, so tearing the group down reaches them too.
-        f'(while [ -n "$(timeout --foreground {int(silence_s)} dd bs=1 count=1 <&3 2>/dev/null)" ]; do :; done; '
+        f'(while [ -n "$(timeout --foreground {int(silence_s)} dd bs=1 count=1 <&3 2>/dev/null)" ]; do '
+        + (f"printf '\\{BEAT_ANSWER_OCTAL}' >&4; " if answer else ":; ") + "done; "
         "kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
-        "exec 3<&-; "
+        + ("exec 3<&- 4>&-; " if answer else "exec 3<&-; ") +
         "trap : TERM; stopping=; "
         f"trap 'stopping=1; kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
         ">/dev/null 2>&1 &' USR1; "

@@ -168,7 +168,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
             command=[],
             worker_threads=settings.worker_threads,  # 0: the launcher asks each host for its cores
             timeout_s=settings.timeout_s,
-            addresses={h.host: _node_address(h.host) if launcher == "srun" else ssh_resolve(h, cluster).hostname
+            addresses={h.host: _node_address(h.host) if launcher in ("srun", "oarsh") else ssh_resolve(h, cluster).hostname
                        for h in cluster.hosts},
             interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
         )
@@ -192,7 +192,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
 
 
 def _node_address(node: str) -> str:
-    """A Slurm node's address as this machine resolves its name (the roles connect to it); the name itself when it
+    """A Slurm node's (an OAR job's node's) address as this machine resolves its name (the roles connect to it); the name itself when it
     does not resolve here (the nodes may still resolve it)."""
     import socket
 
