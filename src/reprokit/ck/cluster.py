@@ -64,7 +64,7 @@ def check(i: dict) -> dict:
 
 def _check_job(launcher: str, name: str, i: dict) -> dict:
     """`ck check cluster` for the srun and oarsh launchers: the machine's hosts, else the job's nodes."""
-    from reprokit.cluster.jobcheck import check_job, runs_folder, table
+    from reprokit.run.jobcheck import check_job, runs_folder, table
     from reprokit.run.launchers import check_in_job
     from reprokit.run.settings import resolve_port
 
