@@ -359,3 +359,28 @@ def test_a_submitted_run_stopped_here_or_cancelled_by_slurm_ends_the_job_and_lea
     assert not slurm(state, "squeue", "-h", "-j", job, check=False).stdout.strip()
     assert no_process_left(run_id, timeout=10)
     assert "Traceback" not in output
+
+
+def test_a_study_submitted_runs_as_one_job_every_run_inside_its_allocation(ck, slurm3, tmp_path):
+    _, state, _, _ = slurm3
+    machine = slurm_machine(ck, tmp_path, "slstudy", {"nodes": 3, "time": "00:20:00"})
+    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
+    store = tmp_path / "store"
+    bad = subprocess.run([*client, ck.exe, "reproduce", "study:sysml19-p3", f"--target={machine}", "--submit",
+                          f"--store={store}", "--models=resnet", "--variants=baseline,p4"], env=ck.env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, cwd=ck.root)
+    assert bad.returncode != 0 and "p4" in bad.stdout + bad.stderr
+    assert "submitted Slurm job" not in bad.stdout + bad.stderr  # refused before anything queued
+    proc = subprocess.run([*client, ck.exe, "reproduce", "study:sysml19-p3", f"--target={machine}", "--submit",
+                           f"--store={store}", "--models=resnet", "--variants=baseline", "--repetitions=1",
+                           "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8"], env=ck.env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=400, cwd=ck.root)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    job = re.search(r"study: submitted Slurm job (\d+) \(--job-name=p3 --nodes=3 --time=00:20:00\)", output).group(1)
+    assert f"study: Slurm job {job} is running on h[1-3]" in output
+    records = [json.loads(p.read_text()) for p in (store / "records").glob("*.json")]
+    assert len(records) == 1 and records[0]["status"] == "ok", output[-3000:]
+    assert records[0]["result"]["hosts"] == ["h1", "h2", "h3"]
+    assert records[0]["config"]["target"]["hosts"] == ["h1", "h2", "h3"]  # the allocation, read inside the job
+    assert (store / "jobs").is_dir() and list((store / "jobs").glob("*/job.sbatch"))

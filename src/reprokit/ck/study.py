@@ -54,6 +54,12 @@ def reproduce(i: dict) -> dict:
     from reprokit.study import sweep
 
     study, store = _study_and_store(i)
+    if i.get("submit"):
+        from reprokit.study.submit import submit_sweep
+
+        job_id = submit_sweep(i, study, store, program_models(study), machine_cluster_data,
+                              artifact_builds=artifact_builds())
+        return {"return": 0, "slurm_job": job_id}
     summary, paths = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data,
                                      artifact_builds=artifact_builds())
     return {"return": 0, "sweep_id": summary.sweep_id, "report": str(paths["html"])}

@@ -31,6 +31,8 @@ COMMAND_TIMEOUT_S = 30  # each sbatch, scontrol, scancel
 POLL_S = 1.0
 CANCEL_WAIT_S = 60  # after scancel, for the job to leave the running states
 DEFAULT_PENDING_TIMEOUT_S = 6 * 3600
+UNANSWERED_S = 300  # scontrol failing this long: the job is cancelled (if Slurm can) and the run fails
+UNKNOWN = "UNKNOWN"  # scontrol did not answer: not an end
 # Pending reasons after which Slurm will never start the job as submitted (slurm/src/common/slurm_protocol_defs.c).
 NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints", "InvalidAccount", "InvalidQOS",
                 "AccountNotAllowed", "QOSNotAllowed", "PartitionConfig", "DependencyNeverSatisfied", "NodeDown")
@@ -145,9 +147,13 @@ class JobState:
 
 
 def job_state(job_id: str) -> JobState:
-    proc = _slurm(["scontrol", "-o", "show", "job", job_id])
-    if proc.returncode != 0:  # purged (MinJobAge) or never known
-        return JobState("")
+    try:
+        proc = _slurm(["scontrol", "-o", "show", "job", job_id])
+    except UserError:  # slurmctld did not answer in time: ask again
+        return JobState(UNKNOWN)
+    if proc.returncode != 0:
+        # purged (MinJobAge) or never known; any other failure (slurmctld busy, restarting): ask again
+        return JobState("" if "invalid job id" in proc.stderr.lower() else UNKNOWN)
     fields = dict(item.split("=", 1) for item in proc.stdout.split() if "=" in item)
     code = re.fullmatch(r"(\d+):(\d+)", fields.get("ExitCode", ""))
     return JobState(fields.get("JobState", ""), fields.get("Reason", "None"),
@@ -202,7 +208,9 @@ class _Tail:
 
 
 def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: Callable[[], str | None],
-           clock: Callable[[], float] = time.monotonic) -> JobEnd:
+           clock: Callable[[], float] = time.monotonic, label: str = "p3",
+           state_of: Callable[[str], JobState] = job_state, cancel_job: Callable[[str], None] = cancel,
+           poll_s: float = POLL_S) -> JobEnd:
     """Follow job ``job_id`` to its end, its output streamed to ``console``; cancel it when asked to stop, when it
     pends longer than ``job.pending_timeout``, or when Slurm says it can never start."""
     start = clock()
@@ -211,36 +219,41 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
     started: float | None = None
     why = ""
     state = JobState("PENDING")
+    answered = start
     while True:
-        state = job_state(job_id)
+        state = state_of(job_id)
         tail.pump()
+        if state.state != UNKNOWN:
+            answered = clock()
+        elif clock() - answered > UNANSWERED_S:
+            why = f"Slurm's scontrol did not answer for {UNANSWERED_S} s; check slurmctld (sinfo)"
         if state.state == "PENDING":
             if state.reason not in said and state.reason not in ("None", ""):
                 said.add(state.reason)
-                print(f"p3: Slurm job {job_id} is pending ({state.reason})", file=console, flush=True)
+                print(f"{label}: Slurm job {job_id} is pending ({state.reason})", file=console, flush=True)
             if state.reason in NEVER_STARTS:
                 why = f"Slurm will never start it as submitted (reason {state.reason}); change hosts.json's slurm section"
             elif clock() - start > job.pending_timeout:
                 why = (f"still pending ({state.reason}) after {job.pending_timeout} s, hosts.json's "
                        f"slurm.pending_timeout")
-        elif started is None and not state.ended:
+        elif started is None and not state.ended and state.state != UNKNOWN:
             started = clock()
-            print(f"p3: Slurm job {job_id} is {state.state.lower()} on {state.nodes or 'its nodes'}", file=console,
+            print(f"{label}: Slurm job {job_id} is {state.state.lower()} on {state.nodes or 'its nodes'}", file=console,
                   flush=True)
         reason = stopped()
         if reason and not why:
             why = f"the command following it was {reason}"
         if why:
-            cancel(job_id)
+            cancel_job(job_id)
             deadline = clock() + CANCEL_WAIT_S
-            while not job_state(job_id).ended and clock() < deadline:
-                time.sleep(POLL_S)
-            state = job_state(job_id)
+            while not state_of(job_id).ended and clock() < deadline:
+                time.sleep(poll_s)
+            state = state_of(job_id)
             break
         if state.ended:
             break
-        time.sleep(POLL_S)
-    time.sleep(POLL_S)  # the output's last lines, written by the job's node
+        time.sleep(poll_s)
+    time.sleep(poll_s)  # the output's last lines, written by the job's node
     tail.pump()
     now = clock()
     return JobEnd(job_id, state.state, state.reason, state.exit_code,

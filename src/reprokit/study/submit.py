@@ -1,0 +1,68 @@
+"""`ck reproduce study:NAME --target=MACHINE --submit`: the whole sweep as one Slurm batch job.
+
+One allocation for the whole study, not one job per run: the sweep interleaves its configurations and
+repetitions so that p3 and its baselines are compared on the same nodes, under the same conditions; one job per
+run would put each run on whatever nodes the queue gives, and wait in the queue before each. Inside the job the
+same ``ck reproduce`` command runs (without ``--submit``), and each of its runs starts its roles as job steps
+(the srun launcher). The options are checked here first, on stand-in hosts, so a typo fails before the queue.
+The job's script and output are kept in the results store under ``jobs/``.
+"""
+from __future__ import annotations
+
+import io
+import signal
+import sys
+import time
+from collections.abc import Collection, Mapping
+from typing import TextIO
+
+from reprokit.cluster.slurm import argv_without, follow, job_of, submit_command
+from reprokit.errors import UserError
+from reprokit.run.launch import StopRequest
+from reprokit.run.launchers import in_slurm_allocation
+from reprokit.study import runner as study_runner
+from reprokit.study.claims import Study
+from reprokit.study.options import sweep_request
+from reprokit.study.store import Store
+from reprokit.study.sweep import MachineConfig
+from reprokit.study.target import make_target
+
+
+def submit_sweep(options: Mapping, study: Study, store: Store, program_models: set[str],
+                 machine_config: MachineConfig, console: TextIO = sys.stdout,
+                 artifact_builds: Collection[str] = ()) -> str:
+    """Submit the sweep as one batch job and follow it; its job id. A job that did not complete is a UserError."""
+    import os
+
+    name = str(options.get("target", "") or "")
+    description = machine_config(name) if name else None
+    job = job_of(description, f"machine:{name}") if isinstance(description, dict) else None
+    if job is None:
+        raise UserError("--submit needs --target=MACHINE, a machine whose hosts.json has a 'slurm' section (e.g. "
+                        "{\"slurm\": {\"nodes\": 3, \"time\": \"04:00:00\"}}; see docs/clusters.md)")
+    if in_slurm_allocation(os.environ):
+        raise UserError("--submit inside a Slurm allocation would queue a job from a job: drop --submit, and the "
+                        "sweep uses this allocation's nodes")
+    assert isinstance(description, dict)
+    stand_in = {**{k: v for k, v in description.items() if k != "slurm"},
+                "hosts": [f"node{index + 1}" for index in range(job.nodes)]}
+    target = make_target(name, stand_in, options.get("link_capacity") or None)
+    sweep_request(options, study, target, program_models, console=io.StringIO(), artifact_builds=artifact_builds)
+    folder = store.root / "jobs" / time.strftime("%Y%m%d-%H%M%S")
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [study_runner.ck_executable(), *argv_without(sys.argv[1:], "--submit")]
+    job_id, script, output = submit_command(job, command, folder)
+    print(f"study: submitted Slurm job {job_id} ({' '.join(job.sbatch_options())}): {script}", file=console,
+          flush=True)
+    stop = StopRequest()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop.install()
+    try:
+        end = follow(job_id, job, output, console, lambda: stop.reason, label="study")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not end.completed:
+        raise UserError(f"{end.describe()}; the runs it stored are kept: its output ({output}) names the sweep to "
+                        f"continue with --resume=SWEEP")
+    return job_id

@@ -1,0 +1,118 @@
+"""hosts.json's slurm section, the batch script and how a job is followed (cluster/slurm.py); the real Slurm runs
+in tests/ck/test_slurm_testbed.py."""
+import io
+import subprocess
+
+import pytest
+
+from reprokit.cluster import hosts
+from reprokit.cluster.slurm import JobState, SlurmJob, argv_without, batch_script, follow, job_of
+from reprokit.errors import UserError
+
+
+def test_the_section_becomes_sbatch_options_each_one_argument():
+    job = SlurmJob.from_section({"nodes": 4, "time": "1-02:00:00", "partition": "gpu nodes", "account": "p3",
+                                 "extra": ["--exclusive", "--constraint=v100&ib"]}, "hosts.json")
+    assert job.sbatch_options() == ["--job-name=p3", "--nodes=4", "--time=1-02:00:00", "--partition=gpu nodes",
+                                    "--account=p3", "--exclusive", "--constraint=v100&ib"]
+    assert job.pending_timeout == 6 * 3600
+
+
+@pytest.mark.parametrize("section,message", [
+    ({}, "hosts.json: slurm has no 'nodes'"),
+    ({"nodes": 0}, "hosts.json: slurm.nodes"),
+    ({"nodes": 2, "time": "soon"}, "a Slurm time limit"),
+    ({"nodes": 2, "partition": "a\n#SBATCH --uid=0"}, "a non-empty string on one line"),
+    ({"nodes": 2, "nodez": 3}, "nodez"),
+])
+def test_a_bad_section_is_refused_in_one_line_naming_the_field(section, message):
+    with pytest.raises(UserError) as err:
+        SlurmJob.from_section(section, "hosts.json")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_machine_naming_only_a_job_runs_on_its_allocation_inside_it_and_is_refused_outside():
+    description = {"slurm": {"nodes": 2}, "user": "me"}
+    assert job_of(description, "m").nodes == 2 and job_of({"hosts": ["a"]}, "m") is None
+    inside = hosts.parse(description, environ={"SLURM_JOB_NODELIST": "n[07-08]"})
+    assert inside.names == ["n07", "n08"] and {h.user for h in inside.hosts} == {"me"}
+    with pytest.raises(UserError, match=r"\$SLURM_JOB_NODELIST, which is not set here"):
+        hosts.parse(description, environ={})
+    hosts.check_description(description, "hosts.json")  # ck add machine accepts it before any allocation
+    with pytest.raises(UserError, match="slurm.nodes"):
+        hosts.check_description({"slurm": {"nodes": "three"}}, "hosts.json")
+
+
+def test_the_batch_script_runs_the_command_with_every_word_intact(tmp_path):
+    words = ["it's", "a b", "$(touch pwned)", "`x`", "--env.X=1;2", "*"]
+    script = tmp_path / "job.sbatch"
+    script.write_text(batch_script(["printf", "%s\\n", *words], {"CK_REPOS": "/a b/c"}))
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    assert out.splitlines() == words
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_command_inside_the_job_drops_what_only_the_submission_means():
+    argv = ["run", "program:p3", "--submit", "--target=m", "--tmp_dir=/x", "--env.SUBMIT=1", "--out=json"]
+    assert argv_without(argv, "--submit", "--tmp_dir", "--out") == ["run", "program:p3", "--target=m",
+                                                                     "--env.SUBMIT=1"]
+
+
+class Scripted:
+    """Job states in order (the last repeats), and the cancellations asked for."""
+
+    def __init__(self, *states: JobState):
+        self.states, self.cancelled = list(states), []
+
+    def state_of(self, job_id):
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+    def cancel(self, job_id):
+        self.cancelled.append(job_id)
+        self.states = [JobState("CANCELLED", "None", 0)]
+
+
+TWO_NODES = SlurmJob(nodes=2)
+
+
+def _follow(scripted, tmp_path, job=TWO_NODES, stopped=lambda: None, clock=None):
+    console = io.StringIO()
+    kwargs = {"clock": clock} if clock else {}
+    end = follow("7", job, tmp_path / "job.out", console, stopped, state_of=scripted.state_of,
+                 cancel_job=scripted.cancel, poll_s=0, **kwargs)
+    return end, console.getvalue()
+
+
+def test_each_pending_reason_is_said_once_and_the_jobs_end_is_its_own(tmp_path):
+    (tmp_path / "job.out").write_text("line from the job\n")
+    scripted = Scripted(JobState("PENDING", "Priority"), JobState("PENDING", "Priority"),
+                        JobState("PENDING", "Resources"), JobState("RUNNING", "None", nodes="n[1-2]"),
+                        JobState("TIMEOUT", "TimeLimit", 0))
+    end, said = _follow(scripted, tmp_path)
+    assert said.count("p3: Slurm job 7 is pending (Priority)") == 1
+    assert "p3: Slurm job 7 is pending (Resources)" in said and "p3: Slurm job 7 is running on n[1-2]" in said
+    assert "line from the job" in said
+    assert not end.completed and not scripted.cancelled
+    assert end.describe() == "Slurm job 7 ended TIMEOUT, reason TimeLimit"
+
+
+def test_a_job_that_can_never_start_or_pends_too_long_or_is_stopped_is_cancelled(tmp_path):
+    end, _ = _follow(Scripted(JobState("PENDING", "PartitionNodeLimit")), tmp_path)
+    assert end.why_cancelled.startswith("Slurm will never start it as submitted (reason PartitionNodeLimit)")
+    ticks = iter(range(0, 10**6, 100))
+    end, _ = _follow(Scripted(JobState("PENDING", "Resources")), tmp_path, job=SlurmJob(nodes=2, pending_timeout=250),
+                     clock=lambda: next(ticks))
+    assert end.why_cancelled == "still pending (Resources) after 250 s, hosts.json's slurm.pending_timeout"
+    scripted = Scripted(JobState("RUNNING"))
+    end, _ = _follow(scripted, tmp_path, stopped=lambda: "stopped by SIGINT")
+    assert scripted.cancelled == ["7"] and end.state == "CANCELLED"
+    assert end.describe() == "Slurm job 7 was cancelled: the command following it was stopped by SIGINT"
+
+
+def test_an_unanswered_scontrol_is_not_an_end_until_it_lasts(tmp_path):
+    ticks = iter(range(0, 10**6, 50))
+    scripted = Scripted(JobState("RUNNING"), JobState("UNKNOWN"), JobState("UNKNOWN"), JobState("COMPLETED", "None", 0))
+    end, _ = _follow(scripted, tmp_path, clock=lambda: next(ticks))
+    assert end.completed and not scripted.cancelled
+    end, _ = _follow(Scripted(JobState("RUNNING"), JobState("UNKNOWN")), tmp_path, clock=lambda: next(ticks))
+    assert end.why_cancelled.startswith("Slurm's scontrol did not answer for 300 s")
