@@ -384,3 +384,29 @@ def test_a_study_submitted_runs_as_one_job_every_run_inside_its_allocation(ck, s
     assert records[0]["result"]["hosts"] == ["h1", "h2", "h3"]
     assert records[0]["config"]["target"]["hosts"] == ["h1", "h2", "h3"]  # the allocation, read inside the job
     assert (store / "jobs").is_dir() and list((store / "jobs").glob("*/job.sbatch"))
+
+
+def test_check_cluster_asks_slurm_whether_it_would_take_the_job_and_checks_the_nodes_from_inside(ck, slurm3, tmp_path):
+    _, state, _, _ = slurm3
+    client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
+    fits = slurm_machine(ck, tmp_path, "slfits", {"nodes": 3, "time": "00:05:00"})
+    too_big = slurm_machine(ck, tmp_path, "sltoobig", {"nodes": 5, "time": "00:05:00"})
+
+    def check(*argv):
+        return subprocess.run([*client, *argv], env=ck.env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=120, cwd=ck.root)
+
+    ok = check(ck.exe, "check", f"cluster:{fits}")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert re.search(r"cluster: Slurm would take the job \(--job-name=p3 --nodes=3 --time=00:05:00\): Job \d+ to "
+                     r"start at \S+ using \d+ processors on nodes h\[1-3\] in partition debug", ok.stdout)
+    refused = check(ck.exe, "check", f"cluster:{too_big}")
+    assert refused.returncode != 0
+    assert "Slurm would refuse the job: allocation failure: Requested node configuration is not available" in \
+        refused.stdout + refused.stderr
+    inside = check("salloc", "-N3", "--time=5", ck.exe, "check", "cluster")
+    assert inside.returncode == 0, inside.stdout + inside.stderr
+    rows = [line.split() for line in inside.stdout.splitlines() if re.match(r"h\d ", line)]
+    assert rows == [[f"h{i}", "ok", "ok", str(os.cpu_count()), "ok", "ok"] for i in (1, 2, 3)]
+    assert "cluster: all 3 host(s) ready for the srun launcher" in inside.stdout
+    assert not slurm(state, "squeue", "-h", check=False).stdout.strip()  # --test-only queued nothing

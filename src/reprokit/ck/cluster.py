@@ -17,6 +17,7 @@ from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
 from reprokit.jsonfile import write_json
+from reprokit.cluster.slurm import job_of
 from reprokit.errors import UserError
 from reprokit.values import whole_number
 
@@ -38,6 +39,8 @@ def check(i: dict) -> dict:
                         "to check the nodes the run would use)")
     if launcher in ("srun", "oarsh"):
         return _check_job(launcher, name, i)
+    if job_of(machine_cluster_data(name), f"machine:{name}") is not None:
+        return _check_submission(name)
     cluster = parse(machine_cluster_data(name), source=f"machine:{name}")  # an allocation is expanded now
     if cluster.allocation:
         print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
@@ -60,6 +63,20 @@ def check(i: dict) -> dict:
         raise UserError(f"{len(failed)} of {len(checks)} host(s) failed: " + "; ".join(c.problems[0] for c in failed))
     print(f"cluster: all {len(checks)} host(s) ready", flush=True)
     return {"return": 0, "hosts": [asdict(c) for c in checks]}
+
+
+def _check_submission(name: str) -> dict:
+    """`ck check cluster:NAME` of a machine naming a Slurm job, outside it: would Slurm take the job (--test-only)?
+    Its nodes are checked from inside it: salloc ... ck check cluster."""
+    from reprokit.cluster.slurm import test_only
+
+    job = job_of(machine_cluster_data(name), f"machine:{name}")
+    assert job is not None
+    estimate = test_only(job)
+    print(f"cluster: Slurm would take the job ({' '.join(job.sbatch_options())}): {estimate}", flush=True)
+    print(f"cluster: its nodes are checked inside an allocation: salloc --nodes={job.nodes} ck check cluster",
+          flush=True)
+    return {"return": 0, "slurm_test_only": estimate}
 
 
 def _check_job(launcher: str, name: str, i: dict) -> dict:

@@ -125,6 +125,16 @@ def submit(job: SlurmJob, script: Path, output: Path, workdir: Path) -> str:
     return job_id
 
 
+def test_only(job: SlurmJob) -> str:
+    """``sbatch --test-only``: would Slurm take ``job``? Its estimate line; a refusal is one line with the reason."""
+    proc = _slurm(["sbatch", "--test-only", *job.sbatch_options(), "--wrap=true"])
+    said = (proc.stderr + proc.stdout).strip()
+    if proc.returncode != 0:
+        raise UserError(f"Slurm would refuse the job: {_first_line(said)}; check hosts.json's slurm section "
+                        f"({' '.join(job.sbatch_options())})")
+    return _first_line(said).removeprefix("sbatch: ")
+
+
 def submit_command(job: SlurmJob, command: Sequence[str], folder: Path) -> tuple[str, Path, Path]:
     """Submit ``command`` as ``job`` from ``folder`` (its script ``job.sbatch`` and output ``job.out`` there):
     the job id, the script and the output file."""
