@@ -56,6 +56,10 @@ def test_the_testbed_comes_up_with_every_node_idle_and_describes_its_scheduler(s
     assert f"AuthInfo=socket={state / 'munge' / 'munge.socket'}" in text
     key = (state / "munge" / "munge.key").stat()
     assert (key.st_uid, stat.S_IMODE(key.st_mode)) == (0, 0o400)
+    assert json.loads((state / "slurm-job.json").read_text()) == {"slurm": {"nodes": 3, "time": "00:30:00"}}
+    assert (f"ck add machine:{NAME}-slurm --type=cluster --config_file={state / 'slurm-job.json'} --quiet\n  "
+            f"{' '.join(scheduler['client'])} ck run program:p3 --target={NAME}-slurm --submit --cmd_key=resnet"
+            in output)
     nodes = slurm(state, "sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
     assert sorted(line for line in nodes if line) == ["h1 idle", "h2 idle", "h3 idle"]
 

@@ -173,4 +173,9 @@ def testbed(i: dict) -> dict:
         client = " ".join(slurm.client)
         print(f"testbed {name}: Slurm nodes {', '.join(slurm.nodes)} idle after {slurm.started_in_s} s; "
               f"its commands (sinfo, srun, sbatch, squeue, scancel, salloc) run as:\n  {client} sinfo", flush=True)
+        job_json = hosts_json.parent / "slurm-job.json"  # a machine whose runs are jobs of this Slurm (--submit)
+        write_json(job_json, {"slurm": {"nodes": hosts, "time": "00:30:00"}})
+        print(f"testbed {name}: a machine whose runs are Slurm jobs here:\n"
+              f"  ck add machine:{name}-slurm --type=cluster --config_file={job_json} --quiet\n"
+              f"  {client} ck run program:p3 --target={name}-slurm --submit --cmd_key=resnet", flush=True)
     return {"return": 0, "hosts_json": str(hosts_json), "scheduler": slurm}
