@@ -247,3 +247,12 @@ class MapOf(Spec):
         for key, item in value.items():
             self.key.check(key, f"{where} key {shown(key)}")
             self.value.check(item, _at(where, key))
+
+
+def fields_of(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The items of ``data`` that are fields of dataclass ``cls``: a document written by another version of ours
+    keeps what both know (the one ``from_dict`` filter)."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}

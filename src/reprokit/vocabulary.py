@@ -36,6 +36,15 @@ class RunStatus(StrEnum):
     REFUSED = "refused"  # its input was refused before anything started
 
     @property
+    def ok(self) -> bool:
+        return self is RunStatus.OK
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped from outside (a signal, a lost parent): not a result of the run."""
+        return self is RunStatus.INTERRUPTED
+
+    @property
     def exit_code(self) -> int:
         """The run command's exit code, which stock CK passes on: 130 as a shell reports a command ended by SIGINT."""
         return {RunStatus.OK: 0, RunStatus.FAILED: 1, RunStatus.REFUSED: 2, RunStatus.INTERRUPTED: 130}[self]

@@ -30,10 +30,11 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from reprokit.schema import fields_of
 from reprokit.errors import UserError
 
 START_TIMEOUT_S = 10  # each daemon's pid file
@@ -192,7 +193,7 @@ class SlurmState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SlurmState:
-        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}})
+        return cls(**fields_of(cls, data))
 
 
 def start(name: str, num_hosts: int, state: Path, switch_namespace: str, host_namespaces: list[str],

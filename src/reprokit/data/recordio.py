@@ -37,13 +37,14 @@ import signal
 import struct
 import sys
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, UTC
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 from collections.abc import Callable, Iterator
 
+from reprokit.schema import fields_of
 from reprokit.errors import UserError, one_line_errors
 
 OUTPUT_DIR = "recordio"
@@ -94,9 +95,8 @@ class RecordioManifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RecordioManifest:
-        known = {f.name for f in fields(cls)}
         parts = {name: Part(**part) for name, part in data["parts"].items()}
-        return cls(**{**{k: v for k, v in data.items() if k in known}, "parts": parts})
+        return cls(**{**fields_of(cls, data), "parts": parts})
 
     def save(self, folder: Path) -> None:
         (folder / MANIFEST).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")

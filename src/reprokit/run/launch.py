@@ -261,12 +261,12 @@ class Outcome:
 
     @property
     def success(self) -> bool:
-        return self.status is RunStatus.OK
+        return self.status.ok
 
     @property
     def interrupted(self) -> bool:
         """A stop request (a signal, a lost parent) ended it, not the run itself."""
-        return self.status is RunStatus.INTERRUPTED
+        return self.status.interrupted
 
     def to_dict(self) -> dict:
         return {**asdict(self), "status": self.status.value}
@@ -337,11 +337,13 @@ def supervise(
 
         while outcome is None:
             now = clock()
+            # The output threads stamp lines on time.monotonic (not on ``clock``, which times the run itself).
+            stamped_now = time.monotonic()
             codes = {p.role.name: p.poll() for p in procs}
             failed = next((p for p in procs if codes[p.role.name] not in (None, 0)), None)
             raised = output.raised() if output is not None else {}
             stuck = next((p for p in procs if codes[p.role.name] is None and p.role.name in raised
-                          and time.monotonic() - raised[p.role.name] > RAISED_GRACE_S), None)
+                          and stamped_now - raised[p.role.name] > RAISED_GRACE_S), None)
             if failed is not None:
                 code = codes[failed.role.name]
                 assert code is not None  # failed: its code is neither None nor 0
@@ -363,10 +365,10 @@ def supervise(
                 outcome = Outcome(RunStatus.FAILED, f"{frozen.role.name} on {frozen.role.host} has been stopped (SIGSTOP or a "
                                          f"tracer) for {STOPPED_LIMIT_S:g} s; every role was torn down",
                                   frozen.role.name, frozen.role.host)
-            elif output is not None and (stall := output.progress.stall(_live_workers(procs, codes), time.monotonic())):
+            elif output is not None and (stall := output.progress.stall(_live_workers(procs, codes), stamped_now)):
                 outcome = Outcome(RunStatus.FAILED, f"{stall.describe()}; every role was torn down")
             elif now - begin > plan.timeout_s:
-                outcome = Outcome(RunStatus.FAILED, _timeout_reason(plan, procs, codes, output, time.monotonic()))
+                outcome = Outcome(RunStatus.FAILED, _timeout_reason(plan, procs, codes, output, stamped_now))
             else:
                 workers = [p for p in procs if p.role.kind == "worker"]
                 if workers and all(codes[p.role.name] == 0 for p in workers):

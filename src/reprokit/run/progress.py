@@ -35,19 +35,20 @@ class ProgressWatch:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.reports: dict[str, list[float]] = {}
+        self.slowest: dict[str, float] = {}  # worker -> its slowest interval between two reports so far
 
     def report(self, worker: str, at: float) -> None:
         with self.lock:
-            self.reports.setdefault(worker, []).append(at)
+            times = self.reports.setdefault(worker, [])
+            if times:
+                self.slowest[worker] = max(self.slowest.get(worker, 0.0), at - times[-1])
+            times.append(at)
 
     def bound_s(self, worker: str) -> float | None:
         """How long this worker may stay silent; None until it has reported twice (no pace measured yet)."""
         with self.lock:
-            times = list(self.reports.get(worker, ()))
-        if len(times) < 2:
-            return None
-        slowest = max(b - a for a, b in zip(times, times[1:]))
-        return max(STALL_FLOOR_S, STALL_FACTOR * slowest)
+            slowest = self.slowest.get(worker)
+        return None if slowest is None else max(STALL_FLOOR_S, STALL_FACTOR * slowest)
 
     def stall(self, workers: list[str], now: float) -> Stall | None:
         """The workers silent past their bound, if any."""
@@ -57,9 +58,7 @@ class ProgressWatch:
             if bound is None:
                 continue
             with self.lock:
-                times = self.reports[name]
-                quiet = now - times[-1]
-                slowest = max(b - a for a, b in zip(times, times[1:]))
+                quiet, slowest = now - self.reports[name][-1], self.slowest[name]
             if quiet > bound:
                 silent.append(name)
                 worst = max(worst, (quiet, bound, slowest))

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reprokit.schema import fields_of
 from reprokit.run import speedometer
 from reprokit.engine_side import program_module
 from reprokit.vocabulary import RunStatus
@@ -78,12 +79,12 @@ class Result:
 
     @property
     def run_success(self) -> bool:
-        return self.status is RunStatus.OK
+        return self.status.ok
 
     @property
     def interrupted(self) -> bool:
         """Stopped from outside (a signal, a lost parent): not a result of the run."""
-        return self.status is RunStatus.INTERRUPTED
+        return self.status.interrupted
 
     def to_dict(self) -> dict[str, Any]:
         # run_success (CK's characteristics, scripts) and interrupted (only when true) are the status, spelled as
@@ -95,8 +96,7 @@ class Result:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         """Also a result written before ``status`` existed (run_success and interrupted only)."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = fields_of(cls, data)
         if "status" in data:
             values["status"] = RunStatus(data["status"])
         else:

@@ -59,11 +59,11 @@ class RunOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.status is RunStatus.OK
+        return self.status.ok
 
     @property
     def stopped(self) -> bool:
-        return self.status is RunStatus.INTERRUPTED
+        return self.status.interrupted
 
     @property
     def run_result(self) -> Result | None:

@@ -279,7 +279,7 @@ class Record:
 
     @property
     def ok(self) -> bool:
-        return self.status is RunStatus.OK
+        return self.status.ok
 
     @property
     def run_result(self) -> Result | None:
