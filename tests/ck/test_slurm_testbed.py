@@ -175,44 +175,6 @@ def job_steps(state):
     return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
 
 
-def test_inside_an_allocation_every_role_is_a_job_step_and_training_succeeds(ck, slurm3, tmp_path):
-    _, state, _, _ = slurm3
-    run_dir = tmp_path / "run"
-    with open(tmp_path / "out.txt", "w") as log:
-        run = salloc_ck_run(ck, state, run_dir, "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", log=log)
-        steps = {}
-        try:
-            deadline = time.monotonic() + 300
-            while run.poll() is None and time.monotonic() < deadline:
-                steps.update(job_steps(state))
-                time.sleep(0.3)
-            run.wait(timeout=10)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait(timeout=10)
-    output = (tmp_path / "out.txt").read_text()
-    assert run.returncode == 0, output[-4000:]
-    assert "p3: hosts from hostlist h[1-3]: h1, h2, h3" in output
-    assert re.search(r"p3: plan: 1 scheduler, 3 server\(s\), 3 worker\(s\) on h1, h2, h3; .*profile smoke; .*"
-                     r"launcher srun", output)
-    assert "p3: OK" in output
-    for prefix in ("[h1 scheduler] ", "[h1 worker#0] ", "[h2 worker#1] ", "[h3 worker#2] ", "[h3 server#2] "):
-        assert prefix in output
-    # One step per role, on its own node, besides the probe and the sweep steps that span the three.
-    per_node = {node: sum(1 for n in steps.values() if n == node) for node in ("h1", "h2", "h3")}
-    assert per_node == {"h1": 3, "h2": 2, "h3": 2}, steps
-    spec = json.loads((run_dir / "p3-run.json").read_text())
-    assert spec["launcher"] == "srun"
-    assert spec["plan"]["addresses"] == {"h1": "10.77.0.1", "h2": "10.77.0.2", "h3": "10.77.0.3"}
-    c = json.loads((run_dir / "ck-output.json").read_text())["characteristics"]
-    assert c["hosts"] == ["h1", "h2", "h3"] and (c["num_workers"], c["num_servers"]) == (3, 3)
-    assert c["params_in_sync"] is True
-    assert json.loads((run_dir / "launch.json").read_text())["warnings"] == []
-    assert no_process_left(spec["plan"]["run_id"])
-    assert not job_steps(state)
-
-
 def test_a_killed_job_step_fails_the_run_naming_its_role_and_leaves_nothing(ck, slurm3, tmp_path):
     _, state, _, _ = slurm3
     run_dir = tmp_path / "run"
@@ -279,32 +241,52 @@ def finished(run, timeout):
 
 
 def test_submit_runs_the_baseline_as_a_batch_job_every_role_a_job_step_and_prints_its_result(ck, slurm3, tmp_path):
-    """The batch script runs in h1's namespace: the launcher's sruns start from a node, not from the switch."""
+    """The batch script runs in h1's namespace: the launcher's sruns start from a node, not from the switch; inside
+    the job the run is what `salloc -N3 ck run ...` runs (the srun launcher on the allocation's nodes)."""
     _, state, _, _ = slurm3
     machine = slurm_machine(ck, tmp_path, "slsub", {"nodes": 3, "time": "00:15:00", "extra": ["--job-name=p3 it's"]})
     run_dir = tmp_path / "run"
+    steps = {}
     with open(tmp_path / "out.txt", "w") as log:
         run = submit_ck_run(ck, state, run_dir, machine, "--env.VARIANT=baseline", "--env.NUM_BATCHES=6",
                             "--env.DISP_BATCHES=2", log=log)
-        finished(run, 300)
+        try:
+            deadline = time.monotonic() + 300
+            while run.poll() is None and time.monotonic() < deadline:
+                steps.update(job_steps(state))
+                time.sleep(0.3)
+        finally:
+            finished(run, 10)
     output = (tmp_path / "out.txt").read_text()
     assert run.returncode == 0, output[-4000:]
     job = re.search(r"p3: submitted Slurm job (\d+) \(--job-name=p3 --nodes=3 --time=00:15:00 --job-name=p3 it's\)",
                     output).group(1)
     assert f"p3: Slurm job {job} is running on h[1-3]" in output
     assert "p3: hosts from hostlist h[1-3]: h1, h2, h3" in output  # read inside the job
-    assert re.search(r"p3: plan: .* on h1, h2, h3; .*launcher srun", output)
+    assert re.search(r"p3: plan: 1 scheduler, 3 server\(s\), 3 worker\(s\) on h1, h2, h3; .*profile smoke; .*"
+                     r"launcher srun", output)
+    for prefix in ("[h1 scheduler] ", "[h1 worker#0] ", "[h2 worker#1] ", "[h3 worker#2] ", "[h3 server#2] "):
+        assert prefix in output
+    # One step per role, on its own node, besides the batch step and the probe and sweep steps that span the three.
+    per_node = {node: sum(1 for step, n in steps.items() if n == node and not step.endswith(".batch"))
+                for node in ("h1", "h2", "h3")}
+    assert per_node == {"h1": 3, "h2": 2, "h3": 2}, steps
+    spec = json.loads((run_dir / "job" / "p3-run.json").read_text())
+    assert spec["launcher"] == "srun"
+    assert spec["plan"]["addresses"] == {"h1": "10.77.0.1", "h2": "10.77.0.2", "h3": "10.77.0.3"}
+    assert json.loads((run_dir / "job" / "launch.json").read_text())["warnings"] == []
     assert output.rstrip().splitlines()[-1] != ""  # the summary line is ours, after the job's output
     result = json.loads((run_dir / "p3-result.json").read_text())
-    assert result["run_success"] and result["variant"] == "baseline" and result["num_workers"] == 3
+    assert result["run_success"] and result["variant"] == "baseline" and result["params_in_sync"] is True
+    assert result["hosts"] == ["h1", "h2", "h3"] and (result["num_workers"], result["num_servers"]) == (3, 3)
     assert result["batch_job"]["job_id"] == job and result["batch_job"]["state"] == "COMPLETED"
     assert result["batch_job"]["running_s"] > 0
     inner = json.loads((run_dir / "job" / "p3-result.json").read_text())
     assert inner["throughput_per_worker"] == result["throughput_per_worker"]
     name = slurm(state, "scontrol", "-o", "show", "job", job).stdout
     assert "JobName=p3 it's " in name  # an option reached sbatch as one argument, its quote intact
-    run_id = json.loads((run_dir / "job" / "p3-run.json").read_text())["plan"]["run_id"]
-    assert no_process_left(run_id)
+    assert no_process_left(spec["plan"]["run_id"])
+    assert not job_steps(state)
 
 
 def test_a_job_slurm_will_never_start_is_cancelled_at_once_naming_slurms_reason(ck, slurm3, tmp_path):
