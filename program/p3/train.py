@@ -172,10 +172,21 @@ def parameter_checksum(net):
     return digest.hexdigest(), len(names)
 
 
-def start_emulation(args, net, data, rank):
-    """The network's parameters get their shapes from one forward pass of one image (not trained on), then the
-    waits replace every forward and backward pass."""
-    net(data.first()[:1]).wait_to_read()
+def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
+    """One real iteration first (not measured): it gives the parameters their shapes and initialises the kvstore
+    through the Trainer's own first step, as the real loop does; then the waits replace every forward and backward
+    pass.
+
+    Initialising the kvstore without it (Trainer._init_kvstore/_init_params after a forward pass outside
+    autograd) made the server abort here ("init 4 first": another worker's first pull reached it before rank 0's
+    initial push), with 2 workers, in 2 of 2 tries.
+    """
+    images, label = next(iter(data.take(1)))
+    with autograd.record():
+        loss = loss_fn(net(images), label)
+    loss.backward()
+    trainer.step(global_batch)
+    mx.nd.waitall()
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     profile = load_profile(args.compute_profile)
     emulated = EmulatedCompute(profile, params, args.dilation)
@@ -232,7 +243,7 @@ def main(argv=None):
     num_batches = args.num_batches or data.epoch_batches(global_batch)
     emulated = None
     if args.compute == "emulated":
-        emulated = start_emulation(args, net, data, kv.rank)
+        emulated = start_emulation(args, net, data, kv.rank, trainer, loss_fn, global_batch)
         names, weights, grads = trainable()
         probes = CommProbes(names, args.variant, kv.rank, timeline)
 
