@@ -255,7 +255,7 @@ def main(argv=None):
         for nbatch, (images, label) in enumerate(data.take(num_batches)):
             if emulated is not None:
                 emulated_step(emulated, probes, trainer, global_batch, weights, grads)
-                speedometer(mx.model.BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=None, locals=None))
+                speedometer(mx.model.BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=metric, locals=None))
                 continue
             if probes is not None:
                 probes.before_forward()

@@ -7,7 +7,7 @@ from reprokit.jsonfile import write_json
 
 BATCH = 8
 WAIT_S = 0.6  # forward + backward per iteration at k=1: well above this machine's communication of ResNet-50
-JOB = ["--cmd_key=resnet", "--env.VARIANT=p3", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=1",
+JOB = ["--cmd_key=resnet", "--env.VARIANT=baseline", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=1",
        f"--env.BATCH_SIZE={BATCH}", "--env.NUM_BATCHES=5", "--env.DISP_BATCHES=2", "--env.COMPUTE=emulated"]
 
 
@@ -35,7 +35,7 @@ def test_emulated_run_records_its_profile_and_dilation_and_its_time_follows_the_
     assert one["compute_profile"] == str(path) and "V100" in one["compute_profile_source"]
     assert abs(one["emulated_wait_s_per_iter"] - WAIT_S) < 1e-3 and abs(two["emulated_wait_s_per_iter"] - 2 * WAIT_S) < 1e-3
     assert two["throughput_dedilated_samples_per_sec"] == round(2 * two["throughput_samples_per_sec"], 3)
-    assert one["params_in_sync"] and two["params_in_sync"] and one["ps_van"] == "p3"
+    assert one["params_in_sync"] and two["params_in_sync"]
     t1, t2 = iteration_s(one), iteration_s(two)
-    assert WAIT_S * 0.95 < t1 < WAIT_S + 0.6, (t1, t2)
-    assert 1.5 < t2 / t1 < 2.2, (t1, t2)
+    assert WAIT_S * 0.95 < t1 < 2 * WAIT_S, (t1, t2)
+    assert 1.4 < t2 / t1 < 2.2, (t1, t2)
