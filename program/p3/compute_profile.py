@@ -17,6 +17,7 @@ after them, and every second of the iteration is in some layer. MXNet runs opera
 Mean over the measured iterations, after warm-up ones.
 """
 import argparse
+import functools
 import json
 import os
 import platform
@@ -56,6 +57,10 @@ def layer_groups(names):
     return groups
 
 
+def _note(times, g, t):
+    times[g] = t
+
+
 def measure(args):
     mx.random.seed(args.seed)
     shape = tuple(int(x) for x in args.image_shape.split(","))
@@ -80,11 +85,11 @@ def measure(args):
             groups = layer_groups([p.name for p in params])
             sums = [[0.0, 0.0] for _ in groups]
         for g, members in enumerate(groups):
-            engine.probe(lambda t, g=g: forward_end.__setitem__(g, t), mutable=[params[i].data() for i in members],
+            engine.probe(functools.partial(_note, forward_end, g), mutable=[params[i].data() for i in members],
                          name="ForwardEnd")
         loss.backward()
         for g, members in enumerate(groups):
-            engine.probe(lambda t, g=g: grad_ready.__setitem__(g, t), const=[params[i].grad() for i in members],
+            engine.probe(functools.partial(_note, grad_ready, g), const=[params[i].grad() for i in members],
                          name="GradReady")
         mx.nd.waitall()
         if it < args.warmup:

@@ -155,7 +155,8 @@ def check_name(raw: str) -> str:
     if "/" in raw or raw.endswith(".json"):
         if not Path(raw).is_file():
             raise UserError(f"COMPUTE_PROFILE={shown(raw)} is not a file; give a profile file (as "
-                            f"benchmarks/emulation_selfcheck.py writes) or one of {', '.join(named_profiles())}")
+                            f"benchmarks/emulation_selfcheck.py writes) or one of {', '.join(named_profiles())}: "
+                            f"--env.COMPUTE_PROFILE=NAME|PATH")
         return raw
     raise UserError(f"unknown COMPUTE_PROFILE {shown(raw)}; valid ones: {', '.join(named_profiles())}, or a path to "
                     f"a profile file: --env.COMPUTE_PROFILE=NAME|PATH")
