@@ -34,6 +34,7 @@ from mxnet import autograd, gluon  # noqa: E402
 from mxnet.gluon.model_zoo import vision  # noqa: E402
 
 from comm_probes import CommProbes, flatten_priorities, mechanism, timeline_path  # noqa: E402
+from emulated_compute import EmulatedCompute, load_profile  # noqa: E402
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data (pinned to the core's)
 
@@ -65,6 +66,11 @@ def parse_args(argv):
     parser.add_argument("--data-train", default="", help="RecordIO train set (.rec); empty: synthetic batches")
     parser.add_argument("--data-train-idx", default="", help="its index (.idx)")
     parser.add_argument("--data-images", type=int, default=0, help="records in --data-train (one epoch)")
+    parser.add_argument("--compute", choices=("real", "emulated"), default="real",
+                        help="emulated: forward and backward are per-layer waits in MXNet's engine "
+                             "(emulated_compute.py); the communication is real")
+    parser.add_argument("--compute-profile", default="", help="the emulated compute's profile (JSON)")
+    parser.add_argument("--dilation", type=float, default=1.0, help="every emulated wait is multiplied by this")
     return parser.parse_args(argv)
 
 
@@ -166,6 +172,42 @@ def parameter_checksum(net):
     return digest.hexdigest(), len(names)
 
 
+def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
+    """One real iteration first (not measured): it gives the parameters their shapes and initialises the kvstore
+    through the Trainer's own first step, as the real loop does; then the waits replace every forward and backward
+    pass.
+
+    Initialising the kvstore without it (Trainer._init_kvstore/_init_params after a forward pass outside
+    autograd) made the server abort here ("init 4 first": another worker's first pull reached it before rank 0's
+    initial push), with 2 workers, in 2 of 2 tries.
+    """
+    images, label = next(iter(data.take(1)))
+    with autograd.record():
+        loss = loss_fn(net(images), label)
+    loss.backward()
+    trainer.step(global_batch)
+    mx.nd.waitall()
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    profile = load_profile(args.compute_profile)
+    emulated = EmulatedCompute(profile, params, args.dilation)
+    logging.info("emulated-compute: rank=%d profile=%s dilation=%g wait_s_per_iter=%.6f layers=%d lag_ms=%.3f "
+                 "custom_op_threads=%s", rank, profile.get("name"), args.dilation, emulated.wait_s_per_iteration,
+                 len(emulated.groups), emulated.lag * 1000, os.environ.get("MXNET_CUSTOM_OP_NUM_THREADS", "16"))
+    return emulated
+
+
+def emulated_step(emulated, probes, trainer, global_batch, weights, grads):
+    """One iteration: the waits, then the stock Trainer's push and pull; waits for the forward's end where the real
+    loop's metric does."""
+    probes.before_forward()
+    forward_end = emulated.iteration()
+    probes.after_forward(weights)
+    probes.before_step(grads)
+    trainer.step(global_batch)
+    probes.after_step(weights)
+    forward_end.wait_to_read()
+
+
 def main(argv=None):
     args = parse_args(argv)
     # MXNet's examples log with this format; Speedometer goes through logging (stderr).
@@ -199,6 +241,11 @@ def main(argv=None):
     trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
     probes = weights = grads = None
     num_batches = args.num_batches or data.epoch_batches(global_batch)
+    emulated = None
+    if args.compute == "emulated":
+        emulated = start_emulation(args, net, data, kv.rank, trainer, loss_fn, global_batch)
+        names, weights, grads = trainable()
+        probes = CommProbes(names, args.variant, kv.rank, timeline)
 
     metric = mx.metric.Accuracy()
     speedometer = mx.callback.Speedometer(args.batch_size, args.disp_batches, auto_reset=True)
@@ -206,6 +253,10 @@ def main(argv=None):
         tic = time.time()
         metric.reset()
         for nbatch, (images, label) in enumerate(data.take(num_batches)):
+            if emulated is not None:
+                emulated_step(emulated, probes, trainer, global_batch, weights, grads)
+                speedometer(mx.model.BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=metric, locals=None))
+                continue
             if probes is not None:
                 probes.before_forward()
             with autograd.record():

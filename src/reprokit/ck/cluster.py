@@ -155,8 +155,15 @@ def testbed(i: dict) -> dict:
             raise UserError(f"there is no testbed {name} (no {state_dir / namespaces.STATE_FILE}); create it with "
                             f"--hosts=N")
         rate = None if i["shape"] == "off" else i["shape"]
+        dilation = str(i.get("dilation", "")).strip()
+        if rate is not None and dilation:  # an emulated run at DILATION=k: every link k times slower
+            from reprokit.emulation.profile import check_dilation, dilated_rate
+
+            namespaces.check_rate(rate)
+            rate = dilated_rate(rate, check_dilation(dilation))
         namespaces.shape(name, described.hosts, rate)
-        print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}", flush=True)
+        given = f" ({i['shape']} / DILATION {dilation})" if rate is not None and dilation else ""
+        print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}{given}", flush=True)
         return {"return": 0}
     hosts = whole_number(i.get("hosts", "3"), "--hosts", "--hosts=N", low=1)
     no_sftp = frozenset(whole_number(n, "--no_sftp", "--no_sftp=I[,J...] (host numbers from 1)", low=1)

@@ -16,6 +16,7 @@ from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 
 if TYPE_CHECKING:
+    from reprokit.run.settings import RunSettings
     from reprokit.run.spec import RunSpec
 
 RESULT_FILE = "p3-result.json"
@@ -68,6 +69,14 @@ class Result:
     throughput_tokens_per_sec: float | None = None
     batches_measured: int | None = None
     speedometer_reports_measured: int | None = None
+    # Emulated compute (COMPUTE=emulated): the profile waited (its name and source), the dilation k, each worker's
+    # total wait per iteration (dilated) and the throughput times k: as the emulated device would have it.
+    compute: str | None = None  # "real" or "emulated" (our scripts only)
+    compute_profile: str | None = None
+    compute_profile_source: str | None = None
+    dilation: float | None = None
+    emulated_wait_s_per_iter: float | None = None
+    throughput_dedilated_samples_per_sec: float | None = None  # throughput_samples_per_sec (measured) times k
     param_checksums: list[str | None] | None = None
     params_in_sync: bool | None = None
     run_folder: str | None = None
@@ -125,6 +134,9 @@ class Result:
         per_worker = ", ".join(f"{s:.2f}" for s in self.throughput_per_worker or [])
         sync = {True: "in sync", False: "NOT in sync", None: "not checked"}[self.params_in_sync]
         tokens = f" ({self.throughput_tokens_per_sec:.0f} tokens/s)" if self.throughput_tokens_per_sec is not None else ""
+        if self.compute == "emulated":
+            tokens += (f" measured, emulated compute ({self.compute_profile}, k={self.dilation:g}): "
+                       f"{self.throughput_dedilated_samples_per_sec} samples/s de-dilated (x k)")
         return (f"p3: OK: {self.model} {self.variant} on {self.engine}: {self.throughput_samples_per_sec:.2f} samples/s"
                 f"{tokens} over {self.num_workers} workers ({per_worker}); {self.batches_measured} batches measured; "
                 f"parameters {sync}")
@@ -150,9 +162,37 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
     )
     logs = read_logs(plan, run_dir)
     parse_worker_logs(result, plan, run_dir, logs, comm_probes=reports.comm_probes)
+    if reports.comm_probes:
+        emulation_fields(result, settings, plan, run_dir, logs)
     if reports.ps_van:
         check_vans(result, plan, logs, settings.ps_van)
     return result
+
+
+EMULATED_LINE = re.compile(r"emulated-compute: rank=\d+ profile=\S+ dilation=\S+ wait_s_per_iter=([0-9.]+)")
+
+
+def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_dir: Path,
+                     logs: dict[str, str]) -> None:
+    """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
+    logged and the de-dilated throughput."""
+    from reprokit.emulation.profile import EMULATED, PROFILE_FILE, dedilated
+
+    result.compute = settings.compute
+    if settings.compute != EMULATED:
+        return
+    result.dilation = settings.dilation
+    result.compute_profile = settings.compute_profile
+    try:
+        result.compute_profile_source = str(json.loads((run_dir / PROFILE_FILE).read_text()).get("source", ""))
+    except (OSError, ValueError, AttributeError):
+        result.compute_profile_source = None
+    waits = [float(m.group(1)) for w in plan.workers for m in EMULATED_LINE.finditer(logs.get(w.name, ""))]
+    if waits:
+        result.emulated_wait_s_per_iter = round(statistics.fmean(waits), 6)
+    if result.throughput_samples_per_sec is not None:
+        result.throughput_dedilated_samples_per_sec = round(dedilated(result.throughput_samples_per_sec,
+                                                                      settings.dilation), 3)
 
 
 def read_logs(plan: RolePlan, run_dir: Path) -> dict[str, str]:

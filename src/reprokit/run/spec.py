@@ -21,8 +21,10 @@ from reprokit.jsonfile import write_json
 from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
 from reprokit.vocabulary import Variant
-from reprokit.run.settings import (RunSettings, absolute_outputs, local_layout, output_need_bytes, output_paths,
-                                   with_local_outputs)
+from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
+                                   output_paths, with_local_outputs)
+from reprokit.emulation.profile import EMULATED, PROFILE_FILE
+from reprokit.engines.base import EngineKind
 
 SPEC_FILE = "p3-run.json"
 
@@ -183,12 +185,24 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
                  script_args=settings.train_args(), role_env=settings.role_env())
     run = engine.engine.role_command(engine, job)
     plan.command, plan.files, plan.extra_env, plan.role_args = run.command, run.files, run.extra_env, run.role_args
+    if settings.compute == EMULATED:
+        plan.files.append(str(write_compute_profile(settings, engine, Path(run_dir or os.getcwd()))))
     plan.finish_pattern, plan.finish_note = run.finish_pattern, run.finish_note
     if run.finish_grace_s is not None:
         plan.finish_grace_s = run.finish_grace_s
     if run.data and run.data != data.name:  # the artifact's Sockeye reads its bundled IWSLT15: say so
         data = RunData(run.data)
     return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster, launcher=launcher)
+
+
+def write_compute_profile(settings: RunSettings, engine: InstalledEngine, folder: Path) -> Path:
+    """An emulated run's profile at its batch size, written where every role's folder gets a copy from."""
+    if engine.build is not EngineKind.STOCK:
+        raise UserError(f"COMPUTE=emulated runs on the stock MXNet engine (program/p3's train.py), not on "
+                        f"{engine.name}; drop --env.COMPUTE or --env.ENGINE")
+    path = folder / PROFILE_FILE
+    write_json(path, compute_profile_of(settings).to_dict())
+    return path
 
 
 def _node_address(node: str) -> str:

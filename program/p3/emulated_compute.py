@@ -1,0 +1,182 @@
+"""Emulated compute: forward and backward replaced by waits inside MXNet's engine, per layer, in the real order.
+
+Runs inside the engine's interpreter (MXNet and the standard library only).
+
+With ``--compute emulated`` a worker builds the real network (so every
+parameter and gradient has its real shape and the kvstore, P3's slicing and
+ps-lite's van see the real arrays), but never computes with it. Each iteration
+pushes, instead:
+
+- forward, layer by layer in key order: a wait operation that reads the layer's
+  weights (so it starts only once their pull has put them in place) and a
+  running token, and waits the layer's forward time;
+- backward, layer by layer in reverse order: a wait operation that waits the
+  layer's backward time and *writes* the layer's gradient arrays, so each
+  gradient becomes ready (for the Trainer's push at priority -index) when its
+  layer's wait ends.
+
+The wait is a Python ``CustomOp``: MXNet runs it on its custom-operator threads
+(MXNET_CUSTOM_OP_NUM_THREADS, 16 by default) with the engine's dependencies,
+so it holds none of the engine's CPU threads that the kvstore uses. The
+gradient's values are left as they are (zero, as Gluon allocates them): only
+their shapes and readiness are real.
+
+The waits follow one clock, as a device's stream would: a wait ends at
+``max(end of the previous wait, its own start) + time``, where its start is
+when MXNet called it minus the calibrated dispatch lag (about 0.3 ms here per
+operation, measured at start-up with zero-second waits), so the lag of hundreds
+of operations per iteration does not add up while a wait for a pull still
+counts in full.
+
+The profile (``emulated-compute.json`` in the role's folder, written by the
+run from reprokit.emulation) gives each layer's trainable array sizes and its
+forward and backward seconds for this run's batch; ``--dilation k`` multiplies
+every wait by k.
+"""
+import json
+import threading
+import time
+
+import mxnet as mx
+
+OP_TYPE = "p3_emulated_wait"
+CALIBRATION_WAITS = 200
+
+
+class _Clock:
+    """One emulated device: the end of the last wait, shared by every wait of the process (one stream)."""
+
+    def __init__(self):
+        self.last_end = 0.0
+        self.lag = 0.0
+        self.lock = threading.Lock()
+
+    def wait(self, seconds):
+        now = time.time()
+        with self.lock:
+            end = max(self.last_end, now - self.lag) + seconds
+            self.last_end = end
+        remaining = end - time.time()
+        if remaining > 0:
+            time.sleep(remaining)
+
+
+CLOCK = _Clock()
+
+
+class _Wait(mx.operator.CustomOp):
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        CLOCK.wait(self.seconds)  # the outputs keep their values: only when they are ready matters
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        pass
+
+
+@mx.operator.register(OP_TYPE)
+class _WaitProp(mx.operator.CustomOpProp):
+    """Inputs: what the wait reads (the token, a layer's weights); outputs: the token, then what it writes."""
+
+    def __init__(self, seconds="0", num_in="1", shapes="[[1]]"):
+        super().__init__(need_top_grad=False)
+        self.seconds = float(seconds)
+        self.num_in = int(num_in)
+        self.shapes = [tuple(s) for s in json.loads(shapes)]
+
+    def list_arguments(self):
+        return [f"in{i}" for i in range(self.num_in)]
+
+    def list_outputs(self):
+        return [f"out{i}" for i in range(len(self.shapes))]
+
+    def infer_shape(self, in_shape):
+        return in_shape, self.shapes, []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Wait(self.seconds)
+
+
+def wait(seconds, reads, writes=()):
+    """Push one wait: after ``reads`` are ready, ``seconds`` on the clock, then ``writes`` are written.
+    Returns the new token (a fresh one-element array)."""
+    token = mx.nd.zeros((1,))
+    shapes = json.dumps([[1]] + [list(a.shape) for a in writes])
+    mx.nd.Custom(*reads, op_type=OP_TYPE, seconds=repr(float(seconds)), num_in=str(len(reads)), shapes=shapes,
+                 out=[token, *writes])
+    return token
+
+
+def calibrate(count=CALIBRATION_WAITS):
+    """The mean lag between a wait's inputs being ready and MXNet calling it: zero-second waits in a chain."""
+    mx.nd.waitall()
+    token = mx.nd.zeros((1,))
+    token.wait_to_read()
+    start = time.time()
+    for _ in range(count):
+        token = wait(0.0, [token])
+    token.wait_to_read()
+    CLOCK.lag = (time.time() - start) / count
+    return CLOCK.lag
+
+
+def load_profile(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def layer_params(profile, names, shapes):
+    """The trainable parameters' indices (key order) of each profiled layer; the arrays must match by size."""
+    sizes = [_size(s) for s in shapes]
+    wanted = [int(n) for layer in profile["layers"] for n in layer["arrays"]]
+    if wanted != sizes:
+        raise ValueError(f"the emulated-compute profile {profile.get('name')!r} does not fit this network: it has "
+                         f"{len(wanted)} arrays ({sum(wanted)} elements), the network {len(sizes)} "
+                         f"({sum(sizes)} elements, first {names[:1]})")
+    groups, i = [], 0
+    for layer in profile["layers"]:
+        groups.append(list(range(i, i + len(layer["arrays"]))))
+        i += len(layer["arrays"])
+    return groups
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class EmulatedCompute:
+    """Pushes one iteration's waits: forward in key order, backward in reverse, each gradient written at its
+    layer's end. ``params``: the trainable Gluon parameters in key order."""
+
+    def __init__(self, profile, params, dilation=1.0):
+        self.profile = profile
+        self.dilation = float(dilation)
+        self.weights = [p.data() for p in params]
+        self.grads = [p.grad() for p in params]
+        self.groups = layer_params(profile, [p.name for p in params], [w.shape for w in self.weights])
+        self.forward_s = [float(layer["forward_s"]) * self.dilation for layer in profile["layers"]]
+        self.backward_s = [float(layer["backward_s"]) * self.dilation for layer in profile["layers"]]
+        self.token = mx.nd.zeros((1,))
+        self.lag = calibrate()
+
+    @property
+    def wait_s_per_iteration(self):
+        return sum(self.forward_s) + sum(self.backward_s)
+
+    def iteration(self):
+        """Push forward and backward; returns the forward's end (what the real loop's metric waits for)."""
+        token = self.token
+        for g, params in enumerate(self.groups):
+            token = wait(self.forward_s[g], [token, *(self.weights[i] for i in params)])
+        forward_end = token
+        for g in reversed(range(len(self.groups))):
+            token = wait(self.backward_s[g], [token], [self.grads[i] for i in self.groups[g]])
+        self.token = token
+        for weight in self.weights:  # Trainer.step refuses stale gradients; these were written by the waits
+            weight._fresh_grad = True
+        return forward_end

@@ -1,0 +1,247 @@
+"""Emulated compute's profiles: per-layer forward and backward seconds, each factor with its source.
+
+A profile (``ComputeProfile``) is what program/p3/emulated_compute.py waits, layer by layer, instead of computing:
+the layers in the trainer's key order with their trainable array sizes (so the engine side can check they fit the
+network), forward and backward seconds at the profile's batch size, and every factor that made those seconds, each
+with its source. A run takes one by name (``COMPUTE_PROFILE``, profiles/NAME.json beside this file, one per model
+and image shape) or from a file, scales it to its batch size (linearly: a stated assumption, kept as a factor) and
+writes it into every role's folder (``PROFILE_FILE``). DILATION k multiplies every wait (engine side) and divides
+every shaped bandwidth (``dilated_rate``); throughput is reported as measured and times k (``dedilated``).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from reprokit import schema as s
+from reprokit.errors import UserError
+from reprokit.jsonfile import read_json
+from reprokit.values import shown
+
+REAL, EMULATED = "real", "emulated"
+COMPUTE_MODES = (REAL, EMULATED)
+DEFAULT_PROFILE = "v100"
+PROFILE_FILE = "emulated-compute.json"  # in every role's folder
+PROFILES_DIR = Path(__file__).with_name("profiles")
+MAX_DILATION = 1000.0
+MAX_PROFILE_BYTES = 4 << 20
+
+FACTOR_SCHEMA = s.Obj(required={"name": s.Name(), "value": s.Number(0.0, 1e12), "source": s.Text(2000)})
+LAYER_SCHEMA = s.Obj(required={"name": s.Text(200), "arrays": s.ListOf(s.Int(1, 2**40), max_items=64),
+                               "forward_s": s.Number(0.0, 3600.0), "backward_s": s.Number(0.0, 3600.0)})
+PROFILE_SCHEMA = s.Obj(required={
+    "name": s.Name(), "model": s.Name(), "image_shape": s.Text(32), "batch_size": s.Int(1, 65536),
+    "source": s.Text(4000), "factors": s.ListOf(FACTOR_SCHEMA, max_items=32),
+    "layers": s.ListOf(LAYER_SCHEMA, max_items=10000, min_items=1)})
+COLLECTION_SCHEMA = s.Obj(required={"name": s.Name(), "source": s.Text(4000),
+                                    "profiles": s.ListOf(PROFILE_SCHEMA, max_items=64)})
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    name: str
+    arrays: tuple[int, ...]  # elements of each trainable array, in the trainer's key order
+    forward_s: float
+    backward_s: float
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    name: str
+    model: str
+    image_shape: str
+    batch_size: int
+    source: str
+    factors: tuple[Factor, ...]
+    layers: tuple[LayerTime, ...]
+
+    @property
+    def forward_s(self) -> float:
+        return sum(layer.forward_s for layer in self.layers)
+
+    @property
+    def backward_s(self) -> float:
+        return sum(layer.backward_s for layer in self.layers)
+
+    @property
+    def total_s(self) -> float:
+        """Forward and backward seconds of one iteration, undilated."""
+        return self.forward_s + self.backward_s
+
+    def scaled(self, factor: Factor) -> ComputeProfile:
+        """Every layer's times multiplied by ``factor.value``; the factor is kept with its source."""
+        layers = tuple(replace(x, forward_s=x.forward_s * factor.value, backward_s=x.backward_s * factor.value)
+                       for x in self.layers)
+        return replace(self, factors=(*self.factors, factor), layers=layers)
+
+    def at_batch(self, batch_size: int) -> ComputeProfile:
+        """This profile for a run at ``batch_size``: linear in the batch (an assumption, kept as a factor)."""
+        if batch_size == self.batch_size:
+            return self
+        ratio = batch_size / self.batch_size
+        scaled = self.scaled(Factor("batch", ratio, f"linear in the batch size: {self.batch_size} -> {batch_size} "
+                                                    f"(assumed; a device is often faster per sample at larger batches)"))
+        return replace(scaled, batch_size=batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model, "image_shape": self.image_shape,
+                "batch_size": self.batch_size, "source": self.source,
+                "factors": [{"name": f.name, "value": f.value, "source": f.source} for f in self.factors],
+                "layers": [{"name": x.name, "arrays": list(x.arrays), "forward_s": x.forward_s,
+                            "backward_s": x.backward_s} for x in self.layers]}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "profile") -> ComputeProfile:
+        try:
+            PROFILE_SCHEMA.check(data, "")
+        except s.Invalid as exc:
+            raise UserError(f"{where}: {exc}") from None
+        return cls(str(data["name"]), str(data["model"]), str(data["image_shape"]), int(data["batch_size"]),
+                   str(data["source"]),
+                   tuple(Factor(str(f["name"]), float(f["value"]), str(f["source"])) for f in data["factors"]),
+                   tuple(LayerTime(str(x["name"]), tuple(int(n) for n in x["arrays"]), float(x["forward_s"]),
+                                   float(x["backward_s"])) for x in data["layers"]))
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A named set of profiles (one per model and image shape) sharing a source: profiles/NAME.json."""
+    name: str
+    source: str
+    profiles: tuple[ComputeProfile, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source, "profiles": [p.to_dict() for p in self.profiles]}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Collection:
+        try:
+            COLLECTION_SCHEMA.check(data, "")
+        except s.Invalid as exc:
+            raise UserError(f"{where}: {exc}") from None
+        return cls(str(data["name"]), str(data["source"]),
+                   tuple(ComputeProfile.from_dict(p, where) for p in data["profiles"]))
+
+    def find(self, model: str, image_shape: str) -> ComputeProfile | None:
+        return next((p for p in self.profiles if p.model == model and p.image_shape == image_shape), None)
+
+
+def named_profiles() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in PROFILES_DIR.glob("*.json")))
+
+
+@cache
+def collection(name: str) -> Collection:
+    path = PROFILES_DIR / f"{name}.json"
+    return Collection.from_dict(json.loads(path.read_text()), str(path))
+
+
+def check_name(raw: str) -> str:
+    """COMPUTE_PROFILE as given: a stored profile's name or a path to a profile file (checked to exist)."""
+    raw = raw.strip() or DEFAULT_PROFILE
+    if raw in named_profiles():
+        return raw
+    if "/" in raw or raw.endswith(".json"):
+        if not Path(raw).is_file():
+            raise UserError(f"COMPUTE_PROFILE={shown(raw)} is not a file; give a profile file (as "
+                            f"benchmarks/emulation_selfcheck.py writes) or one of {', '.join(named_profiles())}: "
+                            f"--env.COMPUTE_PROFILE=NAME|PATH")
+        return raw
+    raise UserError(f"unknown COMPUTE_PROFILE {shown(raw)}; valid ones: {', '.join(named_profiles())}, or a path to "
+                    f"a profile file: --env.COMPUTE_PROFILE=NAME|PATH")
+
+
+def resolve_profile(raw: str, model: str, image_shape: str, batch_size: int) -> ComputeProfile:
+    """The profile a run waits: by name (for its model and image shape) or from a file, at its batch size."""
+    name = check_name(raw)
+    if name in named_profiles():
+        stored = collection(name)
+        profile = stored.find(model, image_shape)
+        if profile is None:
+            held = ", ".join(f"{p.model} {p.image_shape}" for p in stored.profiles)
+            raise UserError(f"COMPUTE_PROFILE={name} has no profile for {model} at image shape {image_shape} "
+                            f"(it holds: {held}); pick another with --env.COMPUTE_PROFILE=NAME|PATH or "
+                            f"--env.IMAGE_SHAPE")
+    else:
+        profile = ComputeProfile.from_dict(read_json(Path(name), "a compute profile", MAX_PROFILE_BYTES), name)
+        if (profile.model, profile.image_shape) != (model, image_shape):
+            raise UserError(f"the compute profile {name} is for {profile.model} at {profile.image_shape}, but the "
+                            f"run trains {model} at {image_shape}; give a profile of this model and shape")
+    return profile.at_batch(batch_size)
+
+
+def average(profiles: list[ComputeProfile], name: str, source: str) -> ComputeProfile:
+    """Layer by layer means of profiles of the same model, shape, batch and layers (several workers' measurements)."""
+    first = profiles[0]
+    if any((p.model, p.image_shape, p.batch_size, [x.arrays for x in p.layers]) !=
+           (first.model, first.image_shape, first.batch_size, [x.arrays for x in first.layers]) for p in profiles):
+        raise UserError("profiles of different models, shapes, batches or layers cannot be averaged")
+    n = len(profiles)
+    layers = tuple(LayerTime(x.name, x.arrays, sum(p.layers[i].forward_s for p in profiles) / n,
+                             sum(p.layers[i].backward_s for p in profiles) / n) for i, x in enumerate(first.layers))
+    return replace(first, name=name, source=source, layers=layers)
+
+
+def device_profile(name: str, model: str, image_shape: str, layers: list[tuple[str, tuple[int, ...], int]],
+                   seconds_per_image: float, factors: tuple[Factor, ...], source: str,
+                   forward_share: float = 1 / 3) -> ComputeProfile:
+    """A device's profile at batch 1: ``seconds_per_image`` (forward + backward) split over ``layers`` (name, array
+    sizes, forward FLOPs) by FLOPs, ``forward_share`` of each layer's share forward, the rest backward."""
+    total = sum(flops for _, _, flops in layers)
+    out = tuple(LayerTime(layer, arrays, seconds_per_image * flops / total * forward_share,
+                          seconds_per_image * flops / total * (1 - forward_share)) for layer, arrays, flops in layers)
+    return ComputeProfile(name, model, image_shape, 1, source, factors, out)
+
+
+def check_dilation(raw: str) -> float:
+    """DILATION as given: a number above 0 (1: real time)."""
+    text = str(raw).strip()
+    if text == "":
+        return 1.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_DILATION:  # also nan and inf
+        raise UserError(f"DILATION must be a number above 0 and at most {MAX_DILATION:g} (1: real time; 2: every "
+                        f"emulated wait twice as long, every shaped link half as fast), got {shown(text)}; fix it "
+                        f"with --env.DILATION=K")
+    return value
+
+
+def check_compute(raw: str) -> str:
+    mode = str(raw).strip() or REAL
+    if mode not in COMPUTE_MODES:
+        raise UserError(f"unknown COMPUTE {shown(mode)}; valid ones: {', '.join(COMPUTE_MODES)} "
+                        f"(--env.COMPUTE=emulated replaces forward and backward by per-layer waits)")
+    return mode
+
+
+_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+
+
+def dilated_rate(rate: str, dilation: float) -> str:
+    """A tc rate (``1gbit``) divided by the dilation, as a tc rate in bit/s (``250000000bit`` for k=4)."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)", rate)
+    if not match:
+        raise UserError(f"rate {shown(rate)} is not a tc rate like 100mbit, 1gbit or 500kbit")
+    bps = float(match.group(1)) * _UNITS[match.group(2)] / dilation
+    if bps < 8:
+        raise UserError(f"rate {rate} divided by DILATION={dilation:g} is below 8 bit/s; lower --env.DILATION")
+    return f"{round(bps)}bit"
+
+
+def dedilated(throughput: float, dilation: float) -> float:
+    """Throughput as the emulated device would have it: the measured one times k (every time was k times longer)."""
+    return throughput * dilation

@@ -1,0 +1,41 @@
+"""Emulated compute through `ck run program:p3`: the run completes on the real communication stack, records its
+compute mode, profile and dilation, and its iteration time follows the profile's waits (k=2 about doubles it)."""
+from dataclasses import replace
+
+from reprokit.emulation.profile import Factor, resolve_profile
+from reprokit.jsonfile import write_json
+
+BATCH = 8
+WAIT_S = 0.6  # forward + backward per iteration at k=1: well above this machine's communication of ResNet-50
+JOB = ["--cmd_key=resnet", "--env.VARIANT=baseline", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=1",
+       f"--env.BATCH_SIZE={BATCH}", "--env.NUM_BATCHES=5", "--env.DISP_BATCHES=2", "--env.COMPUTE=emulated"]
+
+
+def profile_file(tmp_path):
+    v100 = resolve_profile("v100", "resnet", "3,32,32", BATCH)
+    profile = replace(v100.scaled(Factor("test", WAIT_S / v100.total_s, "the test's chosen total")), name="test")
+    path = tmp_path / "test-profile.json"
+    write_json(path, profile.to_dict())
+    return path
+
+
+def iteration_s(result):
+    return BATCH / (result["throughput_samples_per_sec"] / result["num_workers"])
+
+
+def test_emulated_run_records_its_profile_and_dilation_and_its_time_follows_the_waits(ck, tmp_path):
+    path = profile_file(tmp_path)
+    results = {}
+    for k in ("1", "2"):
+        proc, out = ck.run_p3(tmp_path / f"k{k}", *JOB, f"--env.COMPUTE_PROFILE={path}", f"--env.DILATION={k}")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        results[k] = out["characteristics"]
+    one, two = results["1"], results["2"]
+    assert (one["compute"], one["dilation"], two["dilation"]) == ("emulated", 1.0, 2.0)
+    assert one["compute_profile"] == str(path) and "V100" in one["compute_profile_source"]
+    assert abs(one["emulated_wait_s_per_iter"] - WAIT_S) < 1e-3 and abs(two["emulated_wait_s_per_iter"] - 2 * WAIT_S) < 1e-3
+    assert two["throughput_dedilated_samples_per_sec"] == round(2 * two["throughput_samples_per_sec"], 3)
+    assert one["params_in_sync"] and two["params_in_sync"]
+    t1, t2 = iteration_s(one), iteration_s(two)
+    assert WAIT_S * 0.95 < t1 < 2 * WAIT_S, (t1, t2)
+    assert 1.4 < t2 / t1 < 2.2, (t1, t2)

@@ -1,0 +1,94 @@
+"""Emulated compute's profiles, settings and arithmetic (no engine)."""
+import json
+
+import pytest
+
+from reprokit.emulation import profile as em
+from reprokit.errors import UserError
+from reprokit.run.settings import resolve
+from reprokit.study import emulation_profiles, layer_profiles
+
+
+def test_the_stored_v100_profiles_are_what_their_sources_make():
+    stored = json.loads((em.PROFILES_DIR / "v100.json").read_text())
+    assert stored == json.loads(json.dumps(emulation_profiles.v100().to_dict()))
+
+
+def test_v100_resnet_at_224_is_the_published_throughput_and_splits_by_flops():
+    p = em.resolve_profile("v100", "resnet", "3,224,224", 96)
+    assert 96 / p.total_s == pytest.approx(384 * 1.05)
+    assert p.backward_s == pytest.approx(2 * p.forward_s)
+    flops = layer_profiles.profile("resnet").layers
+    shares = [x.forward_s / p.forward_s for x in p.layers]
+    assert shares == pytest.approx([x.forward_flops / sum(y.forward_flops for y in flops) for x in flops])
+    assert [x.arrays for x in p.layers] == [x.arrays for x in flops]
+    assert {f.name for f in p.factors} >= {"v100_resnet50_v1.5_images_per_sec", "batch"}
+    assert all(f.source for f in p.factors)
+
+
+def test_vgg_is_scaled_by_its_titan_x_speed_and_smaller_images_by_their_flops():
+    resnet = em.resolve_profile("v100", "resnet", "3,224,224", 1).total_s
+    vgg = em.resolve_profile("v100", "vgg", "3,224,224", 1).total_s
+    assert resnet / vgg == pytest.approx(48.62 / 109.98)
+    small = em.resolve_profile("v100", "resnet", "3,32,32", 1).total_s
+    assert small / resnet == pytest.approx(layer_profiles.profile("resnet", "3,32,32").forward_flops /
+                                           layer_profiles.profile("resnet").forward_flops)
+
+
+def test_batch_scaling_is_linear_and_kept_as_a_factor():
+    one = em.resolve_profile("v100", "resnet", "3,32,32", 1)
+    assert one.at_batch(32).total_s == pytest.approx(32 * one.total_s)
+    assert one.at_batch(32).factors[-1].name == "batch" and one.at_batch(1) is one
+
+
+def test_a_profile_survives_its_document_and_a_bad_one_is_one_line(tmp_path):
+    p = em.resolve_profile("v100", "vgg", "3,32,32", 4)
+    assert em.ComputeProfile.from_dict(p.to_dict()) == p
+    bad = p.to_dict()
+    bad["layers"][0]["forward_s"] = -1
+    with pytest.raises(UserError, match=r"layers\[0\]\.forward_s must be from 0"):
+        em.ComputeProfile.from_dict(bad)
+
+
+def test_average_is_layer_by_layer():
+    p = em.resolve_profile("v100", "vgg", "3,32,32", 4)
+    doubled = p.scaled(em.Factor("x", 3.0, "test"))
+    mean = em.average([p, doubled], "m", "src")
+    assert mean.total_s == pytest.approx(2 * p.total_s) and mean.name == "m"
+
+
+def test_dilation_divides_rates_and_multiplies_throughput():
+    assert em.dilated_rate("1gbit", 4) == "250000000bit"
+    assert em.dilated_rate("100mbit", 0.5) == "200000000bit"
+    assert em.dedilated(10.0, 4) == 40.0
+
+
+@pytest.mark.parametrize("env, problem", [
+    ({"COMPUTE": "gpu"}, "unknown COMPUTE 'gpu'; valid ones: real, emulated"),
+    ({"COMPUTE": "emulated", "DILATION": "0"}, "DILATION must be a number above 0"),
+    ({"COMPUTE": "emulated", "DILATION": "-2"}, "DILATION must be a number above 0"),
+    ({"COMPUTE": "emulated", "DILATION": "nan"}, "DILATION must be a number above 0"),
+    ({"COMPUTE": "emulated", "COMPUTE_PROFILE": "a100"}, "unknown COMPUTE_PROFILE 'a100'"),
+    ({"COMPUTE": "emulated", "COMPUTE_PROFILE": "/nonexistent/p.json"}, "is not a file"),
+    ({"COMPUTE": "emulated", "IMAGE_SHAPE": "3,64,64"}, "has no profile for resnet at image shape 3,64,64"),
+    ({"DILATION": "2"}, "apply only to emulated compute; add --env.COMPUTE=emulated"),
+    ({"COMPUTE_PROFILE": "v100"}, "apply only to emulated compute"),
+])
+def test_bad_emulation_settings_are_one_line_naming_the_fix(env, problem):
+    with pytest.raises(UserError, match=problem.replace("(", r"\(").replace("?", r"\?")) as info:
+        resolve("resnet", env, "smoke")
+    assert "\n" not in str(info.value) and "--env." in str(info.value)
+
+
+def test_sockeye_is_refused_emulated_compute():
+    with pytest.raises(UserError, match="image models only"):
+        resolve("sockeye", {"COMPUTE": "emulated"}, "smoke")
+
+
+def test_emulated_settings_reach_the_training_script():
+    settings = resolve("resnet", {"COMPUTE": "emulated", "DILATION": "2.5"}, "smoke")
+    assert (settings.compute, settings.compute_profile, settings.dilation) == ("emulated", "v100", 2.5)
+    args = settings.train_args()
+    assert args[args.index("--compute"):] == ["--compute", "emulated", "--compute-profile", em.PROFILE_FILE,
+                                              "--dilation", "2.5"]
+    assert "--compute" not in resolve("resnet", {}, "smoke").train_args()
