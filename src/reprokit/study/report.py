@@ -33,6 +33,7 @@ import jinja2
 
 from reprokit.jsonfile import write_json
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
 from reprokit.study.analysis import Analysis, analyse, setup_label
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.claims import MIN_RUNS, Study
@@ -333,6 +334,7 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
         "configurations": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided_on_engine": analysis.decided,
+        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall)],
         "side_by_side": analysis.side_by_side.to_dict("records"),
         "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
     })
@@ -384,6 +386,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
+        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall)],
+        "labelled_explanation": LABELLED_EXPLANATION,
         "num_runs": len(analysis.runs), "num_ok": int(analysis.runs["ok"].sum()) if len(analysis.runs) else 0,
     }
     common: dict[str, Any] = {"loader": jinja2.FileSystemLoader(TEMPLATES), "undefined": jinja2.StrictUndefined,
