@@ -1,0 +1,101 @@
+"""The iteration model (study/iteration_model.py) against real runs on a 3-host testbed (needs root and sshd).
+
+    .venv/bin/python benchmarks/model_validation.py [--repetitions 3] [--models resnet,vgg]
+                                                    [--bandwidths 300mbit,1gbit]
+
+For each model, bandwidth (tc on every host's link) and variant (baseline, p3), interleaved over repetitions:
+one `ck run program:p3 --target=mv3` with the smoke profile (3 workers, 3 servers co-located, batch 32,
+3x32x32). The model is given what the run measured of itself, nothing fitted: the workers' mean compute per
+iteration (p3-comm's compute_s_per_iter, split over layers by FLOPs), the shaped bandwidth, 3 workers and 3
+co-located servers, the run's slice size and the policy. Prints, per configuration, the measured iteration
+time (batch / mean per-worker throughput; mean over runs, n stated) beside the predicted one and their error,
+then P3's speedup measured and predicted. The issue's bar: 10% for throughput, 15% for the speedup.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from reprokit.bootstrap import ck as ck_cli, isolated_ck
+from reprokit.study import layer_profiles
+from reprokit.study.iteration_model import ModelInput, Policy, simulate
+from reprokit.study.rates import shaped_bps
+
+CK = str(Path(sys.executable).with_name("ck"))
+NAME = "mv3"
+RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2"]
+POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3}
+
+
+def one_run(env: dict, model: str, variant: str, run_dir: Path) -> dict:
+    proc = subprocess.run([CK, "run", "program:p3", f"--cmd_key={model}", f"--target={NAME}",
+                           f"--env.VARIANT={variant}", *RUN, f"--tmp_dir={run_dir}",
+                           "--treat_return_code_as_exit_code=yes"], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark: {model} {variant} failed:\n{proc.stdout[-2000:]}")
+    return json.loads((run_dir / "p3-result.json").read_text())
+
+
+def predicted_s(model: str, result: dict, bandwidth: str) -> float:
+    layers = layer_profiles.profile(model, result["image_shape"]).model_layers(result["compute_s_per_iter"])
+    slice_elements = int(result.get("p3_slice_size") or 50_000)
+    spec = ModelInput(layers, result["num_workers"], result["num_servers"], shaped_bps(bandwidth),
+                      POLICY[result["variant"]], slice_elements=slice_elements)
+    return simulate(spec).iteration_s
+
+
+def measured_s(result: dict) -> float:
+    return result["batch_size"] / statistics.mean(result["throughput_per_worker"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--models", default="resnet,vgg")
+    parser.add_argument("--bandwidths", default="300mbit,1gbit")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("benchmark: needs root (network namespaces)")
+    models, rates = args.models.split(","), args.bandwidths.split(",")
+    work, env = isolated_ck("model-validation-")
+    ck_cli("testbed", f"cluster:{NAME}", "--hosts=3", env=env, check=True)
+    state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"
+    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    try:
+        ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet",
+               env=env, check=True)
+        configs = [(m, r, v) for m in models for r in rates for v in POLICY]
+        for rep in range(args.repetitions):
+            for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
+                ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
+                result = one_run(env, model, variant, work / f"{model}-{rate}-{variant}-{rep}")
+                pair = (measured_s(result), predicted_s(model, result, rate))
+                rows.setdefault((model, rate, variant), []).append(pair)
+                print(f"rep {rep + 1} {model} {rate} {variant}: measured {pair[0]:.3f} s/iteration, predicted "
+                      f"{pair[1]:.3f} s ({pair[1] / pair[0] - 1:+.1%})", flush=True)
+    finally:
+        subprocess.run([CK, "testbed", f"cluster:{NAME}", "--down"], env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=120)
+    print(f"\nper configuration: mean over n={args.repetitions} runs (s/iteration), error = predicted/measured - 1")
+    print("model   bandwidth  variant    measured  predicted   error")
+    for (model, rate, variant), pairs in rows.items():
+        meas, pred = (statistics.mean(p[i] for p in pairs) for i in (0, 1))
+        print(f"{model:7s} {rate:9s}  {variant:9s} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
+    print("\nP3's speedup (baseline s / p3 s): measured against predicted (bar: 15%)")
+    for model in models:
+        for rate in rates:
+            base, p3 = rows[(model, rate, "baseline")], rows[(model, rate, "p3")]
+            meas = statistics.mean(p[0] for p in base) / statistics.mean(p[0] for p in p3)
+            pred = statistics.mean(p[1] for p in base) / statistics.mean(p[1] for p in p3)
+            print(f"  {model:7s} {rate:9s} measured {meas:.3f}x  predicted {pred:.3f}x  error {pred / meas - 1:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
