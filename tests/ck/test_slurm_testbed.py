@@ -240,7 +240,7 @@ def finished(run, timeout):
             run.wait(timeout=10)
 
 
-def test_submit_runs_the_baseline_as_a_batch_job_every_role_a_job_step_and_prints_its_result(ck, slurm3, tmp_path):
+def test_submit_runs_p3_as_a_batch_job_every_role_a_job_step_and_prints_its_result(ck, slurm3, tmp_path):
     """The batch script runs in h1's namespace: the launcher's sruns start from a node, not from the switch; inside
     the job the run is what `salloc -N3 ck run ...` runs (the srun launcher on the allocation's nodes)."""
     _, state, _, _ = slurm3
@@ -248,7 +248,7 @@ def test_submit_runs_the_baseline_as_a_batch_job_every_role_a_job_step_and_print
     run_dir = tmp_path / "run"
     steps = {}
     with open(tmp_path / "out.txt", "w") as log:
-        run = submit_ck_run(ck, state, run_dir, machine, "--env.VARIANT=baseline", "--env.NUM_BATCHES=6",
+        run = submit_ck_run(ck, state, run_dir, machine, "--env.VARIANT=p3", "--env.NUM_BATCHES=6",
                             "--env.DISP_BATCHES=2", log=log)
         try:
             deadline = time.monotonic() + 300
@@ -277,7 +277,8 @@ def test_submit_runs_the_baseline_as_a_batch_job_every_role_a_job_step_and_print
     assert json.loads((run_dir / "job" / "launch.json").read_text())["warnings"] == []
     assert output.rstrip().splitlines()[-1] != ""  # the summary line is ours, after the job's output
     result = json.loads((run_dir / "p3-result.json").read_text())
-    assert result["run_success"] and result["variant"] == "baseline" and result["params_in_sync"] is True
+    assert result["run_success"] and result["variant"] == "p3" and result["params_in_sync"] is True
+    assert result["ps_van"] == "p3"  # MXNet's own P3 in every role, each a job step
     assert result["hosts"] == ["h1", "h2", "h3"] and (result["num_workers"], result["num_servers"]) == (3, 3)
     assert result["batch_job"]["job_id"] == job and result["batch_job"]["state"] == "COMPLETED"
     assert result["batch_job"]["running_s"] > 0
@@ -348,6 +349,7 @@ def test_a_submitted_run_stopped_here_or_cancelled_by_slurm_ends_the_job_and_lea
 
 
 def test_a_study_submitted_runs_as_one_job_every_run_inside_its_allocation(ck, slurm3, tmp_path):
+    """The baseline, to completion under srun (the --submit test runs p3)."""
     _, state, _, _ = slurm3
     machine = slurm_machine(ck, tmp_path, "slstudy", {"nodes": 3, "time": "00:20:00"})
     client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
