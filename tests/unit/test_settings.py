@@ -264,3 +264,14 @@ def test_an_output_path_is_refused_up_front_when_its_disk_is_too_full_or_its_nam
     with pytest.raises(UserError, match=r"SAVE_PARAMS='.*p\.npz': only 10\.0 MB free on .*, 100\.0 MB needed .*; "
                                         r"free space on"):  # resnet's parameters take about 100 MB
         with_local_outputs(settings(SAVE_PARAMS="p.npz"), str(tmp_path))
+
+
+def test_the_priority_ablation_is_p3s_alone():
+    def priority_arg(**env):
+        args = settings(**env).train_args()
+        return args[args.index("--p3-priority") + 1]
+
+    assert priority_arg(VARIANT="p3", P3_PRIORITY="0") == "0"
+    assert priority_arg(VARIANT="p3") == "1"
+    assert priority_arg(VARIANT="baseline", P3_PRIORITY="0") == "1"  # the baseline keeps the trainer's priorities
+    assert settings(VARIANT="baseline", P3_PRIORITY="0").p3_priority is True

@@ -144,7 +144,7 @@ class RunSettings:
             "--kv-store", "dist_sync",
             "--variant", self.variant,
             "--ps-van", self.ps_van,
-            "--p3-priority", "1" if self.p3_priority or self.variant != "p3" else "0",
+            "--p3-priority", "1" if self.p3_priority else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation)]
@@ -327,10 +327,11 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s, high=MAX_TIMEOUT_S),
         ps_root_port=ps_root_port,
         seed=_positive_int(env, "SEED", 42, allow_zero=True, high=MAX_SEED),
-        variant=_variant(env),
+        variant=(variant := _variant(env)),
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True,
                                     high=P3_NO_SLICING_THRESHOLD - 1),
-        p3_priority=_flag(env, "P3_PRIORITY", True),
+        # The priority-off ablation is P3's; every other variant keeps the trainer's own priorities.
+        p3_priority=_flag(env, "P3_PRIORITY", True) if variant == "p3" else True,
         p3_water_mark=_positive_int(env, "P3_WATER_MARK", P3_DEFAULT_WATER_MARK, allow_zero=True, high=10**6),
         timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
