@@ -33,7 +33,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -44,11 +43,11 @@ from reprokit.cluster.hosts import ClusterConfig
 from reprokit.errors import UserError
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.lifeline import parent_death_signal
+from reprokit.run.jobprep import prepare_in_job
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
 from reprokit.run.remote import (BEAT_ANSWER, HEARTBEAT_S, LOST_CONNECTION, REMOTE_SILENCE_S, WATCHDOG_GRACE_S,
                                  role_command, sweep_command)
-from reprokit.run.settings import check_roles_fit
 from reprokit.vocabulary import RunStatus
 
 JOB_VARIABLES = ("OAR_JOB_ID", "OAR_NODEFILE")
@@ -273,20 +272,9 @@ def run_oarsh(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: Te
     sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
     try:
         oarsh = oarsh_path()
-        for local in plan.files:
-            if Path(local).resolve() != (run_dir / Path(local).name).resolve():
-                shutil.copy2(local, run_dir / Path(local).name)
-        found = probe(oarsh, plan, cluster, run_dir)
-        check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
-                        {h: int(found[h]["cores"]) for h in plan.hosts})
+        prepare_in_job(plan, run_dir, lambda: probe(oarsh, plan, cluster, run_dir))
     except UserError as exc:
         return Outcome(RunStatus.FAILED, str(exc), began_at=began_at)
-    if plan.scheduler_port == 0:
-        plan.scheduler_port = int(found[plan.scheduler_host]["port"])
-    if plan.worker_threads == 0:
-        for host in plan.hosts:
-            workers_here = sum(1 for r in plan.workers if r.host == host)
-            plan.host_threads[host] = max(1, int(found[host]["cores"]) // max(1, workers_here))
     started = _Started()
 
     def start(role: Role) -> OarshRoleProcess:

@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 from typing import TextIO
 from collections.abc import Callable
@@ -35,9 +34,9 @@ from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequ
                                  supervise)
 from reprokit.vocabulary import RunStatus
 from reprokit.run.lifeline import parent_death_signal
+from reprokit.run.jobprep import prepare_in_job
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
-from reprokit.run.settings import check_roles_fit
 
 STEP_TIMEOUT_S = 60  # the probe and the sweep steps
 SPEC_NAME = "p3-run.json"
@@ -138,20 +137,9 @@ def run_srun(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: Tex
     sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
     try:
         srun = srun_path()
-        for local in plan.files:
-            if Path(local).resolve() != (run_dir / Path(local).name).resolve():
-                shutil.copy2(local, run_dir / Path(local).name)
-        found = probe(srun, plan, cluster, run_dir)
-        check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
-                        {h: int(found[h]["cores"]) for h in plan.hosts})
+        prepare_in_job(plan, run_dir, lambda: probe(srun, plan, cluster, run_dir))
     except UserError as exc:
         return Outcome(RunStatus.FAILED, str(exc), began_at=began_at)
-    if plan.scheduler_port == 0:
-        plan.scheduler_port = int(found[plan.scheduler_host]["port"])
-    if plan.worker_threads == 0:
-        for host in plan.hosts:
-            workers_here = sum(1 for r in plan.workers if r.host == host)
-            plan.host_threads[host] = max(1, int(found[host]["cores"]) // max(1, workers_here))
 
     def start(role: Role) -> SrunRoleProcess:
         argv = plan.argv(role)
