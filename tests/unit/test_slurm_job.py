@@ -116,3 +116,16 @@ def test_an_unanswered_scontrol_is_not_an_end_until_it_lasts(tmp_path):
     assert end.completed and not scripted.cancelled
     end, _ = _follow(Scripted(JobState("RUNNING"), JobState("UNKNOWN")), tmp_path, clock=lambda: next(ticks))
     assert end.why_cancelled.startswith("Slurm's scontrol did not answer for 300 s")
+
+
+def test_submit_is_refused_for_a_machine_naming_no_job_and_from_inside_a_job():
+    from reprokit.cluster.slurm import job_to_submit
+
+    assert job_to_submit({"slurm": {"nodes": 3}}, "m", False, "the run").nodes == 3
+    for description in ({"hosts": ["a", "b"]}, ["a", "b"], None):
+        with pytest.raises(UserError, match=r"--submit needs --target=MACHINE, a machine whose hosts.json has a "
+                                            r"'slurm' section"):
+            job_to_submit(description, "m", False, "the run")
+    with pytest.raises(UserError, match="would queue a job from a job: drop --submit, and the sweep uses this "
+                                        "allocation's nodes"):
+        job_to_submit({"slurm": {"nodes": 3}}, "m", True, "the sweep")

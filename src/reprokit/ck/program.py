@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
-from reprokit.cluster.slurm import argv_without, cancel, job_of, submit_command
+from reprokit.cluster.slurm import argv_without, cancel, job_of, job_to_submit, submit_command
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -115,13 +115,7 @@ def submit_run(i: dict, run_dir: Path) -> RunSpec:
     """--submit: check what can be checked before the job queues, then submit the same ck command as the batch job
     hosts.json's ``slurm`` section describes (cluster.slurm); the run command follows it (run.submit)."""
     env = i.get("env", {})
-    job = job_of(_cluster_data(i), "the machine's hosts.json")
-    if job is None:
-        raise UserError("--submit needs --target=MACHINE, a machine whose hosts.json has a 'slurm' section (e.g. "
-                        "{\"slurm\": {\"nodes\": 3, \"time\": \"00:30:00\"}}; see docs/clusters.md)")
-    if in_slurm_allocation(os.environ):
-        raise UserError("--submit inside a Slurm allocation would queue a job from a job: drop --submit, and the run "
-                        "uses this allocation's nodes")
+    job = job_to_submit(_cluster_data(i), "the machine's hosts.json", in_slurm_allocation(os.environ), "the run")
     # Everything but the hosts is decided here as the job will: a typo fails now, not after the queue.
     settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(_cluster_data(i), os.environ))
     run_engine(settings, env)

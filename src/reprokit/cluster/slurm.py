@@ -82,6 +82,19 @@ def job_of(description: Any, source: str) -> SlurmJob | None:
     return None
 
 
+def job_to_submit(description: Any, source: str, in_allocation: bool, what: str) -> SlurmJob:
+    """The job ``--submit`` submits ``what`` (a run, the sweep) as; refused in one line when the machine names
+    none, or when this already is a job."""
+    job = job_of(description, source) if isinstance(description, dict) else None
+    if job is None:
+        raise UserError("--submit needs --target=MACHINE, a machine whose hosts.json has a 'slurm' section (e.g. "
+                        "{\"slurm\": {\"nodes\": 3, \"time\": \"00:30:00\"}}; see docs/clusters.md)")
+    if in_allocation:
+        raise UserError(f"--submit inside a Slurm allocation would queue a job from a job: drop --submit, and "
+                        f"{what} uses this allocation's nodes")
+    return job
+
+
 def _tool(name: str) -> str:
     found = shutil.which(name)
     if not found:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Collection, Mapping
 from typing import TextIO
 
-from reprokit.cluster.slurm import argv_without, follow, job_of, submit_command
+from reprokit.cluster.slurm import argv_without, follow, job_to_submit, submit_command
 from reprokit.errors import UserError
 from reprokit.run.launch import StopRequest
 from reprokit.run.launchers import in_slurm_allocation
@@ -36,13 +36,7 @@ def submit_sweep(options: Mapping, study: Study, store: Store, program_models: s
 
     name = str(options.get("target", "") or "")
     description = machine_config(name) if name else None
-    job = job_of(description, f"machine:{name}") if isinstance(description, dict) else None
-    if job is None:
-        raise UserError("--submit needs --target=MACHINE, a machine whose hosts.json has a 'slurm' section (e.g. "
-                        "{\"slurm\": {\"nodes\": 3, \"time\": \"04:00:00\"}}; see docs/clusters.md)")
-    if in_slurm_allocation(os.environ):
-        raise UserError("--submit inside a Slurm allocation would queue a job from a job: drop --submit, and the "
-                        "sweep uses this allocation's nodes")
+    job = job_to_submit(description, f"machine:{name}", in_slurm_allocation(os.environ), "the sweep")
     assert isinstance(description, dict)
     stand_in = {**{k: v for k, v in description.items() if k != "slurm"},
                 "hosts": [f"node{index + 1}" for index in range(job.nodes)]}
