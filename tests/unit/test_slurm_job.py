@@ -129,3 +129,13 @@ def test_submit_is_refused_for_a_machine_naming_no_job_and_from_inside_a_job():
     with pytest.raises(UserError, match="would queue a job from a job: drop --submit, and the sweep uses this "
                                         "allocation's nodes"):
         job_to_submit({"slurm": {"nodes": 3}}, "m", True, "the sweep")
+
+
+def test_a_job_scontrol_does_not_know_yet_is_not_taken_for_one_that_ended(tmp_path):
+    ticks = iter(range(0, 10**6, 5))
+    scripted = Scripted(JobState(""), JobState(""), JobState("PENDING", "Priority"), JobState("COMPLETED", "None", 0))
+    end, said = _follow(scripted, tmp_path, clock=lambda: next(ticks))
+    assert end.completed and "pending (Priority)" in said
+    ticks = iter(range(0, 10**6, 5))
+    end, _ = _follow(Scripted(JobState("RUNNING"), JobState("")), tmp_path, clock=lambda: next(ticks))
+    assert end.state == "" and not end.completed  # known, then forgotten: over (its result says what happened)

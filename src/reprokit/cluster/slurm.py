@@ -33,6 +33,7 @@ CANCEL_WAIT_S = 60  # after scancel, for the job to leave the running states
 DEFAULT_PENDING_TIMEOUT_S = 6 * 3600
 UNANSWERED_S = 300  # scontrol failing this long: the job is cancelled (if Slurm can) and the run fails
 UNKNOWN = "UNKNOWN"  # scontrol did not answer: not an end
+FIRST_SEEN_S = 30  # a job scontrol does not know yet is not taken for one that ended, this long after sbatch
 # Pending reasons after which Slurm will never start the job as submitted (slurm/src/common/slurm_protocol_defs.c).
 NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints", "InvalidAccount", "InvalidQOS",
                 "AccountNotAllowed", "QOSNotAllowed", "PartitionConfig", "DependencyNeverSatisfied", "NodeDown")
@@ -243,9 +244,13 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
     why = ""
     state = JobState("PENDING")
     answered = start
+    seen = False
     while True:
         state = state_of(job_id)
         tail.pump()
+        if state.state == "" and not seen and clock() - start < FIRST_SEEN_S:
+            state = JobState(UNKNOWN)  # not known yet (a busy slurmctld): not an end
+        seen = seen or state.state not in ("", UNKNOWN)
         if state.state != UNKNOWN:
             answered = clock()
         elif clock() - answered > UNANSWERED_S:
