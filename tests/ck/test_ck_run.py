@@ -65,25 +65,6 @@ def test_inception_v3_refuses_a_smaller_image_before_starting_anything(ck, tmp_p
     assert not (tmp_path / "logs").exists()
 
 
-def test_sockeye_trains_with_sockeyes_own_trainer_and_p3_keeps_workers_in_sync(ck, tmp_path):
-    """Real Sockeye 1.18 (package lib-sockeye) on a generated corpus; the default variant, p3, is MXNet's own P3
-    under Sockeye's unchanged Module, which updates on the workers by itself."""
-    proc, out = ck.run_p3(tmp_path, "--cmd_key=sockeye")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    c = out["characteristics"]
-    assert (c["model"], c["engine"], c["data"], c["variant"]) == ("sockeye", "mxnet-1.9.1-cpu+sockeye-1.18.106",
-                                                                  "synthetic", "p3")
-    assert c["image_shape"] is None and c["batch_size"] == 16
-    assert c["throughput_tokens_per_sec"] > c["throughput_samples_per_sec"] > 0  # several tokens per sentence
-    assert c["params_in_sync"] is True and len(c["param_checksums"]) == 2
-    worker_log = (tmp_path / "logs" / "worker-0.log").read_text()
-    assert "[INFO:sockeye.training] Epoch[0] Batch [10]\tSpeed:" in worker_log  # Sockeye's own Speedometer
-    assert "ps-van: role=worker van=p3" in worker_log
-    assert c["mechanism"] == {"van": "p3", "update_on": "workers", "slice_threshold": 50_000, "water_mark": 10,
-                              "priority": True}
-    assert no_process_left(run_id_of(tmp_path))
-
-
 def test_killing_a_worker_fails_the_run_within_seconds_and_leaves_nothing(ck, tmp_path):
     with long_run(ck, tmp_path) as (run, run_id):
         pid = wait_for(lambda: next((p for p in run_processes(run_id)

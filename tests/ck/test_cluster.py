@@ -42,7 +42,8 @@ def test_machine_is_listed_and_passes_the_preflight_check(ck, cluster3):
 
 def test_distributed_training_across_three_hosts_over_ssh(ck, cluster3, tmp_path):
     name, _ = cluster3
-    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", f"--target={name}", *SMOKE, "--env.NUM_BATCHES=21")
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", f"--target={name}", *SMOKE, "--env.NUM_BATCHES=7",
+                          "--env.DISP_BATCHES=3")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     c = out["characteristics"]
     assert c["hosts"] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]

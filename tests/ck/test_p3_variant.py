@@ -85,11 +85,20 @@ SOCKEYE_JOB = ["--cmd_key=sockeye", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2
 
 
 def test_sockeye_under_p3_learns_what_its_worker_update_baseline_learns(ck, tmp_path):
-    """Module's trainer, unchanged: under the P3 van it updates on the workers by itself."""
+    """Real Sockeye 1.18 (package lib-sockeye) on a generated corpus, with Module's trainer, unchanged: under the
+    P3 van it updates on the workers by itself."""
     base, base_params, _ = run_variant(ck, tmp_path, "sockeye-worker-update", "--env.VARIANT=baseline-worker-update",
                                        job=SOCKEYE_JOB)
-    p3, p3_params, p3_dir = run_variant(ck, tmp_path, "sockeye-p3", "--env.VARIANT=p3", job=SOCKEYE_JOB)
+    p3, p3_params, p3_dir = run_variant(ck, tmp_path, "sockeye-p3", job=SOCKEYE_JOB)  # p3: the default variant
+    assert (p3["model"], p3["engine"], p3["data"], p3["variant"]) == ("sockeye", "mxnet-1.9.1-cpu+sockeye-1.18.106",
+                                                                      "synthetic", "p3")
+    assert p3["image_shape"] is None and p3["batch_size"] == 16
+    assert p3["throughput_tokens_per_sec"] > p3["throughput_samples_per_sec"] > 0  # several tokens per sentence
+    assert len(p3["param_checksums"]) == 2
+    worker_log = (p3_dir / "logs" / "worker-0.log").read_text()
+    assert "[INFO:sockeye.training] Epoch[0] Batch [2]\tSpeed:" in worker_log  # Sockeye's own Speedometer
     assert set(vans_logged(p3_dir).values()) == {"p3"}
-    assert p3["mechanism"]["van"] == "p3" and p3["mechanism"]["update_on"] == "workers"
+    assert p3["mechanism"] == {"van": "p3", "update_on": "workers", "slice_threshold": 50_000, "water_mark": 10,
+                               "priority": True}
     assert base["params_in_sync"] and p3["params_in_sync"]
     assert_same_parameters(base_params, p3_params)

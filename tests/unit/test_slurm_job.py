@@ -139,3 +139,22 @@ def test_a_job_scontrol_does_not_know_yet_is_not_taken_for_one_that_ended(tmp_pa
     ticks = iter(range(0, 10**6, 5))
     end, _ = _follow(Scripted(JobState("RUNNING"), JobState("")), tmp_path, clock=lambda: next(ticks))
     assert end.state == "" and not end.completed  # known, then forgotten: over (its result says what happened)
+
+
+def test_a_sweep_with_a_bad_option_is_refused_before_anything_is_queued(tmp_path, monkeypatch):
+    """The study's options are checked on stand-in hosts first: sbatch is never reached (it is not even looked
+    for: PATH holds no Slurm here)."""
+    from support.study_data import ALL_MODELS, study
+
+    from reprokit.study.store import Store
+    from reprokit.study.submit import submit_sweep
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    store = Store(tmp_path / "store", "s")
+    machines = {"site": {"slurm": {"nodes": 3}, "user": "me"}}
+    with pytest.raises(UserError, match="p4"):
+        submit_sweep({"target": "site", "variants": "baseline,p4"}, study(), store, ALL_MODELS, machines.get,
+                     console=io.StringIO())
+    assert not (store.root / "jobs").exists()

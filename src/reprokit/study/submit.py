@@ -38,8 +38,9 @@ def submit_sweep(options: Mapping, study: Study, store: Store, program_models: s
     description = machine_config(name) if name else None
     job = job_to_submit(description, f"machine:{name}", in_slurm_allocation(os.environ), "the sweep")
     assert isinstance(description, dict)
-    stand_in = {**{k: v for k, v in description.items() if k != "slurm"},
-                "hosts": [f"node{index + 1}" for index in range(job.nodes)]}
+    # The job's nodes are not known before it runs: stand-ins, with the keys the machine gives every node.
+    stand_in = {**{k: v for k, v in description.items() if k not in ("slurm", "hosts", "nodefile", "hostlist")},
+                "hostlist": f"node[1-{job.nodes}]" if job.nodes > 1 else "node1"}
     target = make_target(name, stand_in, options.get("link_capacity") or None)
     sweep_request(options, study, target, program_models, console=io.StringIO(), artifact_builds=artifact_builds)
     folder = store.root / "jobs" / time.strftime("%Y%m%d-%H%M%S")
