@@ -18,10 +18,11 @@ demo: setup
 	@cat "$$($(CK) find program:p3)/tmp/latest/p3-result.json"
 
 # The whole suite in two parts: the end-to-end and fault tests one at a time (each trains with real MXNet on both
-# cores, and many time what they detect), then the unit tests on two workers (pytest-xdist).
+# cores, and many time what they detect), then the unit tests on two workers (pytest-xdist); both parts always
+# run, and the first failure's code is make's.
 test: setup testbed-deps lint
-	$(VPY) -m pytest --ignore=tests/unit
-	$(VPY) -m pytest -n 2 tests/unit
+	$(VPY) -m pytest --ignore=tests/unit; first=$$?; $(VPY) -m pytest -n 2 tests/unit; second=$$?; \
+	  exit $$(( first != 0 ? first : second ))
 
 # ruff over the framework, the engine-side scripts, tests and benchmarks; mypy over the framework and the
 # engine-side scripts (its configuration, strict for the typed model, is in pyproject.toml). A few seconds.
