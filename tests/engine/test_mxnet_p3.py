@@ -6,16 +6,18 @@ MXNet 1.9.1); a missing variable fails the test rather than skipping it.
 import json
 import os
 import socket
+import statistics
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
-# One worker pushes KEYS large arrays at falling priorities, then one more of the same size at the highest
-# priority, and records (engine probes) the order in which their pushpulls complete.
+# One worker, ROUNDS times: pushes KEYS large arrays at falling priorities, then one more of the same size at the
+# highest priority, and records (engine probes) the order in which their pushpulls complete. One round's rank is
+# noisy (the sender may drain the queue before the late key arrives; equal priorities leave in no set order), so
+# the tests judge the median over the rounds.
 LATE_KEY = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
@@ -25,18 +27,23 @@ kv = mx.kv.create("dist_sync")
 if os.environ.get("FLATTEN"):
     from comm_probes import flatten_priorities
     flatten_priorities()
-keys, size = int(sys.argv[2]), int(sys.argv[3])
+keys, size, rounds = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 arrays = [mx.nd.ones((size,)) for _ in range(keys + 1)]
 kv.init(list(range(keys + 1)), arrays)
 mx.nd.waitall()
-engine, done = Engine(), []
-for i, array in enumerate(arrays):
-    late = i == keys
-    kv.pushpull(i, array, priority=0 if late else -1 - i)
-    engine.probe(lambda t, i=i: done.append((t, i)), const=[array])
-mx.nd.waitall()
-order = [i for _, i in sorted(done)]
-print(json.dumps({"late_rank": order.index(keys), "sum": float(arrays[keys][:1].asscalar())}))
+engine, ranks = Engine(), []
+for _ in range(rounds):
+    done = []
+    for i, array in enumerate(arrays):
+        array[:] = 1
+        late = i == keys
+        kv.pushpull(i, array, priority=0 if late else -1 - i)
+        engine.probe(lambda t, i=i: done.append((t, i)), const=[array])
+    mx.nd.waitall()
+    order = [i for _, i in sorted(done)]
+    ranks.append(order.index(keys))
+print(json.dumps({"late_ranks": ranks, "sum": float(arrays[keys][:1].asscalar())}), flush=True)
+os._exit(0)  # the P3 van may keep a finished worker alive (see supervise's finish line); the answer is out
 """
 
 
@@ -55,31 +62,29 @@ def free_port():
         return s.getsockname()[1]
 
 
-def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, timeout=120):
-    """Scheduler, server and worker of LATE_KEY on 127.0.0.1; the late key's place among the completions."""
+def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=7, timeout=120):
+    """Scheduler, server and worker of LATE_KEY on 127.0.0.1; the late key's median place among the completions."""
     script = tmp_path / "late_key.py"
     script.write_text(LATE_KEY)
     common = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()),
               "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1",
               **env}
-    argv = [python, str(script), str(P3_DIR), str(keys), str(size)]
+    argv = [python, str(script), str(P3_DIR), str(keys), str(size), str(rounds)]
     procs = [subprocess.Popen(argv, env={**common, "DMLC_ROLE": role}, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for role in ("scheduler", "server", "worker")]
     try:
         out, err = procs[2].communicate(timeout=timeout)
         assert procs[2].returncode == 0, err[-3000:]
-        deadline = time.monotonic() + 10  # the P3 van may keep the other roles alive: they are ended here
-        while any(p.poll() is None for p in procs[:2]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
+    finally:  # the worker leaves without saying goodbye, so the scheduler and the server are ended here
+
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
     result = json.loads(out.strip().splitlines()[-1])
     assert result["sum"] == 1.0  # one worker: the pushpull returns its own gradient
-    return result["late_rank"]
+    return statistics.median(result["late_ranks"])
 
 
 P3_SMALL_WATER_MARK = {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "1"}
