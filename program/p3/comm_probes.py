@@ -100,9 +100,11 @@ class CommProbes:
         self.rank = rank
         self.timeline = timeline
         self.engine = engine or Engine()
-        # Gradients are observed at the first and last parameter: backward's first and last output.
-        self.meter = CommMeter(n, names, ready_params={0, n - 1}, keep_trace=bool(timeline), pid=rank,
-                               label=f"worker {rank} ({variant})")
+        # Gradients are observed at the first and last parameter (backward's first and last output), or with a
+        # timeline at every layer, which also measures each layer's compute (the trace's compute_profile).
+        self.meter = CommMeter(n, names, ready_params=None if timeline else {0, n - 1}, keep_trace=bool(timeline),
+                               pid=rank, label=f"worker {rank} ({variant})")
+        self.sizes = None  # elements per parameter, known once the step sees the gradients
         self.k = 0  # the iteration being built
         self.finished = None
 
@@ -118,6 +120,13 @@ class CommProbes:
 
     def before_step(self, grads):
         k, meter = self.k, self.meter
+        if self.sizes is None:
+            self.sizes = [int(g.size) for g in grads]
+        if meter.profile_layers:  # one probe per layer, once all its gradients are written
+            for params in meter.layers:
+                self.engine.probe(functools.partial(_record_layer, meter.grad_ready, k, params),
+                                  const=[grads[i] for i in params], name="GradReady")
+            return
         for i in sorted({0, len(grads) - 1}):
             self.engine.probe(functools.partial(_record, meter.grad_ready, k, i), const=[grads[i]], name="GradReady")
 
@@ -138,7 +147,8 @@ class CommProbes:
         summary = self.meter.summary()
         written = "-"
         if self.timeline:
-            self.meter.write_trace(self.timeline)
+            measured = self.meter.layer_profile(self.sizes) if self.sizes else None
+            self.meter.write_trace(self.timeline, {"compute_profile": measured} if measured else None)
             written = self.timeline
         print(format_comm_line(summary, rank=self.rank, variant=self.variant, timeline=written, **ran), flush=True)
         self.finished = summary
@@ -147,6 +157,11 @@ class CommProbes:
 
 def _record(method, k, i, t):
     method(k, i, t)
+
+
+def _record_layer(method, k, params, t):
+    for i in params:
+        method(k, i, t)
 
 
 def _hook_module_forward(reports):

@@ -21,12 +21,17 @@ so it holds none of the engine's CPU threads that the kvstore uses. The
 gradient's values are left as they are (zero, as Gluon allocates them): only
 their shapes and readiness are real.
 
-The waits follow one clock, as a device's stream would: a wait ends at
-``max(end of the previous wait, its own start) + time``, where its start is
-when MXNet called it minus the calibrated dispatch lag (about 0.3 ms here per
-operation, measured at start-up with zero-second waits), so the lag of hundreds
-of operations per iteration does not add up while a wait for a pull still
-counts in full.
+The waits follow one clock, as a device's stream would. A wait that reads
+only the previous wait's token (backward) starts when the previous one ended
+on the clock, however late MXNet calls it. A wait that also reads weights
+(forward) may have waited for their pull, so it starts at ``max(end of the
+previous wait, when MXNet called it minus the dispatch lag)``. The lag is
+calibrated at start-up (zero-second waits in a chain) and then followed
+during the run, as the mean of recent chained waits' lag (when MXNet called
+them after the previous one returned): under load it grows from under 1 ms
+to 2 ms or more, and a fixed start-up figure made the lag of hundreds of
+operations per iteration add up (ResNet-50 waits ran 0.14 s per iteration
+late). A wait for a pull still counts in full.
 
 The profile (``emulated-compute.json`` in the role's folder, written by the
 run from reprokit.emulation) gives each layer's trainable array sizes and its
@@ -43,34 +48,44 @@ OP_TYPE = "p3_emulated_wait"
 CALIBRATION_WAITS = 200
 
 
+LAG_WEIGHT = 0.05  # of each chained wait's lag in the running mean: about the last 20 waits
+
+
 class _Clock:
     """One emulated device: the end of the last wait, shared by every wait of the process (one stream)."""
 
     def __init__(self):
         self.last_end = 0.0
+        self.returned = None  # when the previous wait returned to MXNet
         self.lag = 0.0
         self.lock = threading.Lock()
 
-    def wait(self, seconds):
+    def wait(self, seconds, chained=False):
+        """``chained``: the wait reads nothing but the previous wait's token, so it starts where that one ended."""
         now = time.time()
         with self.lock:
-            end = max(self.last_end, now - self.lag) + seconds
-            self.last_end = end
+            if chained and self.returned is not None:
+                self.lag += LAG_WEIGHT * (max(0.0, now - self.returned) - self.lag)
+            start = self.last_end if chained else max(self.last_end, now - self.lag)
+            end = self.last_end = start + seconds
         remaining = end - time.time()
         if remaining > 0:
             time.sleep(remaining)
+        with self.lock:
+            self.returned = time.time()
 
 
 CLOCK = _Clock()
 
 
 class _Wait(mx.operator.CustomOp):
-    def __init__(self, seconds):
+    def __init__(self, seconds, chained):
         super().__init__()
         self.seconds = seconds
+        self.chained = chained
 
     def forward(self, is_train, req, in_data, out_data, aux):
-        CLOCK.wait(self.seconds)  # the outputs keep their values: only when they are ready matters
+        CLOCK.wait(self.seconds, self.chained)  # the outputs keep their values: only when they are ready matters
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         pass
@@ -80,9 +95,10 @@ class _Wait(mx.operator.CustomOp):
 class _WaitProp(mx.operator.CustomOpProp):
     """Inputs: what the wait reads (the token, a layer's weights); outputs: the token, then what it writes."""
 
-    def __init__(self, seconds="0", num_in="1", shapes="[[1]]"):
+    def __init__(self, seconds="0", num_in="1", shapes="[[1]]", chained="0"):
         super().__init__(need_top_grad=False)
         self.seconds = float(seconds)
+        self.chained = chained == "1"
         self.num_in = int(num_in)
         self.shapes = [tuple(s) for s in json.loads(shapes)]
 
@@ -96,16 +112,16 @@ class _WaitProp(mx.operator.CustomOpProp):
         return in_shape, self.shapes, []
 
     def create_operator(self, ctx, shapes, dtypes):
-        return _Wait(self.seconds)
+        return _Wait(self.seconds, self.chained)
 
 
 def wait(seconds, reads, writes=()):
     """Push one wait: after ``reads`` are ready, ``seconds`` on the clock, then ``writes`` are written.
-    Returns the new token (a fresh one-element array)."""
+    Returns the new token (a fresh one-element array). A wait reading one array (the previous token) is chained."""
     token = mx.nd.zeros((1,))
     shapes = json.dumps([[1]] + [list(a.shape) for a in writes])
     mx.nd.Custom(*reads, op_type=OP_TYPE, seconds=repr(float(seconds)), num_in=str(len(reads)), shapes=shapes,
-                 out=[token, *writes])
+                 chained="1" if len(reads) == 1 else "0", out=[token, *writes])
     return token
 
 

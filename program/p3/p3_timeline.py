@@ -9,7 +9,7 @@ parameters of one block, such as a convolution's weight and bias, which one
 operator reads). The trainer records, in seconds of ``time.time()``:
 
 - ``grad_ready(k, i)``: backward ``k`` has written the gradient (every
-  parameter for P3; the first and last parameter for the baseline);
+  parameter with a timeline; otherwise the first and last parameter);
 - ``weight_ready(k, i)``: the weights updated by iteration ``k`` are in place;
 - ``forward_end(k, g)``: forward ``k`` has finished reading layer ``g``;
 - ``forward_pushed(k)``: the trainer handed forward ``k`` to the engine.
@@ -27,6 +27,16 @@ From these, for iteration ``k``:
 - ``compute`` = ``B_{k+1} - R - comm_wait``: forward and backward ``k + 1``;
 - ``overlap`` = 1 - sum(comm_wait) / sum(comm): the share of communication
   time hidden behind computation.
+
+When every parameter's ``grad_ready`` is recorded (``ready_params`` None, as
+workers do for a timeline), each layer's compute is measured too, inside the
+run (``layer_profile``): forward of layer ``g`` from the later of the previous
+layers' end (``R`` for the first) and its weights in place, to its own end;
+backward of ``g`` from the later of the forward's end and the next layer's
+gradients (in backward order) to its own. Layers without
+parameters (activations, pooling, the loss) fall into the layer after them, so
+the layers add up to ``compute``; an emulated run can wait these times
+(reprokit.emulation reads them from the trace's ``otherData``).
 """
 from __future__ import annotations
 
@@ -112,6 +122,9 @@ class CommMeter:
         self._lock = threading.Lock()
         self._its = {}
         self.waits, self.comms, self.computes = [], [], []  # per finished iteration
+        self.profile_layers = ready_params is None  # every gradient recorded: each layer's compute can be measured
+        self.layer_sums = [[0.0, 0.0] for _ in self.layers]  # forward, backward seconds summed over iterations
+        self.profiled = 0
         self.events = []
         self.skipped = 0
 
@@ -172,9 +185,35 @@ class CommMeter:
         self.waits.append(wait)
         self.comms.append(comm)
         self.computes.append(compute)
+        if self.profile_layers:
+            self._add_layer_times(nxt, start, arrived)
         if self.keep_trace:
             self._trace_iteration(k, it, start, reach, arrived, max(nxt.grad_ready.values()), first_ready)
         del self._its[k]
+
+    def _add_layer_times(self, it, start, arrived):
+        """Forward and backward seconds of each layer in iteration ``it`` (see the module's docstring). Layers that
+        end together (MXNet runs operators in bulks) give their time to the first of them."""
+        previous = start
+        for g, w in enumerate(arrived):
+            self.layer_sums[g][0] += max(0.0, it.forward_end[g] - max(previous, w))
+            previous = max(previous, it.forward_end[g])
+        for g in reversed(range(len(self.layers))):
+            ready = max(it.grad_ready[i] for i in self.layers[g])
+            self.layer_sums[g][1] += max(0.0, ready - previous)
+            previous = max(previous, ready)
+        self.profiled += 1
+
+    def layer_profile(self, sizes):
+        """Mean forward and backward seconds per layer over the measured iterations, with the layer's array sizes
+        (``sizes``: elements per parameter); None without per-layer records or measured iterations."""
+        self.collect()
+        if not self.profile_layers or self.profiled == 0:
+            return None
+        return {"iterations": self.profiled, "layers": [
+            {"name": self.names[params[0]].rsplit("_", 1)[0], "arrays": [int(sizes[i]) for i in params],
+             "forward_s": sums[0] / self.profiled, "backward_s": sums[1] / self.profiled}
+            for params, sums in zip(self.layers, self.layer_sums)]}
 
     def summary(self):
         """Per-iteration means over the reduced iterations (None when there are none)."""
@@ -222,8 +261,9 @@ class CommMeter:
                 if ready is not None:
                     self._event("gradient ready", "backward", ready, tid=lane, args={"iteration": k})
 
-    def chrome_trace(self):
-        """The trace format MXNet's profiler writes (chrome://tracing and Perfetto open it)."""
+    def chrome_trace(self, other=None):
+        """The trace format MXNet's profiler writes (chrome://tracing and Perfetto open it); ``other`` goes in its
+        ``otherData`` (the format's place for metadata)."""
         self.collect(final=True)
         meta = [{"name": "process_name", "ph": "M", "pid": self.pid, "tid": 0, "args": {"name": self.label}},
                 {"name": "thread_name", "ph": "M", "pid": self.pid, "tid": 1, "args": {"name": "compute"}},
@@ -232,11 +272,14 @@ class CommMeter:
                   "args": {"name": f"{i:03d} {name}"}} for i, name in enumerate(self.names)]
         meta += [{"name": "thread_sort_index", "ph": "M", "pid": self.pid, "tid": 100 + i,
                   "args": {"sort_index": 100 + i}} for i in range(self.n)]
-        return {"traceEvents": meta + sorted(self.events, key=lambda e: e["ts"]), "displayTimeUnit": "ms"}
+        trace = {"traceEvents": meta + sorted(self.events, key=lambda e: e["ts"]), "displayTimeUnit": "ms"}
+        if other:
+            trace["otherData"] = other
+        return trace
 
-    def write_trace(self, path):
+    def write_trace(self, path, other=None):
         with open(path, "w") as out:
-            json.dump(self.chrome_trace(), out)
+            json.dump(self.chrome_trace(other), out)
 
 
 def format_comm_line(summary, **extra):

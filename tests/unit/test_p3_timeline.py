@@ -51,6 +51,28 @@ def test_meter_measures_wait_overlap_and_compute_on_a_constructed_timeline():
     assert s["compute_s_per_iter"] == pytest.approx(20 - 10 - 2)
 
 
+def test_meter_measures_each_layers_compute_inside_the_run_and_the_layers_add_up_to_compute():
+    """The timeline above: forward 1 reaches layer 0 at 10, its weights arrive at 12, it ends at 14 (2 s); layer 1
+    from 14 to 15 (1 s); backward from 15: layer 1's gradient at 16 (1 s), layer 0's at 20 (4 s)."""
+    m = CommMeter(2, ["w0", "w1"], keep_trace=True)
+    feed(m, 0, {0: 10.0, 1: 6.0}, [12.0, 13.0], [1.0, 2.0], pushed=0.0)
+    feed(m, 1, {0: 20.0, 1: 16.0}, [25.0, 26.0], [14.0, 15.0], pushed=9.0)
+    profile = m.layer_profile([3, 5])
+    assert profile == {"iterations": 1, "layers": [
+        {"name": "w0", "arrays": [3], "forward_s": 2.0, "backward_s": 4.0},
+        {"name": "w1", "arrays": [5], "forward_s": 1.0, "backward_s": 1.0}]}
+    total = sum(x["forward_s"] + x["backward_s"] for x in profile["layers"])
+    assert total == pytest.approx(m.summary()["compute_s_per_iter"])
+    trace = m.chrome_trace({"compute_profile": profile})
+    assert trace["otherData"]["compute_profile"] == profile
+    # Without every gradient recorded, no layer can be measured.
+    two = CommMeter(2, ["w0", "w1"], ready_params={0, 1})
+    feed(two, 0, {0: 10.0, 1: 6.0}, [12.0, 13.0], [1.0, 2.0], pushed=0.0)
+    feed(two, 1, {0: 20.0, 1: 16.0}, [25.0, 26.0], [14.0, 15.0], pushed=9.0)
+    assert two.summary()["iterations"] == 1 and two.layer_profile([3, 5]) is None
+    assert "otherData" not in two.chrome_trace()
+
+
 def test_meter_waits_for_complete_records_and_counts_the_baseline_with_two_ready_probes():
     m = CommMeter(3, ready_params={0, 2})
     feed(m, 0, {0: 10.0, 2: 5.0}, [20.0, 19.0, 18.0], [1.0, 2.0, 3.0])

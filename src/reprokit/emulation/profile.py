@@ -26,6 +26,8 @@ REAL, EMULATED = "real", "emulated"
 COMPUTE_MODES = (REAL, EMULATED)
 DEFAULT_PROFILE = "v100"
 PROFILE_FILE = "emulated-compute.json"  # in every role's folder
+MEASURED_FILE = "measured-compute.json"  # in a run folder: each layer's compute as the run's workers measured it
+MEASURED_NAME = "measured-in-run"
 PROFILES_DIR = Path(__file__).with_name("profiles")
 MAX_DILATION = 1000.0
 MAX_PROFILE_BYTES = 4 << 20
@@ -191,6 +193,29 @@ def average(profiles: list[ComputeProfile], name: str, source: str) -> ComputePr
     layers = tuple(LayerTime(x.name, x.arrays, sum(p.layers[i].forward_s for p in profiles) / n,
                              sum(p.layers[i].backward_s for p in profiles) / n) for i, x in enumerate(first.layers))
     return replace(first, name=name, source=source, layers=layers)
+
+
+def measured_in_run(traces: list[Path], model: str, image_shape: str, batch_size: int,
+                    how: str) -> ComputeProfile | None:
+    """The workers' own per-layer compute (their timelines' ``otherData.compute_profile``, p3_timeline.py), averaged
+    over the workers; None when no trace holds one. ``how``: the run, for the source."""
+    found = []
+    for path in traces:
+        try:
+            measured = json.loads(path.read_text())["otherData"]["compute_profile"]
+            layers, iterations = measured["layers"], int(measured["iterations"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.append(ComputeProfile.from_dict(
+            {"name": MEASURED_NAME, "model": model, "image_shape": image_shape, "batch_size": batch_size,
+             "source": "", "factors": [], "layers": layers}, str(path)))
+        found_iterations = iterations
+    if not found:
+        return None
+    source = (f"measured inside {how} by its {len(found)} workers' engine probes (p3_timeline.py: each layer from "
+              f"its weights in place and the previous layer's end to its own end; mean of {found_iterations} "
+              f"iterations per worker), averaged over the workers")
+    return average(found, MEASURED_NAME, source)
 
 
 def device_profile(name: str, model: str, image_shape: str, layers: list[tuple[str, tuple[int, ...], int]],

@@ -17,7 +17,7 @@ from reprokit.vocabulary import Variant
 
 # Beside the training scripts but not part of a run: CK's hooks run in CK's process; layer_profile.py is run once,
 # by hand, to extract the study's layer profiles (see study/layer_profiles.json).
-NOT_SHIPPED = ("ck_hooks.py", "layer_profile.py", "compute_profile.py")
+NOT_SHIPPED = ("ck_hooks.py", "layer_profile.py")
 FINISH_LINE = r"Parameter checksum: rank="  # the last line of train.py and sockeye_run.py, after every output
 P3_VAN_EXIT_GRACE_S = 5.0  # a role that can exit does so within milliseconds, or seconds on a loaded host
 PYTHON_ENV = "CK_ENV_LIB_MXNET_PYTHON"  # soft:lib.mxnet's interpreter of the engine's prefix

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reprokit.jsonfile import write_json
 from reprokit.schema import fields_of
 from reprokit.run import speedometer
 from reprokit.engine_side import program_module
@@ -60,6 +61,7 @@ class Result:
     compute_s_per_iter: float | None = None
     comm_per_worker: list[dict[str, Any]] | None = None
     timelines: list[str] | None = None  # each worker's Chrome trace (TIMELINE=1), relative to the run folder
+    measured_compute_profile: str | None = None  # the workers' per-layer compute from their timelines, a profile file
     throughput_samples_per_sec: float | None = None  # the sum over workers
     throughput_per_worker: list[float] | None = None
     throughput_std_per_worker: list[float] | None = None
@@ -176,9 +178,16 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
                      logs: dict[str, str]) -> None:
     """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
     logged and the de-dilated throughput."""
-    from reprokit.emulation.profile import EMULATED, PROFILE_FILE, dedilated
+    from reprokit.emulation.profile import EMULATED, MEASURED_FILE, PROFILE_FILE, dedilated, measured_in_run
 
     result.compute = settings.compute
+    if result.timelines:  # a profile an emulated run can wait (COMPUTE_PROFILE=this file)
+        measured = measured_in_run([run_dir / t for t in result.timelines], settings.model, settings.image_shape,
+                                   settings.batch_size, f"run {plan.run_id} ({settings.compute} compute, variant "
+                                   f"{settings.variant}, {len(plan.workers)} workers)")
+        if measured is not None:
+            write_json(run_dir / MEASURED_FILE, measured.to_dict())
+            result.measured_compute_profile = MEASURED_FILE
     if settings.compute != EMULATED:
         return
     result.dilation = settings.dilation
