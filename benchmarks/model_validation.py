@@ -5,9 +5,9 @@
 
 For each model, bandwidth (tc on every host's link) and variant (baseline, p3), interleaved over repetitions:
 one `ck run program:p3 --target=mv3` with the smoke profile (3 workers, 3 servers co-located, batch 32,
-3x32x32). The model is given what the run measured of itself, nothing fitted: the workers' mean compute per
-iteration (p3-comm's compute_s_per_iter, split over layers by FLOPs), the shaped bandwidth, 3 workers and 3
-co-located servers, the run's slice size and the policy. Prints, per configuration, the measured iteration
+3x32x32), with TIMELINE=1. The model is given what the run measured of itself, nothing fitted: each layer's
+forward and backward time as the workers' probes measured it inside the run (measured-compute.json, the mean of the
+workers), the shaped bandwidth, 3 workers and 3 co-located servers, the run's slice size and the policy. Prints, per configuration, the measured iteration
 time (batch / mean per-worker throughput; mean over runs, n stated) beside the predicted one and their error,
 then P3's speedup measured and predicted. The issue's bar: 10% for throughput, 15% for the speedup.
 """
@@ -22,13 +22,13 @@ import sys
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.study import layer_profiles
-from reprokit.study.iteration_model import ModelInput, Policy, simulate
+from reprokit.emulation.profile import MEASURED_FILE, ComputeProfile
+from reprokit.study.iteration_model import Layer, ModelInput, Policy, simulate
 from reprokit.study.rates import shaped_bps
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
-RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2"]
+RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.TIMELINE=1"]
 POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3}
 
 
@@ -42,8 +42,9 @@ def one_run(env: dict, model: str, variant: str, run_dir: Path) -> dict:
     return json.loads((run_dir / "p3-result.json").read_text())
 
 
-def predicted_s(model: str, result: dict, bandwidth: str) -> float:
-    layers = layer_profiles.profile(model, result["image_shape"]).model_layers(result["compute_s_per_iter"])
+def predicted_s(result: dict, run_dir: Path, bandwidth: str) -> float:
+    measured = ComputeProfile.from_dict(json.loads((run_dir / MEASURED_FILE).read_text()), MEASURED_FILE)
+    layers = tuple(Layer(x.name, x.forward_s, x.backward_s, x.arrays) for x in measured.layers)
     slice_elements = int(result.get("p3_slice_size") or 50_000)
     spec = ModelInput(layers, result["num_workers"], result["num_servers"], shaped_bps(bandwidth),
                       POLICY[result["variant"]], slice_elements=slice_elements)
@@ -63,6 +64,7 @@ def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces)")
     models, rates = args.models.split(","), args.bandwidths.split(",")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     work, env = isolated_ck("model-validation-")
     ck_cli("testbed", f"cluster:{NAME}", "--hosts=3", env=env, check=True)
     state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"
@@ -74,14 +76,16 @@ def main() -> int:
         for rep in range(args.repetitions):
             for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
                 ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
-                result = one_run(env, model, variant, work / f"{model}-{rate}-{variant}-{rep}")
-                pair = (measured_s(result), predicted_s(model, result, rate))
+                run_dir = work / f"{model}-{rate}-{variant}-{rep}"
+                result = one_run(env, model, variant, run_dir)
+                pair = (measured_s(result), predicted_s(result, run_dir, rate))
                 rows.setdefault((model, rate, variant), []).append(pair)
                 print(f"rep {rep + 1} {model} {rate} {variant}: measured {pair[0]:.3f} s/iteration, predicted "
                       f"{pair[1]:.3f} s ({pair[1] / pair[0] - 1:+.1%})", flush=True)
     finally:
         subprocess.run([CK, "testbed", f"cluster:{NAME}", "--down"], env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"\nper configuration: mean over n={args.repetitions} runs (s/iteration), error = predicted/measured - 1")
     print("model   bandwidth  variant    measured  predicted   error")
     for (model, rate, variant), pairs in rows.items():

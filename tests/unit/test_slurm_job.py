@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from reprokit.cluster import hosts
+from reprokit.cluster import slurm
 from reprokit.cluster.slurm import JobState, SlurmJob, argv_without, batch_script, follow, job_of
 from reprokit.errors import UserError
 
@@ -158,3 +159,30 @@ def test_a_sweep_with_a_bad_option_is_refused_before_anything_is_queued(tmp_path
         submit_sweep({"target": "site", "variants": "baseline,p4"}, study(), store, ALL_MODELS, machines.get,
                      console=io.StringIO())
     assert not (store.root / "jobs").exists()
+
+
+def fake_sbatch(folder, stderr, code):
+    sbatch = folder / "sbatch"
+    sbatch.write_text(f"#!/bin/sh\necho {stderr!r} >&2\nexit {code}\n")
+    sbatch.chmod(0o755)
+
+
+@pytest.mark.parametrize("said, advice", [
+    ("sbatch: error: Batch job submission failed: Requested node configuration is not available",
+     "check hosts.json's slurm section \\(--job-name=p3 --nodes=3"),
+    ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+     "controller does not answer: check that slurmctld runs")])
+def test_a_refusal_names_slurms_reason_and_the_fix_that_fits_it(tmp_path, monkeypatch, said, advice):
+    fake_sbatch(tmp_path, said, 1)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    job = SlurmJob(nodes=3)
+    for attempt in (lambda: slurm.test_only(job), lambda: slurm.submit(job, tmp_path / "s", tmp_path / "o", tmp_path)):
+        with pytest.raises(UserError, match=advice) as refused:
+            attempt()
+        assert said.removeprefix("sbatch: error: ") in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_without_sbatch_on_path_submit_says_what_to_install_and_where_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UserError, match="needs Slurm's sbatch on PATH .*login node"):
+        slurm.test_only(SlurmJob(nodes=1))

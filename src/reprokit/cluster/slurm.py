@@ -128,14 +128,26 @@ def batch_script(command: Sequence[str], environment: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# sbatch's words when it cannot reach slurmctld at all: the job's options are not the problem then.
+NO_CONTROLLER = ("unable to contact slurm controller", "connect failure", "could not establish a configuration source")
+
+
+def _refusal(what: str, said: str, job: SlurmJob) -> UserError:
+    """One line: Slurm's reason and the fix (the controller, or the job's options in hosts.json's slurm section)."""
+    reason = _first_line(said)
+    if any(words in reason.lower() for words in NO_CONTROLLER):
+        return UserError(f"{what}: {reason}; Slurm's controller does not answer: check that slurmctld runs and that "
+                         f"this host's slurm.conf (SLURM_CONF) names it (sinfo should list the partitions)")
+    return UserError(f"{what}: {reason}; check hosts.json's slurm section ({' '.join(job.sbatch_options())})")
+
+
 def submit(job: SlurmJob, script: Path, output: Path, workdir: Path) -> str:
     """Submit ``script``; its job id. A refusal is one line with Slurm's reason."""
     proc = _slurm(["sbatch", "--parsable", *job.sbatch_options(), f"--output={output}", f"--chdir={workdir}",
                    "--export=ALL", str(script)])
     job_id = proc.stdout.strip().split(";")[0]
     if proc.returncode != 0 or not job_id.isdigit():
-        raise UserError(f"Slurm refused the job: {_first_line(proc.stderr or proc.stdout)}; check hosts.json's "
-                        f"slurm section ({' '.join(job.sbatch_options())})")
+        raise _refusal("Slurm refused the job", proc.stderr or proc.stdout, job)
     return job_id
 
 
@@ -144,8 +156,7 @@ def test_only(job: SlurmJob) -> str:
     proc = _slurm(["sbatch", "--test-only", *job.sbatch_options(), "--wrap=true"])
     said = (proc.stderr + proc.stdout).strip()
     if proc.returncode != 0:
-        raise UserError(f"Slurm would refuse the job: {_first_line(said)}; check hosts.json's slurm section "
-                        f"({' '.join(job.sbatch_options())})")
+        raise _refusal("Slurm would refuse the job", said, job)
     return _first_line(said).removeprefix("sbatch: ")
 
 
@@ -197,7 +208,6 @@ class JobEnd:
     pending_s: float
     running_s: float
     why_cancelled: str = ""  # ours: a stop, the pending time, a reason it can never start
-    first_running_s: float | None = None
 
     @property
     def completed(self) -> bool:
@@ -286,8 +296,7 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
     now = clock()
     return JobEnd(job_id, state.state, state.reason, state.exit_code,
                   pending_s=(started if started is not None else now) - start,
-                  running_s=now - started if started is not None else 0.0, why_cancelled=why,
-                  first_running_s=None if started is None else started - start)
+                  running_s=now - started if started is not None else 0.0, why_cancelled=why)
 
 
 def argv_without(argv: Sequence[str], *flags: str) -> list[str]:
