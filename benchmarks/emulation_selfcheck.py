@@ -1,11 +1,16 @@
 """Emulated compute against real compute on this machine: does a profile measured inside a real run reproduce it?
 
     .venv/bin/python benchmarks/emulation_selfcheck.py [--models resnet,vgg] [--repetitions 3] [--variant baseline]
+        [--wait busy|sleep]
 
-For each model: one real run first (not counted) with TIMELINE=1, whose workers measure each layer's compute
-(measured-compute.json, p3_timeline.py); then `ck run program:p3` (smoke profile: 2 workers, 1 server here) with
-real compute and with COMPUTE=emulated waiting the profile of the latest real run, the two interleaved (real first in
-even repetitions, emulated first in odd ones), every run with TIMELINE=1 so both carry the same probes. Prints the
+For each model, n pairs of `ck run program:p3` (smoke profile: 2 workers, 1 server here), every run with TIMELINE=1
+so both carry the same probes: a real run, whose workers measure each layer's compute (measured-compute.json,
+p3_timeline.py), then an emulated run (COMPUTE=emulated) waiting exactly that profile. The emulated run must follow
+its real one, so the order is not interleaved: the question is whether emulating a run's own profile gives that
+run's throughput (a profile from another run carries that run's noise: the real runs' compute varied by 10%
+between runs here). The waits are busy by default (COMPUTE_WAIT=busy): this machine's compute holds a core, and the
+real run's communication competes with it for the two cores; asleep (--wait sleep, as for a GPU host) the emulated
+run's communication has the cores to itself and runs faster than the real one's. Prints the
 real over emulated throughput ratio per pair, its mean and a 95% t interval (n = repetitions), the load average, and
 where the two differ: the profile's waits, what the emulated workers' own probes measured of them (late waits show
 there), compute, communication and forward's wait per iteration from the p3-comm lines. The target is a ratio within
@@ -57,6 +62,7 @@ def main() -> int:
     parser.add_argument("--models", default="resnet,vgg")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--variant", default="baseline")
+    parser.add_argument("--wait", default="busy", choices=("busy", "sleep"), help="COMPUTE_WAIT of the emulated runs")
     args = parser.parse_args()
     work, env = isolated_ck("emulation-selfcheck-")
     smoke = PROFILES["smoke"]
@@ -64,25 +70,19 @@ def main() -> int:
     for model in args.models.split(","):
         batch = MODELS[model].smoke_batch_size
         common = [f"--cmd_key={model}", f"--env.VARIANT={args.variant}", "--env.TIMELINE=1"]
-        first, _ = run(env, work / f"{model}-real-first", *common)
-        latest = work / f"{model}-real-first"
-        print(f"{model}: first real run {first['throughput_samples_per_sec']:.2f} samples/s, its workers measured "
-              f"{measured(latest).total_s:.4f} s of compute per iteration", flush=True)
         ratios, rows = [], []
         for rep in range(args.repetitions):
-            order = ["real", "emulated"] if rep % 2 == 0 else ["emulated", "real"]
-            pair = {}
-            for mode in order:
+            pair: dict[str, dict] = {}
+            real_dir = work / f"{model}-real-{rep}"
+            for mode in ("real", "emulated"):
                 run_dir = work / f"{model}-{mode}-{rep}"
-                extra = (["--env.COMPUTE=emulated", f"--env.COMPUTE_PROFILE={latest / MEASURED_FILE}"]
-                         if mode == "emulated" else [])
-                waited = measured(latest).total_s if mode == "emulated" else None
+                extra = (["--env.COMPUTE=emulated", f"--env.COMPUTE_PROFILE={real_dir / MEASURED_FILE}",
+                          f"--env.COMPUTE_WAIT={args.wait}"] if mode == "emulated" else [])
+                waited = measured(real_dir).total_s if mode == "emulated" else None
                 result, wall = run(env, run_dir, *common, *extra)
                 result["profile_s"] = measured(run_dir).total_s
                 result["waited_s"] = waited
                 pair[mode] = result
-                if mode == "real":
-                    latest = run_dir
                 print(f"  rep {rep + 1} {mode:8s}: {result['throughput_samples_per_sec']:.2f} samples/s, compute "
                       f"{result.get('compute_s_per_iter')} s/iter (probes: {result['profile_s']:.4f}"
                       f"{f', waited {waited:.4f}' if waited else ''}), comm {result.get('comm_s_per_iter')} s/iter, "
@@ -111,7 +111,7 @@ def main() -> int:
         summary.append(f"  {'iteration (s)':26s} real {iteration_real:.4f}  emulated {iteration_emu:.4f}")
     summary.append(f"load average at end: {load_average()}")
     print(f"\nsmoke profile ({smoke.num_batches} batches, reports every {smoke.disp_batches}), variant {args.variant}, "
-          f"2 workers + 1 server on {os.cpu_count()} cores, TIMELINE=1 in every run")
+          f"2 workers + 1 server on {os.cpu_count()} cores, TIMELINE=1 in every run, emulated waits {args.wait}")
     print("\n".join(summary))
     return 0
 

@@ -33,11 +33,16 @@ to 2 ms or more, and a fixed start-up figure made the lag of hundreds of
 operations per iteration add up (ResNet-50 waits ran 0.14 s per iteration
 late). A wait for a pull still counts in full.
 
+A wait sleeps (a GPU host: its CPU stays free for the network stack), or with
+``--compute-wait busy`` holds one core (a CPU device: its compute competes
+with the communication for the cores, as the real run's does here).
+
 The profile (``emulated-compute.json`` in the role's folder, written by the
 run from reprokit.emulation) gives each layer's trainable array sizes and its
 forward and backward seconds for this run's batch; ``--dilation k`` multiplies
 every wait by k.
 """
+import hashlib
 import json
 import threading
 import time
@@ -58,6 +63,7 @@ class _Clock:
         self.last_end = 0.0
         self.returned = None  # when the previous wait returned to MXNet
         self.lag = 0.0
+        self.busy = False  # spend waits on one core (a CPU device) instead of asleep (a GPU host's free CPU)
         self.lock = threading.Lock()
 
     def wait(self, seconds, chained=False):
@@ -68,11 +74,25 @@ class _Clock:
                 self.lag += LAG_WEIGHT * (max(0.0, now - self.returned) - self.lag)
             start = self.last_end if chained else max(self.last_end, now - self.lag)
             end = self.last_end = start + seconds
-        remaining = end - time.time()
-        if remaining > 0:
-            time.sleep(remaining)
+        if self.busy:
+            _busy_until(end)
+        else:
+            remaining = end - time.time()
+            if remaining > 0:
+                time.sleep(remaining)
         with self.lock:
             self.returned = time.time()
+
+
+_BLOCK = bytes(1 << 16)
+
+
+def _busy_until(end):
+    """Hold one core until ``end``: sha256 of 64 KiB blocks (tens of microseconds each), which Python computes
+    outside its global lock, so the process's other threads (the trainer, the kvstore's callbacks) run as they
+    would beside a real operator's thread."""
+    while time.time() < end:
+        hashlib.sha256(_BLOCK).digest()
 
 
 CLOCK = _Clock()
@@ -169,9 +189,10 @@ class EmulatedCompute:
     """Pushes one iteration's waits: forward in key order, backward in reverse, each gradient written at its
     layer's end. ``params``: the trainable Gluon parameters in key order."""
 
-    def __init__(self, profile, params, dilation=1.0):
+    def __init__(self, profile, params, dilation=1.0, busy=False):
         self.profile = profile
         self.dilation = float(dilation)
+        CLOCK.busy = busy
         self.weights = [p.data() for p in params]
         self.grads = [p.grad() for p in params]
         self.groups = layer_params(profile, [p.name for p in params], [w.shape for w in self.weights])

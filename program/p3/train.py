@@ -71,6 +71,8 @@ def parse_args(argv):
                              "(emulated_compute.py); the communication is real")
     parser.add_argument("--compute-profile", default="", help="the emulated compute's profile (JSON)")
     parser.add_argument("--dilation", type=float, default=1.0, help="every emulated wait is multiplied by this")
+    parser.add_argument("--compute-wait", choices=("sleep", "busy"), default="sleep",
+                        help="emulated waits asleep (a GPU host's free CPU) or busy on one core (a CPU device)")
     return parser.parse_args(argv)
 
 
@@ -189,10 +191,11 @@ def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     mx.nd.waitall()
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     profile = load_profile(args.compute_profile)
-    emulated = EmulatedCompute(profile, params, args.dilation)
+    emulated = EmulatedCompute(profile, params, args.dilation, busy=args.compute_wait == "busy")
     logging.info("emulated-compute: rank=%d profile=%s dilation=%g wait_s_per_iter=%.6f layers=%d lag_ms=%.3f "
-                 "custom_op_threads=%s", rank, profile.get("name"), args.dilation, emulated.wait_s_per_iteration,
-                 len(emulated.groups), emulated.lag * 1000, os.environ.get("MXNET_CUSTOM_OP_NUM_THREADS", "16"))
+                 "custom_op_threads=%s wait=%s", rank, profile.get("name"), args.dilation,
+                 emulated.wait_s_per_iteration, len(emulated.groups), emulated.lag * 1000,
+                 os.environ.get("MXNET_CUSTOM_OP_NUM_THREADS", "16"), args.compute_wait)
     return emulated
 
 

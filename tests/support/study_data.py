@@ -26,10 +26,11 @@ def study(**tolerance):
 
 
 def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
-            ratio=None, engine="embedded"):
+            ratio=None, engine="embedded", emulated=False):
     """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
     that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1). ``engine``:
-    embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync)."""
+    embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync).
+    ``emulated``: runs of an --emulate sweep (COMPUTE=emulated)."""
     comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
                                      "comm_wait_s_per_iter": 0.1, "overlap": 0.5}
     out = []
@@ -40,13 +41,15 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
             result = {"throughput_samples_per_sec": value, "engine": engine_name,
                       "params_in_sync": True if engine == "embedded" else None, **comm}
             out.append(Record(
-                record_id=f"s--{model}{'' if engine == 'embedded' else '--' + engine}--{name}--{bandwidth}--r{rep}--{origin}",
+                record_id=f"s{'e' if emulated else ''}--{model}{'' if engine == 'embedded' else '--' + engine}--{name}--"
+                          f"{bandwidth}--r{rep}--{origin}",
                 study="sysml19-p3", sweep_id="s", origin=Origin(id=origin, host="h", study="sysml19-p3"),
                 config=RecordConfig(model=model, variant=name, bandwidth=bandwidth, repetition=rep, profile=profile,
                                     target=target, engine=engine),
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
-                result=result if value is not None else None, provenance={"engine": engine_name},
+                result=result if value is not None else None,
+                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated"}} if emulated else {})},
             ))
     return out
 

@@ -73,6 +73,8 @@ def test_dilation_divides_rates_and_multiplies_throughput():
     ({"COMPUTE": "emulated", "IMAGE_SHAPE": "3,64,64"}, "has no profile for resnet at image shape 3,64,64"),
     ({"DILATION": "2"}, "apply only to emulated compute; add --env.COMPUTE=emulated"),
     ({"COMPUTE_PROFILE": "v100"}, "apply only to emulated compute"),
+    ({"COMPUTE_WAIT": "busy"}, "COMPUTE_WAIT apply only to emulated compute"),
+    ({"COMPUTE": "emulated", "COMPUTE_WAIT": "spin"}, "unknown COMPUTE_WAIT 'spin'; valid ones: sleep, busy"),
 ])
 def test_bad_emulation_settings_are_one_line_naming_the_fix(env, problem):
     with pytest.raises(UserError, match=problem.replace("(", r"\(").replace("?", r"\?")) as info:
@@ -90,5 +92,7 @@ def test_emulated_settings_reach_the_training_script():
     assert (settings.compute, settings.compute_profile, settings.dilation) == ("emulated", "v100", 2.5)
     args = settings.train_args()
     assert args[args.index("--compute"):] == ["--compute", "emulated", "--compute-profile", em.PROFILE_FILE,
-                                              "--dilation", "2.5"]
+                                              "--dilation", "2.5", "--compute-wait", "sleep"]
+    busy = resolve("resnet", {"COMPUTE": "emulated", "COMPUTE_WAIT": "busy"}, "smoke").train_args()
+    assert busy[-2:] == ["--compute-wait", "busy"]
     assert "--compute" not in resolve("resnet", {}, "smoke").train_args()

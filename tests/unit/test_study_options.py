@@ -377,3 +377,42 @@ def test_a_resumed_sweep_checks_its_stored_settings_again(tmp_path):
 def test_on_a_cluster_output_paths_must_be_absolute_as_run_folders_go_with_the_run(tmp_path):
     with pytest.raises(UserError, match="SAVE_PARAMS='p.npz' is relative, but on a cluster"):
         opened(tmp_path, {"target": "c2", "env.SAVE_PARAMS": "p.npz"}, machines=Machines(c2=CLUSTER))
+
+
+# --- --emulate -------------------------------------------------------------------------------------
+
+def machines_with_a_testbed(tmp_path):
+    state = tmp_path / "tb-state"
+    state.mkdir(exist_ok=True)
+    (state / "testbed.json").write_text(json.dumps({"name": "tb2", "hosts": 2, "rate": "10gbit"}))
+    return Machines(tb2={"hosts": ["10.77.0.1", "10.77.0.2"], "ssh_config": str(state / "ssh_config")})
+
+
+def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_divided_by_k(tmp_path):
+    sweep, _, _, console = opened(tmp_path, {"target": "tb2", "emulate": "v100", "dilation": "10"},
+                                  machines=machines_with_a_testbed(tmp_path))
+    at_bandwidth = [c for c in study().claims if c.bandwidth]
+    assert set(sweep.models) == {c.model for c in at_bandwidth}
+    assert set(sweep.bandwidths) == {c.bandwidth for c in at_bandwidth} and not sweep.choices  # no probe
+    assert {"baseline", "p3", "p3-slicing-only"} <= set(sweep.variants)
+    assert (sweep.env["COMPUTE"], sweep.env["COMPUTE_PROFILE"], sweep.env["DILATION"]) == ("emulated", "v100", "10")
+    assert sweep.dilation == 10.0 and sweep.link_rate("4gbit") == "400000000bit"
+    assert "emulated compute (v100 profile, k=10)" in console and "never measured ones" in console
+    default, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "yes", "models": "resnet"},
+                              machines=machines_with_a_testbed(tmp_path))
+    assert default.dilation == options.EMULATION_DILATION and default.models == ("resnet",)
+    plain, _, _, _ = opened(tmp_path, {"target": "tb2", "bandwidths": "4gbit"}, machines=machines_with_a_testbed(tmp_path))
+    assert plain.dilation == 1.0 and plain.link_rate("4gbit") == "4gbit"
+
+
+@pytest.mark.parametrize("given, problem", [
+    ({"emulate": "v100"}, "the sweep must shape the links: make a testbed"),
+    ({"target": "tb2", "dilation": "4"}, "--dilation applies to emulated runs only"),
+    ({"target": "tb2", "emulate": "v100", "dilation": "0"}, "DILATION must be a number above 0"),
+    ({"target": "tb2", "emulate": "a100"}, "unknown --emulate profile 'a100'; valid ones: v100"),
+    ({"target": "tb2", "emulate": "v100", "env": {"DILATION": "4"}}, "--env.DILATION is set by the study per run"),
+])
+def test_emulate_refuses_what_it_cannot_run_in_one_line(tmp_path, given, problem):
+    with pytest.raises(UserError, match=problem) as refused:
+        opened(tmp_path, given, machines=machines_with_a_testbed(tmp_path))
+    assert "\n" not in str(refused.value)

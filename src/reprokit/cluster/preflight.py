@@ -85,11 +85,16 @@ def check_cluster(cluster: ClusterConfig, python: str, required_paths: list[str]
 
 
 def table(checks: list[HostCheck]) -> str:
-    headers = ["host", "ssh", "python", "mxnet", "transfer", "run folder", "data", "scheduler port", "result"]
-    rows = [[c.host, c.ssh, c.python, c.mxnet, c.transfer, c.run_folder, c.data, c.port, "ok" if c.ok else "FAILED"]
-            for c in checks]
+    headers = ["host", "ssh", "python", "mxnet", "transfer", "run folder", "data", "scheduler port"]
+    return checks_table(headers, [[c.host, c.ssh, c.python, c.mxnet, c.transfer, c.run_folder, c.data, c.port]
+                                  for c in checks], [c.problems for c in checks])
+
+
+def checks_table(headers: list[str], rows: list[list[str]], problems: list[list[str]]) -> str:
+    """One line per host (its column values, then ok or FAILED), then every problem, indented, one per line."""
+    headers = [*headers, "result"]
+    rows = [[*row, "FAILED" if found else "ok"] for row, found in zip(rows, problems)]
     widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
-    for check in checks:
-        lines += [f"  {p}" for p in check.problems]
+    lines += [f"  {p}" for found in problems for p in found]
     return "\n".join(lines)

@@ -24,6 +24,11 @@ from reprokit.values import shown
 
 REAL, EMULATED = "real", "emulated"
 COMPUTE_MODES = (REAL, EMULATED)
+# How an emulated wait spends its time: asleep, as a GPU host's CPU is free for the network stack while the device
+# computes; or busy on one core (hashing, outside Python's lock), as a CPU device's compute holds the core the real
+# run's communication then competes for: the self-check emulates this machine's own CPU so.
+SLEEP, BUSY = "sleep", "busy"
+COMPUTE_WAITS = (SLEEP, BUSY)
 DEFAULT_PROFILE = "v100"
 PROFILE_FILE = "emulated-compute.json"  # in every role's folder
 MEASURED_FILE = "measured-compute.json"  # in a run folder: each layer's compute as the run's workers measured it
@@ -243,6 +248,14 @@ def check_dilation(raw: str) -> float:
                         f"emulated wait twice as long, every shaped link half as fast), got {shown(text)}; fix it "
                         f"with --env.DILATION=K")
     return value
+
+
+def check_compute_wait(raw: str) -> str:
+    mode = str(raw).strip() or SLEEP
+    if mode not in COMPUTE_WAITS:
+        raise UserError(f"unknown COMPUTE_WAIT {shown(mode)}; valid ones: {', '.join(COMPUTE_WAITS)} (sleep: a GPU "
+                        f"host's free CPU; busy: a CPU device holding a core): --env.COMPUTE_WAIT=sleep|busy")
+    return mode
 
 
 def check_compute(raw: str) -> str:

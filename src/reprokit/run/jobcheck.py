@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster.preflight import checks_table
 from reprokit.errors import UserError
 from reprokit.run.plan import RolePlan
 
@@ -121,13 +122,8 @@ def _check_srun(srun: str, cluster: ClusterConfig, python: str, folder: Path, po
 
 
 def table(launcher: str, checks: list[JobHostCheck]) -> str:
-    headers = ["host", launcher, "python", "cores", "run folder", "result"]
-    rows = [[c.host, c.reach, c.python, c.cores, c.run_folder, "ok" if c.ok else "FAILED"] for c in checks]
-    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
-    for check in checks:
-        lines += [f"  {p}" for p in check.problems]
-    return "\n".join(lines)
+    return checks_table(["host", launcher, "python", "cores", "run folder"],
+                        [[c.host, c.reach, c.python, c.cores, c.run_folder] for c in checks], [c.problems for c in checks])
 
 
 def runs_folder(given: str) -> Path:

@@ -41,14 +41,12 @@ from collections.abc import Callable, Mapping
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.errors import UserError
-from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
+from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit
 from reprokit.run.lifeline import parent_death_signal
-from reprokit.run.jobprep import prepare_in_job
+from reprokit.run.jobprep import launch_in_job, role_argv
 from reprokit.run.plan import Role, RolePlan
-from reprokit.run.procscan import kill_run_processes
 from reprokit.run.remote import (BEAT_ANSWER, HEARTBEAT_S, LOST_CONNECTION, REMOTE_SILENCE_S, WATCHDOG_GRACE_S,
                                  role_command, sweep_command)
-from reprokit.vocabulary import RunStatus
 
 JOB_VARIABLES = ("OAR_JOB_ID", "OAR_NODEFILE")
 COMMAND_TIMEOUT_S = 60  # the probe, the sweep and the preflight's commands
@@ -268,38 +266,26 @@ class _Started:
 def run_oarsh(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
               stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
     """Launch the plan's roles through oarsh on the OAR job's nodes, supervise them, and leave nothing behind."""
-    began_at = time.time()
-    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
-    try:
-        oarsh = oarsh_path()
-        prepare_in_job(plan, run_dir, lambda: probe(oarsh, plan, cluster, run_dir))
-    except UserError as exc:
-        return Outcome(RunStatus.FAILED, str(exc), began_at=began_at)
     started = _Started()
 
-    def start(role: Role) -> OarshRoleProcess:
-        argv = plan.argv(role)
-        argv[0] = cluster.host(role.host).python or argv[0]
-        started.procs.append(OarshRoleProcess(role, oarsh, role_command(str(run_dir), plan.role_env(role), argv,
-                                                                        answer=True), sink))
+    def start(oarsh: str, role: Role, sink: OutputSink) -> OarshRoleProcess:
+        if not started.procs:  # the first role: from here on every started role hears a heartbeat
+            threading.Thread(target=started.beat, name="role heartbeat", daemon=True).start()
+        started.procs.append(OarshRoleProcess(role, oarsh, role_command(
+            str(run_dir), plan.role_env(role), role_argv(plan, cluster, role), answer=True), sink))
         return started.procs[-1]
 
-    threading.Thread(target=started.beat, name="role heartbeat", daemon=True).start()
-    try:
-        outcome = supervise(plan, start, stop, output=sink)
-    finally:
+    def sweep(oarsh: str) -> list[str]:
         started.ended.set()
-        warnings = _sweep(oarsh, plan)
-    outcome.began_at = began_at
-    outcome.scheduler_port = plan.scheduler_port
-    outcome.warnings.extend(warnings)
-    outcome.torn_down_at = time.time()
-    return outcome
+        return _sweep(oarsh, plan)
+
+    return launch_in_job(plan, run_dir, console, stop, watch, find_tool=oarsh_path,
+                         probe=lambda oarsh: probe(oarsh, plan, cluster, run_dir), start_role=start,
+                         sweep_hosts=sweep)
 
 
 def _sweep(oarsh: str, plan: RolePlan) -> list[str]:
-    """On every host, kill what still carries the run's id (``remote.sweep_command``); then this machine's
-    leftovers (a role's oarsh that outlived its teardown)."""
+    """On every host, kill what still carries the run's id (``remote.sweep_command``)."""
     warnings = []
     swept = on_each(plan.hosts, lambda h: oarsh_command(oarsh, h, ["/bin/sh", "-c", sweep_command(plan.run_id)]))
     for host, error in swept.failed.items():
@@ -309,7 +295,4 @@ def _sweep(oarsh: str, plan: RolePlan) -> list[str]:
             warnings.append(f"{host}: could not check for leftover processes: {last_line(proc)}")
         elif proc.stdout.split():
             warnings.append(f"{host}: killed leftover process(es) {' '.join(proc.stdout.split())}")
-    leftovers = kill_run_processes(plan.run_id)
-    if leftovers:
-        warnings.append(f"killed {len(leftovers)} leftover process(es) of the run here: {leftovers}")
     return warnings

@@ -77,6 +77,7 @@ class Result:
     compute_profile: str | None = None
     compute_profile_source: str | None = None
     dilation: float | None = None
+    compute_wait: str | None = None  # sleep or busy (emulation/profile.py says why each)
     emulated_wait_s_per_iter: float | None = None
     throughput_dedilated_samples_per_sec: float | None = None  # throughput_samples_per_sec (measured) times k
     param_checksums: list[str | None] | None = None
@@ -191,6 +192,7 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
     if settings.compute != EMULATED:
         return
     result.dilation = settings.dilation
+    result.compute_wait = settings.compute_wait
     result.compute_profile = settings.compute_profile
     try:
         result.compute_profile_source = str(json.loads((run_dir / PROFILE_FILE).read_text()).get("source", ""))

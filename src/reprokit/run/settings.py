@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from reprokit.cluster.hosts import MAX_ROLES
 from reprokit.cluster.testbed import slurm_testbed_of, testbed_of
-from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, ComputeProfile, check_compute, check_dilation,
-                                       check_name, resolve_profile)
+from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, ComputeProfile, check_compute,
+                                       check_compute_wait, check_dilation, check_name, resolve_profile)
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
@@ -124,6 +124,7 @@ class RunSettings:
     compute: str = REAL  # emulated: forward and backward are per-layer waits (reprokit/emulation, emulated_compute.py)
     compute_profile: str = ""  # emulated only: a stored profile's name or a profile file's absolute path
     dilation: float = 1.0  # emulated only: every wait times this, every shaped link's rate divided by it
+    compute_wait: str = SLEEP  # emulated only: sleep (a GPU host's free CPU) or busy (a CPU device's held core)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,8 +148,8 @@ class RunSettings:
             "--p3-priority", "1" if self.p3_priority else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
-            *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation)]
-              if self.compute == EMULATED else []),
+            *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
+               "--compute-wait", self.compute_wait] if self.compute == EMULATED else []),
         ]
 
 
@@ -310,7 +311,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
     disp_batches = (model.smoke_disp_batches if smoke else None) or profile.disp_batches
     ps_root_port = resolve_port(str(env.get("PS_ROOT_PORT", "")))
     batch_size = _positive_int(env, "BATCH_SIZE", model.smoke_batch_size if smoke else PAPER_BATCH_SIZE, high=65536)
-    compute, compute_profile, dilation = _compute(env, model, image_shape, batch_size)
+    compute, compute_profile, dilation, compute_wait = _compute(env, model, image_shape, batch_size)
     return RunSettings(
         model=model.cmd_key,
         network=model.network,
@@ -336,28 +337,32 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
         output_file=str(env.get("OUTPUT_FILE", "")).strip(),
-        compute=compute, compute_profile=compute_profile, dilation=dilation,
+        compute=compute, compute_profile=compute_profile, dilation=dilation, compute_wait=compute_wait,
     )
 
 
-def _compute(env: Mapping[str, str], model: Model, image_shape: str, batch_size: int) -> tuple[str, str, float]:
-    """COMPUTE, COMPUTE_PROFILE and DILATION, checked together (the profile must exist for the model and shape)."""
+def _compute(env: Mapping[str, str], model: Model, image_shape: str,
+             batch_size: int) -> tuple[str, str, float, str]:
+    """COMPUTE, COMPUTE_PROFILE, DILATION and COMPUTE_WAIT, checked together (the profile must exist for the model
+    and shape)."""
     compute = check_compute(str(env.get("COMPUTE", "")))
     raw_profile, raw_dilation = str(env.get("COMPUTE_PROFILE", "")).strip(), str(env.get("DILATION", "")).strip()
+    wait = check_compute_wait(str(env.get("COMPUTE_WAIT", "")))
     if compute == REAL:
         given = [name for name, wrong in (("COMPUTE_PROFILE", bool(raw_profile)),
-                                          ("DILATION", check_dilation(raw_dilation) != 1.0)) if wrong]
+                                          ("DILATION", check_dilation(raw_dilation) != 1.0),
+                                          ("COMPUTE_WAIT", wait != SLEEP)) if wrong]
         if given:
             raise UserError(f"{' and '.join(given)} apply only to emulated compute; add --env.COMPUTE=emulated, or "
                             f"drop --env.{given[0]}")
-        return compute, "", 1.0
+        return compute, "", 1.0, SLEEP
     if not model.is_image:
         raise UserError(f"COMPUTE=emulated runs the image models only (train.py), not {model.cmd_key}; drop "
                         f"--env.COMPUTE or pick resnet, inception-v3 or vgg")
     dilation = check_dilation(raw_dilation)
     name = check_name(raw_profile)
     resolve_profile(name, model.cmd_key, image_shape, batch_size)  # refuses a profile that does not fit now
-    return compute, os.path.abspath(name) if os.sep in name or name.endswith(".json") else name, dilation
+    return compute, os.path.abspath(name) if os.sep in name or name.endswith(".json") else name, dilation, wait
 
 
 def compute_profile_of(settings: RunSettings) -> ComputeProfile:

@@ -23,20 +23,16 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import TextIO
 from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.errors import UserError
-from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment,
-                                 supervise)
-from reprokit.vocabulary import RunStatus
+from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment)
 from reprokit.run.lifeline import parent_death_signal
-from reprokit.run.jobprep import prepare_in_job
+from reprokit.run.jobprep import launch_in_job, role_argv as job_role_argv
 from reprokit.run.plan import Role, RolePlan
-from reprokit.run.procscan import kill_run_processes
 
 STEP_TIMEOUT_S = 60  # the probe and the sweep steps
 SPEC_NAME = "p3-run.json"
@@ -133,34 +129,17 @@ def probe(srun: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> d
 def run_srun(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
              stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
     """Launch the plan's roles as job steps of this Slurm allocation, supervise them, and leave nothing behind."""
-    began_at = time.time()
-    sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
-    try:
-        srun = srun_path()
-        prepare_in_job(plan, run_dir, lambda: probe(srun, plan, cluster, run_dir))
-    except UserError as exc:
-        return Outcome(RunStatus.FAILED, str(exc), began_at=began_at)
+    def start(srun: str, role: Role, sink: OutputSink) -> SrunRoleProcess:
+        return SrunRoleProcess(role, role_argv(srun, role.host, run_dir, job_role_argv(plan, cluster, role)),
+                               local_environment(plan, role), run_dir, sink)
 
-    def start(role: Role) -> SrunRoleProcess:
-        argv = plan.argv(role)
-        argv[0] = cluster.host(role.host).python or argv[0]
-        return SrunRoleProcess(role, role_argv(srun, role.host, run_dir, argv), local_environment(plan, role), run_dir,
-                               sink)
-
-    try:
-        outcome = supervise(plan, start, stop, output=sink)
-    finally:
-        warnings = _sweep(srun, plan)
-    outcome.began_at = began_at
-    outcome.scheduler_port = plan.scheduler_port
-    outcome.warnings.extend(warnings)
-    outcome.torn_down_at = time.time()
-    return outcome
+    return launch_in_job(plan, run_dir, console, stop, watch, find_tool=srun_path,
+                         probe=lambda srun: probe(srun, plan, cluster, run_dir), start_role=start,
+                         sweep_hosts=lambda srun: _sweep(srun, plan))
 
 
 def _sweep(srun: str, plan: RolePlan) -> list[str]:
-    """One step on every host kills what still carries the run's id there; then this machine's leftovers (a role's
-    srun that outlived its teardown)."""
+    """One step on every host kills what still carries the run's id there."""
     from reprokit.run.remote import sweep_command
 
     warnings = []
@@ -177,7 +156,4 @@ def _sweep(srun: str, plan: RolePlan) -> list[str]:
             host, _, killed = line.partition(":")
             if killed.split():
                 warnings.append(f"{host}: killed leftover process(es) {' '.join(killed.split())}")
-    leftovers = kill_run_processes(plan.run_id)
-    if leftovers:
-        warnings.append(f"killed {len(leftovers)} leftover process(es) of the run here: {leftovers}")
     return warnings

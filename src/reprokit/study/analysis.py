@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from reprokit.emulation.profile import EMULATED, REAL
 from reprokit.run.result import Result
 from reprokit.study.badge import Badge, badges
 from reprokit.study.claims import Study
@@ -35,7 +36,7 @@ from reprokit.study.verdict import ClaimVerdict, Setup, Verdict, decided_on, eng
 COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind", "num_hosts", "shaping",
            "link_capacity", "profile", "model", "engine", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
            "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id",
-           "comm_s", "compute_s", "comm_wait_s", "overlap"]
+           "comm_s", "compute_s", "comm_wait_s", "overlap", "compute"]
 COMM_FIGURES = {"comm_s": "comm_s_per_iter", "compute_s": "compute_s_per_iter",
                 "comm_wait_s": "comm_wait_s_per_iter", "overlap": "overlap"}  # column -> unified Result's field
 
@@ -73,6 +74,7 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
             "params_in_sync": None if result is None else result.params_in_sync, "failure_reason": r.failure_reason,
             "record_id": r.record_id, "sweep_id": r.sweep_id,
             **{column: _figure(result, key) if r.ok else math.nan for column, key in COMM_FIGURES.items()},
+            "compute": EMULATED if r.emulated else REAL,
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"ok": bool, "imported": bool, "shaping": bool, "throughput": float, "bandwidth_bps": float,
@@ -116,6 +118,7 @@ class Analysis:
     side_by_side: pd.DataFrame = field(default_factory=pd.DataFrame)  # the engines' throughputs per configuration
     overall_by_engine: dict[str, dict[str, Verdict]] = field(default_factory=dict)  # engine -> claim -> verdict
     decided: dict[str, str] = field(default_factory=dict)  # claim -> the engine the badge judges it on
+    emulated_speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # of emulated runs: never in the above
     untested: str = ""  # when no claim could be tested on these runs: why and how to (the report's first line)
 
 
@@ -137,7 +140,11 @@ def nothing_tested(study: Study, verdicts: Sequence[ClaimVerdict], found: Sequen
 
 
 def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -> Analysis:
-    df = frame(records, study.metric)
+    """Verdicts and badges from the measured runs; emulated runs (--emulate) only give their speedups, which the
+    report shows as emulated verdicts (labelled.py)."""
+    every = frame(records, study.metric)
+    df = every[every["compute"] != EMULATED].reset_index(drop=True)
+    emulated = every[every["compute"] == EMULATED].reset_index(drop=True)
     verdicts = judge_all(study, df, program_models)
     summary = summarize(df, study.tolerance.confidence)
     speedup_rows = speedups(df, claim_pairs(study), study.tolerance.confidence)
@@ -149,4 +156,5 @@ def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -
         side_by_side=side_by_side(summary, speedup_rows),
         overall_by_engine={e: {c.id: overall(verdicts, c.id, e) for c in study.claims} for e in engines_of(df)},
         decided=decided, untested=nothing_tested(study, verdicts, setups(df)),
+        emulated_speedups=speedups(emulated, claim_pairs(study), study.tolerance.confidence),
     )

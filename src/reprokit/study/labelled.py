@@ -14,7 +14,10 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from collections.abc import Mapping, Sequence
 
-from reprokit.study.claims import Claim
+import pandas as pd
+
+from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
+from reprokit.study.verdict import Verdict
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
@@ -51,10 +54,51 @@ def emulation_status(check: Mapping) -> str:
             f"docs/emulation.md)")
 
 
-def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], check: Mapping | None = None) -> \
-        list[LabelledVerdict]:
-    emulated = emulation_status(self_check() if check is None else check)
-    # No emulated runs are stored yet even where the self-check holds: say so rather than show nothing.
-    emulated = emulated or "not given: no emulated runs at the paper's settings are stored"
-    return [LabelledVerdict(c.id, c.bandwidth, overall.get(c.id, "not measured"), emulated, MODEL_NOT_VALIDATED)
-            for c in claims if c.bandwidth]
+def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str) -> str:
+    """The claim's emulated figure (speedup with its interval, n, where) and verdict by the measured verdicts' band:
+    replicated where the interval reaches the claim's band and is narrow enough, not where it lies below the band,
+    inconclusive otherwise. ``withheld``: why no verdict may be given (the self-check), or ""."""
+    mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
+                & (rows["variant"] == claim.variant) & (rows["versus"] == claim.versus)] if not rows.empty else rows
+    if mine.empty:
+        return withheld or (f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored (ck reproduce "
+                            f"study:{study} --target=TESTBED --emulate=v100)")
+    said = []
+    low_band, high_band = claim.speedup - tolerance.speedup, claim.speedup + tolerance.speedup
+    for row in mine.itertuples():
+        n = int(min(row.n_variant, row.n_versus))
+        figure = f"{row.speedup:.2f}x [{row.ci_low:.2f}, {row.ci_high:.2f}], n={n}, {row.setup}, {row.profile} profile"
+        if withheld:
+            why = withheld
+        elif n < max(MIN_RUNS, tolerance.min_runs):
+            why = f"not given: n < {max(MIN_RUNS, tolerance.min_runs)}"
+        elif row.ci_high < low_band:
+            why = f"{Verdict.NOT_REPLICATED} (emulated): below the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
+        elif (row.ci_high - row.ci_low) / 2 / row.speedup > tolerance.max_relative_half_width:
+            why = (f"{Verdict.INCONCLUSIVE} (emulated): the interval is wider than ±"
+                   f"{tolerance.max_relative_half_width:.0%}")
+        else:
+            how = "exceeds" if row.ci_low > high_band else "reaches"
+            why = f"{Verdict.REPLICATED} (emulated): {how} the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
+        said.append(f"{figure}: {why}")
+    return "; ".join(said)
+
+
+def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], check: Mapping | None = None,
+                      emulated: pd.DataFrame | None = None, tolerance: Tolerance | None = None,
+                      study: str = "sysml19-p3") -> list[LabelledVerdict]:
+    """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
+    self-check withholds a verdict, labelled so."""
+    withheld = emulation_status(self_check() if check is None else check)
+    rows = emulated if emulated is not None else pd.DataFrame()
+    out = []
+    for c in claims:
+        if not c.bandwidth:
+            continue
+        if tolerance is None:
+            # No emulated runs are stored yet even where the self-check holds: say so rather than show nothing.
+            text = withheld or "not given: no emulated runs at the paper's settings are stored"
+        else:
+            text = emulated_verdict(c, rows, tolerance, withheld, study)
+        out.append(LabelledVerdict(c.id, c.bandwidth, overall.get(c.id, "not measured"), text, MODEL_NOT_VALIDATED))
+    return out

@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 from collections.abc import Collection, Iterable, Mapping
 
 from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.errors import UserError
-from reprokit.study.claims import MIN_RUNS, Study
+from reprokit.study.claims import MIN_RUNS, Matrix, Study
 from reprokit.study.planning import engine_variants
 from reprokit.study.rates import NATIVE, rate_bps
 from reprokit.study.target import Target, sweep_bandwidths
 from reprokit.values import plain_setting, shown
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
-                 "link_capacity")
-RESERVED_ENV = {"VARIANT": "--variants", "PROFILE": "--profile", "ENGINE": "--engines"}  # the study sets them per run
+                 "link_capacity", "emulate", "dilation")
+RESERVED_ENV = {"VARIANT": "--variants", "PROFILE": "--profile", "ENGINE": "--engines",  # the study sets them per run
+                "COMPUTE": "--emulate", "COMPUTE_PROFILE": "--emulate", "DILATION": "--dilation"}
+# --emulate's default k: a V100's ResNet-50 iteration at batch 32 (83 ms over 214 waits, 0.4 ms each) times 20 is 8 ms
+# a wait, well above the 0.6-2 ms MXNet takes to call one here; the claims' links divided by 20 (200mbit to 1.5gbit)
+# stay within what a 2-core testbed's ps-lite can carry.
+EMULATION_DILATION = 20.0
 ENGINE_LABELS = {EMBEDDED: "embedded (stock MXNet 1.9.1: its own P3 and its two baselines)",
                  ARTIFACT: "artifact (the authors' baseline and P3 builds)"}
 CK_OUTPUT_MODES = ("", "con", "json", "json_file")  # ck's own --out: not a bundle's name
@@ -191,6 +196,9 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
 
     quick = flag(options, "quick")
     matrix = study.quick if quick else study.matrix
+    emulated = emulation(options, study, target)
+    if emulated is not None:
+        matrix = emulated
     models = select(options.get("models"), study.matrix.models, "model(s)") or list(matrix.models)
     for m in (m for m in models if m not in program_models):
         print(f"study: skipping {m}: program:{study.program} has no cmd_key {m!r} yet "
@@ -202,6 +210,8 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
     variants = select(options.get("variants"), study.variants, "variant(s)") or list(matrix.variants)
     engines = sweep_engines(options, variants, artifact_builds, console)
     requested_bw = select(options.get("bandwidths"), any_rate(options.get("bandwidths")), "bandwidth(s)")
+    if emulated is not None and requested_bw is None:
+        requested_bw = list(matrix.bandwidths)
     ratios = matrix.ratios if target.shaping and requested_bw is None else ()
     bandwidths = [] if ratios else list(sweep_bandwidths(target, requested_bw, matrix))
     raw_reps = str(options.get("repetitions", "") or matrix.repetitions)
@@ -218,12 +228,52 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
     user_env = env_overrides(options)
     check_env(user_env)
     check_runs(study, models, variants, {**dict(matrix.env), **user_env}, profile, target)
+    if emulated is not None:
+        print(f"study: emulated compute ({dict(matrix.env)['COMPUTE_PROFILE']} profile, k="
+              f"{dict(matrix.env)['DILATION']}): each link shaped to its bandwidth divided by k; these runs give "
+              f"emulated verdicts only, never measured ones", file=console, flush=True)
     # One repetition records timelines (unless --env.TIMELINE decides for every run).
     timeline = None if "TIMELINE" in user_env or matrix.timeline_repetition is None \
         else min(matrix.timeline_repetition, int(raw_reps))
     return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
                         profile=profile, env={**dict(matrix.env), **user_env}, quick=quick, ratios=ratios,
                         timeline_repetition=timeline, engines=engines, why=matrix.why)
+
+
+def emulation(options: Mapping, study: Study, target: Target) -> Matrix | None:
+    """--emulate=PROFILE [--dilation=K]: the matrix of the claims stated at a bandwidth (their models, variants and
+    bandwidths) with emulated compute; None without --emulate."""
+    from reprokit.emulation.profile import EMULATED, check_dilation, check_name, named_profiles
+
+    raw, raw_k = str(options.get("emulate", "") or "").strip(), str(options.get("dilation", "") or "").strip()
+    if not raw:
+        if raw_k:
+            raise UserError("--dilation applies to emulated runs only; add --emulate=PROFILE (e.g. v100) or drop "
+                            "--dilation")
+        return None
+    if raw.lower() in ("yes", "true", "1", "on"):
+        raw = ""  # the default profile
+    try:
+        profile = check_name(raw)
+    except UserError:
+        raise UserError(f"unknown --emulate profile {shown(raw)}; valid ones: {', '.join(named_profiles())}, or a "
+                        f"profile file's path (a real run with --env.TIMELINE=1 writes measured-compute.json): "
+                        f"--emulate=NAME|PATH") from None
+    k = check_dilation(raw_k) if raw_k else EMULATION_DILATION
+    if not target.shaping:
+        raise UserError("--emulate runs at the claims' bandwidths divided by the dilation, so the sweep must shape "
+                        "the links: make a testbed as root (ck testbed cluster:NAME --hosts=4) and give "
+                        "--target=NAME")
+    claims = [c for c in study.claims if c.bandwidth]
+    if not claims:
+        raise UserError(f"study:{study.name} states no claim at a bandwidth: nothing to emulate")
+    variants = list(dict.fromkeys(v for c in claims for v in (c.versus, c.variant)))
+    # The paper's profile trains a whole epoch; an emulated run needs only enough batches for a steady throughput.
+    env = {**dict(study.matrix.env), "NUM_BATCHES": "20", "DISP_BATCHES": "5", "COMPUTE": EMULATED,
+           "COMPUTE_PROFILE": profile, "DILATION": f"{k:g}"}
+    return replace(study.matrix, models=tuple(dict.fromkeys(c.model for c in claims)), variants=tuple(variants),
+                   bandwidths=tuple(dict.fromkeys(str(c.bandwidth) for c in claims)), env=tuple(env.items()),
+                   ratios=(), why=f"emulated: the {len(claims)} claim(s) stated at a bandwidth")
 
 
 def timeline_config(options: Mapping) -> tuple[str, str] | None:

@@ -334,7 +334,8 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
         "configurations": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided_on_engine": analysis.decided,
-        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall)],
+        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, emulated=analysis.emulated_speedups,
+                                                       tolerance=study.tolerance, study=study.name)],
         "side_by_side": analysis.side_by_side.to_dict("records"),
         "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
     })
@@ -386,7 +387,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
-        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall)],
+        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, emulated=analysis.emulated_speedups,
+                                                       tolerance=study.tolerance, study=study.name)],
         "labelled_explanation": LABELLED_EXPLANATION,
         "num_runs": len(analysis.runs), "num_ok": int(analysis.runs["ok"].sum()) if len(analysis.runs) else 0,
     }

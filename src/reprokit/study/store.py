@@ -282,6 +282,12 @@ class Record:
         return self.status.ok
 
     @property
+    def emulated(self) -> bool:
+        """An emulated-compute run (--emulate): its sweep set COMPUTE=emulated, whatever the run wrote."""
+        overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
+        return isinstance(overrides, dict) and overrides.get("COMPUTE") == "emulated"
+
+    @property
     def run_result(self) -> Result | None:
         """The unified result typed (typed_result); None if the run wrote none. ``result`` stays what is stored."""
         return None if self.result is None else typed_result(self.result)
@@ -337,6 +343,17 @@ class Sweep:
     engines: tuple[str, ...] = (EMBEDDED,)  # engine kinds every configuration runs on (sweeps before: embedded)
     why: str = ""  # why the matrix is this size (the study entry's, e.g. the quick study's time budget)
     forecast: Forecast | None = None  # what its runs were expected to take before the first one (forecast.py)
+
+    @property
+    def dilation(self) -> float:
+        """k of an emulated sweep (--emulate): each link is shaped to its bandwidth divided by k; 1 otherwise."""
+        return float(self.env.get("DILATION", "1") or 1) if self.env.get("COMPUTE") == "emulated" else 1.0
+
+    def link_rate(self, bandwidth: str) -> str:
+        """The tc rate the links get for a run at ``bandwidth``."""
+        from reprokit.emulation.profile import dilated_rate
+
+        return bandwidth if self.dilation == 1.0 else dilated_rate(bandwidth, self.dilation)
 
     def model_bandwidths(self, model: str) -> tuple[str, ...]:
         """The bandwidths a model runs at: its probe's choice, or the sweep's."""

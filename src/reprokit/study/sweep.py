@@ -265,7 +265,7 @@ def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
                 shape_error = None
                 if shape is not None and config.bandwidth != shaped:
                     try:
-                        shape(None if config.bandwidth == NATIVE else config.bandwidth)
+                        shape(None if config.bandwidth == NATIVE else sweep.link_rate(config.bandwidth))
                         shaped = config.bandwidth
                     except UserError as exc:
                         shape_error, shaped = f"could not shape the links to {config.bandwidth}: {exc}", None
@@ -329,6 +329,8 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
         provenance["engine_python_version"] = engine_pythons[python]
     provenance.update({"bandwidth": config.bandwidth, "bandwidth_shaped": shaped and config.bandwidth != NATIVE,
                        "target": target.to_dict()})
+    if sweep.dilation != 1.0 and config.bandwidth != NATIVE:
+        provenance["links_shaped_to"] = sweep.link_rate(config.bandwidth)  # the bandwidth divided by k
     return Record(
         record_id=record_id, study=study.name, sweep_id=sweep.sweep_id, origin=origin,
         config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,

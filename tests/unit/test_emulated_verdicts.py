@@ -1,0 +1,54 @@
+"""Emulated runs (--emulate) in the analysis: never in a measured verdict or badge, shown as emulated verdicts."""
+import pytest
+
+from reprokit.study.analysis import analyse
+from reprokit.study.labelled import labelled_verdicts, self_check
+
+from support.study_data import ALL_MODELS, records, study
+
+MEASURED = records("resnet", "4gbit", [10.0, 10.1, 9.9], [10.0, 10.2, 9.8], ratio=2.0)
+HOLDS = {**self_check(), "ratio": 1.02, "ci95": [0.95, 1.08]}
+
+
+def emulated(p3, baseline=(10.0, 10.1, 9.9)):
+    return records("resnet", "4gbit", list(baseline), list(p3), emulated=True)
+
+
+def resnet_4gbit(analysis, check=HOLDS):
+    s = study()
+    [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, check, analysis.emulated_speedups, s.tolerance,
+                                        s.name) if v.claim == "resnet-4gbit"]
+    return v.emulated
+
+
+def test_emulated_runs_change_no_measured_figure_verdict_or_badge():
+    alone = analyse(study(), MEASURED, ALL_MODELS)
+    both = analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1]), ALL_MODELS)
+    assert both.verdicts == alone.verdicts and both.overall == alone.overall and both.badges == alone.badges
+    assert both.summary.equals(alone.summary) and both.speedups.equals(alone.speedups)
+    assert len(both.runs) == len(alone.runs) == 6
+    [row] = both.emulated_speedups.itertuples()
+    assert (row.model, row.bandwidth, row.variant, row.versus) == ("resnet", "4gbit", "p3", "baseline")
+    assert row.speedup == pytest.approx(1.3, abs=0.01) and row.ci_low > 1.2
+    assert alone.emulated_speedups.empty
+
+
+@pytest.mark.parametrize("p3, said", [
+    ([13.0, 12.9, 13.1], "replicated (emulated): reaches the claimed 1.26x"),
+    ([10.0, 10.1, 9.9], "not replicated (emulated): below the claimed 1.26x"),
+    ([13.0, 12.9], "not given: n < 3"),
+])
+def test_an_emulated_verdict_follows_the_claims_band_and_needs_enough_runs(p3, said):
+    text = resnet_4gbit(analyse(study(), MEASURED + emulated(p3), ALL_MODELS))
+    assert text.startswith("1.") and f"n={min(len(p3), 3)}" in text and said in text
+
+
+def test_a_failed_self_check_shows_the_figure_and_withholds_the_verdict():
+    analysis = analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1]), ALL_MODELS)
+    missed = {**HOLDS, "ratio": 1.36, "ci95": [0.85, 1.88]}
+    text = resnet_4gbit(analysis, missed)
+    assert text.startswith("1.30x [") and "not given: the emulation's self-check is outside 10%" in text
+    assert "replicated" not in text
+    assert resnet_4gbit(analyse(study(), MEASURED, ALL_MODELS)).startswith(
+        "not run: no emulated runs of resnet at 4gbit are stored (ck reproduce study:sysml19-p3 --target=TESTBED "
+        "--emulate=v100)")
