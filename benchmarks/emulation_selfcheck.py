@@ -95,7 +95,7 @@ def main() -> int:
         verdict = "within 10%" if 0.9 <= low and high <= 1.1 else (
             "mean within 10%, interval not" if 0.9 <= mean <= 1.1 else "NOT within 10%")
         line = (f"{model}: real / emulated throughput = {mean:.3f} (95% t interval {low:.3f} to {high:.3f}, "
-                f"n={len(ratios)} interleaved pairs; each: {', '.join(f'{r:.3f}' for r in ratios)}): {verdict}")
+                f"n={len(ratios)} pairs, each a real run then its emulation: {', '.join(f'{r:.3f}' for r in ratios)}): {verdict}")
         summary.append(line)
         for key in ("throughput_samples_per_sec", "compute_s_per_iter", "comm_s_per_iter", "comm_wait_s_per_iter",
                     "overlap", "profile_s"):

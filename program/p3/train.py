@@ -193,9 +193,9 @@ def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     profile = load_profile(args.compute_profile)
     emulated = EmulatedCompute(profile, params, args.dilation, busy=args.compute_wait == "busy")
     logging.info("emulated-compute: rank=%d profile=%s dilation=%g wait_s_per_iter=%.6f layers=%d lag_ms=%.3f "
-                 "custom_op_threads=%s wait=%s", rank, profile.get("name"), args.dilation,
+                 "custom_op_threads=%s wait=%s waits_per_iter=%d", rank, profile.get("name"), args.dilation,
                  emulated.wait_s_per_iteration, len(emulated.groups), emulated.lag * 1000,
-                 os.environ.get("MXNET_CUSTOM_OP_NUM_THREADS", "16"), args.compute_wait)
+                 os.environ.get("MXNET_CUSTOM_OP_NUM_THREADS", "16"), args.compute_wait, emulated.waits_per_iteration)
     return emulated
 
 

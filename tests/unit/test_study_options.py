@@ -398,6 +398,10 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
     assert (sweep.env["COMPUTE"], sweep.env["COMPUTE_PROFILE"], sweep.env["DILATION"]) == ("emulated", "v100", "10")
     assert sweep.dilation == 10.0 and sweep.link_rate("4gbit") == "400000000bit"
     assert "emulated compute (v100 profile, k=10)" in console and "never measured ones" in console
+    assert sweep.engines == ("embedded",)
+    both, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100"}, machines=machines_with_a_testbed(tmp_path),
+                           artifact_builds={"p3", "baseline"})
+    assert both.engines == ("embedded",)  # the authors' builds registered, but they cannot emulate
     default, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "yes", "models": "resnet"},
                               machines=machines_with_a_testbed(tmp_path))
     assert default.dilation == options.EMULATION_DILATION and default.models == ("resnet",)
@@ -411,6 +415,7 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
     ({"target": "tb2", "emulate": "v100", "dilation": "0"}, "DILATION must be a number above 0"),
     ({"target": "tb2", "emulate": "a100"}, "unknown --emulate profile 'a100'; valid ones: v100"),
     ({"target": "tb2", "emulate": "v100", "env": {"DILATION": "4"}}, "--env.DILATION is set by the study per run"),
+    ({"target": "tb2", "emulate": "v100", "engines": "embedded,artifact"}, "--emulate runs on the embedded engine only"),
 ])
 def test_emulate_refuses_what_it_cannot_run_in_one_line(tmp_path, given, problem):
     with pytest.raises(UserError, match=problem) as refused:

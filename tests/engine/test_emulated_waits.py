@@ -1,0 +1,58 @@
+"""Emulated compute's waits in the engine's interpreter: short layers share a wait, and a busy wait holds a core
+where a sleeping one leaves it free."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+
+WAITS = """
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import mxnet as mx
+import emulated_compute as ec
+merged = ec.merge_short([[0], [1, 2], [3], [4], [5]], [0.01, 0.0, 0.0005, 0.02, 0.001])
+ec.CLOCK.busy = sys.argv[2] == "busy"
+mx.nd.waitall()
+cpu, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
+token = ec.wait(0.0, [mx.nd.zeros((1,)), mx.nd.zeros((1,))])  # reads two arrays: not chained, sets the clock
+for _ in range(20):
+    token = ec.wait(0.025, [token])
+token.wait_to_read()
+wall, used = time.time() - start, resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"merged": merged, "wall": wall, "cpu": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime}))
+"""
+
+
+@pytest.fixture(scope="module")
+def engine_python():
+    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
+    if not python:
+        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the MXNet engine's interpreter")
+    return python
+
+
+def run_waits(python, mode):
+    proc = subprocess.run([python, "-c", WAITS, str(P3_DIR), mode], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_short_layers_share_the_wait_before_them_and_the_time_is_kept(engine_python):
+    merged = run_waits(engine_python, "sleep")["merged"]
+    assert [params for params, _ in merged] == [[0, 1, 2, 3], [4, 5]]
+    assert [round(t, 6) for _, t in merged] == [0.0105, 0.021]
+
+
+def test_a_busy_wait_holds_a_core_and_a_sleeping_one_does_not(engine_python):
+    """20 chained waits of 25 ms: both last about 0.5 s; busy ones spend about that on the CPU, sleeping ones
+    little (the engine's own threads only)."""
+    sleep, busy = run_waits(engine_python, "sleep"), run_waits(engine_python, "busy")
+    for figures in (sleep, busy):
+        assert 0.5 <= figures["wall"] < 1.5, figures
+    assert busy["cpu"] > 0.8 * busy["wall"], busy
+    assert sleep["cpu"] < 0.3 * sleep["wall"], sleep
