@@ -175,7 +175,9 @@ def test_export_import_round_trip_and_refused_bundles_through_ck(ck, one_run_sto
 
 @pytest.mark.root
 def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp_path):
-    """Needs root, iproute2 and sshd (CI has them): a 2-host testbed, links shaped per configuration."""
+    """Needs root, iproute2 and sshd (CI has them): a 2-host testbed, links shaped per configuration; then an
+    emulated sweep (--emulate) into the same store: its links at the bandwidth divided by k, its runs kept out of
+    every measured figure and shown as the claim's emulated figure."""
     import subprocess
 
     from support.testbed import make_testbed
@@ -195,14 +197,33 @@ def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp
         output, _ = sweep.communicate(timeout=600)
         assert sweep.returncode == 0, output[-3000:]
         assert shaped and "rate 300Mbit" not in qdisc(), "links not shaped during the runs, or not restored after"
+        emulated = ck.popen("reproduce", STUDY, f"--store={store}", "--target=stb2", "--emulate=v100",
+                            "--dilation=16", "--models=resnet", "--bandwidths=4gbit", "--variants=baseline,p3",
+                            "--repetitions=1", "--profile=smoke", *TINY)
+        divided = wait_for(lambda: "rate 250Mbit" in qdisc() or emulated.poll() is not None, timeout=300,
+                           interval=0.2)
+        emulated_output, _ = emulated.communicate(timeout=600)
+        assert emulated.returncode == 0, emulated_output[-3000:]
+        assert divided and "rate 250Mbit" not in qdisc(), "4gbit / 16 not shaped during the runs, or not restored"
     finally:
         if sweep.poll() is None:
             sweep.kill()
         ck("testbed", "cluster:stb2", "--down", timeout=60)
         ck("rm", "machine:stb2", "--force")
     assert "testbed stb2: each host's egress is limited with tc" in output
-    stored = [json.loads(p.read_text()) for p in records_in(store).values()]
-    assert sorted(r["config"]["variant"] for r in stored) == ["baseline", "p3"]
+    assert "study: emulated compute (v100 profile, k=16)" in emulated_output
+    every = [json.loads(p.read_text()) for p in records_in(store).values()]
+    stored = [r for r in every if r["config"]["bandwidth"] == "300mbit"]
+    emulated_runs = [r for r in every if r["config"]["bandwidth"] == "4gbit"]
+    assert len(every) == 4 and sorted(r["config"]["variant"] for r in stored) == ["baseline", "p3"]
+    for r in emulated_runs:
+        assert r["status"] == "ok", r["failure_reason"]
+        assert r["result"]["compute"] == "emulated" and r["result"]["dilation"] == 16.0
+        assert r["provenance"]["links_shaped_to"] == "250000000bit"
+    report = json.loads((store / "report" / "report.json").read_text())
+    assert {row["bandwidth"] for row in report["speedups"]} == {"300mbit"}  # nothing emulated is measured
+    [resnet_4gbit] = [v for v in report["labelled"] if v["claim"] == "resnet-4gbit"]
+    assert "x [" in resnet_4gbit["emulated"] and ", n=1, " in resnet_4gbit["emulated"]
     for r in stored:
         assert r["status"] == "ok", r["failure_reason"]
         assert r["provenance"]["bandwidth_shaped"] is True and r["config"]["bandwidth"] == "300mbit"
