@@ -15,3 +15,13 @@ def mxnet_python_from_ck(request):
     pythons = [e["meta"]["env"].get("CK_ENV_LIB_MXNET_PYTHON", "") for e in found]
     assert pythons and pythons[0], "no MXNet engine registered by the session's ck fixture"
     os.environ["REPROKIT_MXNET_PYTHON"] = pythons[0]
+
+
+@pytest.fixture(scope="module")
+def engine_python(mxnet_python_from_ck):
+    """The MXNet engine's interpreter; a missing one fails the test rather than skipping it."""
+    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
+    if not python:
+        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the Python interpreter of the MXNet engine "
+                    "(e.g. <CK tools>/lib-mxnet-1.9.1-linux-64/prefix/bin/python)")
+    return python

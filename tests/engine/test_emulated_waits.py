@@ -5,7 +5,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
@@ -27,12 +26,6 @@ print(json.dumps({"merged": merged, "wall": wall, "cpu": used.ru_utime + used.ru
 """
 
 
-@pytest.fixture(scope="module")
-def engine_python():
-    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
-    if not python:
-        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the MXNet engine's interpreter")
-    return python
 
 
 def run_waits(python, mode):

@@ -10,7 +10,6 @@ import statistics
 import subprocess
 from pathlib import Path
 
-import pytest
 
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
@@ -47,13 +46,6 @@ os._exit(0)  # the P3 van may keep a finished worker alive (see supervise's fini
 """
 
 
-@pytest.fixture(scope="module")
-def engine_python():
-    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
-    if not python:
-        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the Python interpreter of the MXNet "
-                    "engine (e.g. <CK tools>/lib-mxnet-1.9.1-linux-64/prefix/bin/python)")
-    return python
 
 
 def free_port():

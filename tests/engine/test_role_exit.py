@@ -6,7 +6,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
@@ -36,12 +35,6 @@ else:
 """
 
 
-@pytest.fixture(scope="module")
-def engine_python():
-    python = os.environ.get("REPROKIT_MXNET_PYTHON", "")
-    if not python:
-        pytest.fail("REPROKIT_MXNET_PYTHON is not set: it must name the Python interpreter of the MXNet engine")
-    return python
 
 
 def start_job(python, tmp_path, mode):

@@ -126,3 +126,22 @@ def test_a_run_inside_an_allocation_of_the_slurm_testbed_is_on_the_testbed(tmp_p
     assert default_profile(allocation, {**ALLOCATION, "SLURM_CONF": "/etc/slurm/slurm.conf"}) == "paper"
     assert default_profile(allocation, ALLOCATION) == "paper"
     assert default_profile(allocation) == "paper"
+
+
+@pytest.mark.parametrize("launcher", ["srun", "oarsh"])
+def test_the_probe_finds_the_scheduler_a_port_below_the_ephemeral_range(launcher):
+    """The probe cannot hold the port until the scheduler binds it, so it must not be one that a role's own
+    bind(0) or outgoing connection can take meanwhile."""
+    import json
+    import subprocess
+    import sys
+
+    from reprokit.run import oarsh, srun
+
+    probe, args = (srun.PROBE, ["h1", "0"]) if launcher == "srun" else (oarsh.PROBE, ["scheduler", "0"])
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-I", "-c", probe, *args, __file__], capture_output=True, text=True,
+                              timeout=30, env={"SLURMD_NODENAME": "h1"}, stdin=subprocess.DEVNULL)
+        port = json.loads(proc.stdout)["port"]
+        assert 10000 <= port < low, (port, proc.stderr)

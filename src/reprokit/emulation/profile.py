@@ -250,20 +250,22 @@ def check_dilation(raw: str) -> float:
     return value
 
 
+def _one_of(name: str, raw: str, choices: tuple[str, ...], hint: str) -> str:
+    """A setting's value among ``choices`` (empty: the first), or one line naming the valid ones."""
+    value = str(raw).strip() or choices[0]
+    if value not in choices:
+        raise UserError(f"unknown {name} {shown(value)}; valid ones: {', '.join(choices)} ({hint})")
+    return value
+
+
 def check_compute_wait(raw: str) -> str:
-    mode = str(raw).strip() or SLEEP
-    if mode not in COMPUTE_WAITS:
-        raise UserError(f"unknown COMPUTE_WAIT {shown(mode)}; valid ones: {', '.join(COMPUTE_WAITS)} (sleep: a GPU "
-                        f"host's free CPU; busy: a CPU device holding a core): --env.COMPUTE_WAIT=sleep|busy")
-    return mode
+    return _one_of("COMPUTE_WAIT", raw, COMPUTE_WAITS, "sleep: a GPU host's free CPU; busy: a CPU device holding a "
+                                                       "core: --env.COMPUTE_WAIT=sleep|busy")
 
 
 def check_compute(raw: str) -> str:
-    mode = str(raw).strip() or REAL
-    if mode not in COMPUTE_MODES:
-        raise UserError(f"unknown COMPUTE {shown(mode)}; valid ones: {', '.join(COMPUTE_MODES)} "
-                        f"(--env.COMPUTE=emulated replaces forward and backward by per-layer waits)")
-    return mode
+    return _one_of("COMPUTE", raw, COMPUTE_MODES, "--env.COMPUTE=emulated replaces forward and backward by per-layer "
+                                                  "waits")
 
 
 _UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}

@@ -19,6 +19,30 @@ from reprokit.run.settings import check_roles_fit
 from reprokit.vocabulary import RunStatus
 
 
+# Part of each launcher's probe (run by the engine's interpreter on the scheduler's host): a free port for the
+# scheduler. The probe cannot keep it bound until the scheduler binds it, so it is taken below the kernel's ephemeral
+# range, which bind(0) and outgoing connections draw from: a port from inside it was taken by a role's own port or
+# connection before the scheduler bound it ("bind failed", once in a Slurm test run here).
+FREE_PORT_CODE = """
+import os, random, socket
+def free_port():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for port in random.sample(range(10000, low), min(200, max(0, low - 10000))):
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+"""
+
 def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, dict]]) -> None:
     """Stage the plan's files into ``run_dir``, probe every node, check the roles fit its cores, and fill in the
     scheduler's port and each host's threads from what the probe found. UserError when any step fails."""

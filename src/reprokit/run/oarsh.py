@@ -43,7 +43,7 @@ from reprokit.cluster.hosts import ClusterConfig
 from reprokit.errors import UserError
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit
 from reprokit.run.lifeline import parent_death_signal
-from reprokit.run.jobprep import launch_in_job, role_argv
+from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.remote import (BEAT_ANSWER, HEARTBEAT_S, LOST_CONNECTION, REMOTE_SILENCE_S, WATCHDOG_GRACE_S,
                                  role_command, sweep_command)
@@ -54,13 +54,9 @@ START_TIMEOUT_S = 60  # a role whose session has not started by then has lost it
 SPEC_NAME = "p3-run.json"
 _PGID_MARK = "reprokit-pgid "
 # Run by the engine's interpreter on every host: one JSON line.
-PROBE = """
-import json, os, socket, sys
-port = 0
-if sys.argv[1] == "scheduler" and sys.argv[2] == "0":
-    with socket.socket() as s:
-        s.bind(("", 0))
-        port = s.getsockname()[1]
+PROBE = FREE_PORT_CODE + """
+import json, sys
+port = free_port() if sys.argv[1] == "scheduler" and sys.argv[2] == "0" else 0
 print(json.dumps({"cores": len(os.sched_getaffinity(0)), "port": port, "run_dir": os.path.isfile(sys.argv[3])}),
       flush=True)
 """

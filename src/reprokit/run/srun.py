@@ -31,20 +31,16 @@ from reprokit.cluster.hosts import ClusterConfig
 from reprokit.errors import UserError
 from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment)
 from reprokit.run.lifeline import parent_death_signal
-from reprokit.run.jobprep import launch_in_job, role_argv as job_role_argv
+from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv as job_role_argv
 from reprokit.run.plan import Role, RolePlan
 
 STEP_TIMEOUT_S = 60  # the probe and the sweep steps
 SPEC_NAME = "p3-run.json"
 # Run by the engine's interpreter on every host: one JSON line.
-PROBE = """
-import json, os, socket, sys
+PROBE = FREE_PORT_CODE + """
+import json, sys
 node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
-port = 0
-if node == sys.argv[1] and sys.argv[2] == "0":
-    with socket.socket() as s:
-        s.bind(("", 0))
-        port = s.getsockname()[1]
+port = free_port() if node == sys.argv[1] and sys.argv[2] == "0" else 0
 print(json.dumps({"node": node, "cores": len(os.sched_getaffinity(0)), "port": port,
                   "run_dir": os.path.isfile(sys.argv[3])}), flush=True)
 """
