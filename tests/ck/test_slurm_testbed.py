@@ -103,7 +103,8 @@ def test_scancel_stops_every_task_of_a_running_job_step(slurm3):
         assert wait_for(lambda: not step_processes(pattern), timeout=10), step_processes(pattern)
         assert time.monotonic() - cancelled < 10
         output, _ = run.communicate(timeout=20)
-        assert run.returncode != 0 and "CANCELLED" in output
+        # srun says CANCELLED, or is itself terminated by the cancel before it can (exit 143, both seen in CI).
+        assert run.returncode != 0 and ("CANCELLED" in output or "Terminated" in output), (run.returncode, output)
     finally:
         if run.poll() is None:
             run.kill()
