@@ -1,0 +1,75 @@
+"""The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=v100` on a fresh testbed
+(needs root and sshd).
+
+    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4] [--dilation 20] [--repetitions 3] [--models vgg]
+
+Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included). The study runs the claims stated at a
+bandwidth (their models, variants and baselines) with the study's `paper` profile (224x224 images, batch 32 per
+worker), 20 batches, every layer a wait of the V100 profile times k, each link shaped to the claim's bandwidth
+divided by k. Prints every run's mean per-worker throughput, then the report's "emulated" cell of each claim (the
+speedup with its interval and n, and the verdict or why it is withheld), and the wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from reprokit.bootstrap import ck as ck_cli, isolated_ck
+
+NAME = "es"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--dilation", default="20")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("benchmark: needs root (network namespaces, tc)")
+    work, env = isolated_ck("emulated-sweep-")
+    store = work / "store"
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; store {store}", flush=True)
+    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", env=env, check=True)
+    hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
+    ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env, check=True)
+    narrow = [f"--models={args.models}"] if args.models else []
+    try:
+        started = time.monotonic()
+        proc = ck_cli("reproduce", "study:sysml19-p3", f"--target={NAME}", "--emulate=v100",
+                      f"--dilation={args.dilation}", f"--repetitions={args.repetitions}", f"--store={store}",
+                      *narrow, env=env, timeout=3 * 3600)
+        wall_s = time.monotonic() - started
+    finally:
+        ck_cli("testbed", f"cluster:{NAME}", "--down", env=env)
+    print(proc.stdout[-3000:])
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+        return 1
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("\nruns (mean per-worker images/s, wall s):")
+    for path in sorted((store / "records").glob("*.json")):
+        record = json.loads(path.read_text())
+        config = record.get("config", {})
+        result = record.get("result", {})
+        per_worker = result.get("throughput_per_worker") or []
+        print(f"  {config.get('model')} {config.get('bandwidth')} {config.get('variant')} "
+              f"rep {config.get('repetition')}: {statistics.fmean(per_worker) if per_worker else float('nan'):.2f} "
+              f"img/s, links {record.get('provenance', {}).get('links_shaped_to')}, {record.get('provenance', {}).get('duration_s')} s")
+    report = json.loads((store / "report" / "report.json").read_text())
+    print("\nclaims stated at a bandwidth (report.json 'labelled'):")
+    for row in report["labelled"]:
+        print(f"  {row['claim']} at {row['bandwidth']}:\n    measured: {row['measured']}\n"
+              f"    emulated: {row['emulated']}\n    predicted: {row['predicted']}")
+    print(f"\nwall time {wall_s / 60:.1f} min, {args.hosts} hosts, k={args.dilation}, n={args.repetitions}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
