@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
-from reprokit.study.verdict import Verdict
+from reprokit.study.verdict import judge_at_bandwidth
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
@@ -59,38 +59,33 @@ def emulation_status(check: Mapping) -> str:
 
 
 def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str) -> str:
-    """The claim's emulated figure (speedup with its interval, n, where) and verdict by the measured verdicts' band:
-    replicated where the interval reaches the claim's band and is narrow enough, not where it lies below the band,
-    inconclusive otherwise. ``withheld``: why no verdict may be given (the self-check), or ""."""
+    """The claim's emulated figure (speedup with its interval, n, where) and its verdict by the rule of a measured
+    claim at a bandwidth (verdict.judge_at_bandwidth). ``withheld``: why no verdict may be given (the self-check),
+    or ""."""
     mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
                 & (rows["variant"] == claim.variant) & (rows["versus"] == claim.versus)] if not rows.empty else rows
     if mine.empty:
         return withheld or (f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored (ck reproduce "
                             f"study:{study} --target=TESTBED --emulate=v100)")
     said = []
-    low_band, high_band = claim.speedup - tolerance.speedup, claim.speedup + tolerance.speedup
-    for row in mine.itertuples():
-        n = int(min(row.n_variant, row.n_versus))
-        figure = f"{row.speedup:.2f}x [{row.ci_low:.2f}, {row.ci_high:.2f}], n={n}, {row.setup}, {row.profile} profile"
+    need = max(MIN_RUNS, tolerance.min_runs)
+    for _, row in mine.iterrows():
+        n = int(min(row["n_variant"], row["n_versus"]))
+        figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
+                  f"{row['profile']} profile")
         if withheld:
-            why = withheld
-        elif n < max(MIN_RUNS, tolerance.min_runs):
-            why = f"not given: n < {max(MIN_RUNS, tolerance.min_runs)}"
-        elif row.ci_high < low_band:
-            why = f"{Verdict.NOT_REPLICATED} (emulated): below the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
-        elif (row.ci_high - row.ci_low) / 2 / row.speedup > tolerance.max_relative_half_width:
-            why = (f"{Verdict.INCONCLUSIVE} (emulated): the interval is wider than ±"
-                   f"{tolerance.max_relative_half_width:.0%}")
+            said.append(f"{figure}: {withheld}")
+        elif n < need:
+            said.append(f"{figure}: not given: n < {need}")
         else:
-            how = "exceeds" if row.ci_low > high_band else "reaches"
-            why = f"{Verdict.REPLICATED} (emulated): {how} the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
-        said.append(f"{figure}: {why}")
+            kind, how = judge_at_bandwidth(row, claim, tolerance)
+            said.append(f"{figure}: {kind} (emulated){':' if how.startswith(' ') else ''}{how}")
     return "; ".join(said)
 
 
-def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], check: Mapping | None = None,
-                      emulated: pd.DataFrame | None = None, tolerance: Tolerance | None = None,
-                      study: str = "sysml19-p3") -> list[LabelledVerdict]:
+def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, check: Mapping | None = None,
+                      emulated: pd.DataFrame | None = None,
+                      tolerance: Tolerance | None = None) -> list[LabelledVerdict]:
     """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
     self-check withholds a verdict, labelled so."""
     withheld = emulation_status(self_check() if check is None else check)

@@ -322,8 +322,10 @@ def _json_ready(value):
     return value
 
 
-def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline: dict | None, generated: str) -> dict:
-    """report.json: every configuration, speedup and verdict (with its reason), for scripts."""
+def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline: dict | None, generated: str,
+                labelled: list[dict]) -> dict:
+    """report.json: every configuration, speedup and verdict (with its reason), for scripts; ``labelled``: the
+    emulated and predicted verdicts (labelled_verdicts)."""
     tol = study.tolerance
     return _json_ready({
         "format": REPORT_FORMAT, "study": study.name, "generated": generated, "metric": study.metric,
@@ -334,8 +336,7 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
         "configurations": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided_on_engine": analysis.decided,
-        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, emulated=analysis.emulated_speedups,
-                                                       tolerance=study.tolerance, study=study.name)],
+        "labelled": labelled,
         "side_by_side": analysis.side_by_side.to_dict("records"),
         "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
     })
@@ -371,6 +372,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     drawn: TimelinePlot | None = plot_pair(pair, out_dir / "plots") if pair is not None else None
     timeline_info = None if pair is None or drawn is None else {**pair.to_dict(), "views": [view_summary(v) for v in drawn.views]}
     chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
+    labelled = [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, study.name,
+                                                       emulated=analysis.emulated_speedups, tolerance=study.tolerance)]
     context = {
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
@@ -387,8 +390,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
-        "labelled": [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, emulated=analysis.emulated_speedups,
-                                                       tolerance=study.tolerance, study=study.name)],
+        "labelled": labelled,
         "labelled_explanation": LABELLED_EXPLANATION,
         "num_runs": len(analysis.runs), "num_ok": int(analysis.runs["ok"].sum()) if len(analysis.runs) else 0,
     }
@@ -397,7 +399,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     md, html, data = out_dir / "report.md", out_dir / "report.html", out_dir / "report.json"
     _write(md, jinja2.Environment(autoescape=False, finalize=_md, **common).get_template("report.md.j2").render(**context))
     _write(html, jinja2.Environment(autoescape=True, **common).get_template("report.html.j2").render(**context))
-    write_json(data, report_data(study, analysis, chosen, timeline_info, generated))
+    write_json(data, report_data(study, analysis, chosen, timeline_info, generated, labelled))
     elapsed = time.monotonic() - started
     return {"markdown": md, "html": html, "json": data, "plots": out_dir / "plots", "seconds": elapsed}
 

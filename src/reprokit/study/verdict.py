@@ -313,18 +313,24 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
         kind, reason, row = _judge_up_to(claim, enough, thin, tol, engine)
         return verdict(kind, reason, row, basis)
     row = enough.loc[enough["speedup"].idxmax()]  # one configuration: the claim's bandwidth, or its ratio's
-    measured = f"measured {_measured(row, claim, engine)}"
+    kind, how = judge_at_bandwidth(row, claim, tol)
+    return verdict(kind, f"measured {_measured(row, claim, engine)}{how}", row, basis)
+
+
+def judge_at_bandwidth(row, claim: Claim, tol: Tolerance) -> tuple[Verdict, str]:
+    """One configuration of a claim stated at a bandwidth, with enough runs, against the claim's band: inconclusive
+    when its interval is wider than the study accepts, replicated when the interval meets the band, not replicated
+    when it lies wholly below or above it. The reason reads on from the configuration's figure."""
     half = _half_width(row)
-    if not half <= tol.max_relative_half_width:
-        return verdict(Verdict.INCONCLUSIVE,
-                       f"{measured}: the {tol.confidence:.0%} interval is ±{half:.0%}, wider than "
-                       f"the ±{tol.max_relative_half_width:.0%} the study accepts; add repetitions", row, basis)
+    if not half <= tol.max_relative_half_width:  # a missing interval is not narrow
+        width = f"±{half:.0%}" if half == half else "missing"
+        return Verdict.INCONCLUSIVE, (f": the {tol.confidence:.0%} interval is {width}, wider than the "
+                                      f"±{tol.max_relative_half_width:.0%} the study accepts; add repetitions")
     band_low, band_high = claim.speedup - tol.speedup, claim.speedup + tol.speedup
     band = f"the claimed {claim.speedup:.2f}x ± {tol.speedup:.2f}"
     if row["ci_high"] >= band_low and row["ci_low"] <= band_high:
-        return verdict(Verdict.REPLICATED, f"{measured} reaches {band}", row, basis)
-    side = "below" if row["ci_high"] < band_low else "above"
-    return verdict(Verdict.NOT_REPLICATED, f"{measured} lies {side} {band}", row, basis)
+        return Verdict.REPLICATED, f" reaches {band}"
+    return Verdict.NOT_REPLICATED, f" lies {'below' if row['ci_high'] < band_low else 'above'} {band}"
 
 
 def engines_of(df: pd.DataFrame) -> list[str]:
