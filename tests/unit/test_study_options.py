@@ -399,12 +399,22 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
     assert sweep.dilation == 10.0 and sweep.link_rate("4gbit") == "400000000bit"
     assert "emulated compute (v100 profile, k=10)" in console and "never measured ones" in console
     assert sweep.engines == ("embedded",)
+    # each claim's variant and baseline at its bandwidth, not every combination; kept when the plan is stored
+    claimed = {(c.model, c.bandwidth, v) for c in at_bandwidth for v in (c.variant, c.versus)}
+    runs = sweep.runs()
+    assert {(r.model, r.bandwidth, r.variant) for r in runs} == claimed
+    assert len(runs) == len(claimed) * sweep.repetitions
+    assert Sweep.from_dict(sweep.to_dict()).runs() == runs
+    widened, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100", "bandwidths": "4gbit,15gbit"},
+                              machines=machines_with_a_testbed(tmp_path))
+    assert len(widened.runs()) == len(widened.models) * 2 * len(widened.variants) * widened.repetitions
     both, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100"}, machines=machines_with_a_testbed(tmp_path),
                            artifact_builds={"p3", "baseline"})
     assert both.engines == ("embedded",)  # the authors' builds registered, but they cannot emulate
     default, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "yes", "models": "resnet"},
                               machines=machines_with_a_testbed(tmp_path))
     assert default.dilation == options.EMULATION_DILATION and default.models == ("resnet",)
+    assert {(r.model, r.variant) for r in default.runs()} == {("resnet", "p3"), ("resnet", "baseline")}
     plain, _, _, _ = opened(tmp_path, {"target": "tb2", "bandwidths": "4gbit"}, machines=machines_with_a_testbed(tmp_path))
     assert plain.dilation == 1.0 and plain.link_rate("4gbit") == "4gbit"
 

@@ -63,6 +63,7 @@ class SweepRequest:
     timeline_repetition: int | None = None
     engines: tuple[str, ...] = (EMBEDDED,)
     why: str = ""  # the matrix's reason for its size (the sweep records it)
+    only: tuple[tuple[str, str, str], ...] = ()  # Sweep.only: the (model, bandwidth, variant) run, if not all
 
 
 @dataclass(frozen=True)
@@ -241,9 +242,19 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
     # One repetition records timelines (unless --env.TIMELINE decides for every run).
     timeline = None if "TIMELINE" in user_env or matrix.timeline_repetition is None \
         else min(matrix.timeline_repetition, int(raw_reps))
+    # An emulated sweep runs each claim's variant and baseline at the claim's bandwidth, not every combination,
+    # unless the variants or bandwidths are given.
+    only = claim_configurations(study) if emulated is not None and not (
+        options.get("variants") or options.get("bandwidths")) else ()
     return SweepRequest(models=models, variants=variants, bandwidths=bandwidths, repetitions=int(raw_reps),
                         profile=profile, env={**dict(matrix.env), **user_env}, quick=quick, ratios=ratios,
-                        timeline_repetition=timeline, engines=engines, why=matrix.why)
+                        timeline_repetition=timeline, engines=engines, why=matrix.why, only=only)
+
+
+def claim_configurations(study: Study) -> tuple[tuple[str, str, str], ...]:
+    """(model, bandwidth, variant) of every claim stated at a bandwidth and of its baseline."""
+    return tuple(dict.fromkeys((c.model, str(c.bandwidth), v) for c in study.claims if c.bandwidth
+                               for v in (c.versus, c.variant)))
 
 
 def emulation(options: Mapping, study: Study, target: Target) -> Matrix | None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.engines.registry import engines as registered_engines
@@ -39,10 +39,12 @@ def engine_variants(engine: str, variants: Iterable[str]) -> list[str]:
 
 def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterable[str], repetitions: int,
               per_model: Mapping[str, Iterable[str]] | None = None,
-              engines: Iterable[str] = (EMBEDDED,)) -> list[RunConfig]:
+              engines: Iterable[str] = (EMBEDDED,),
+              only: Collection[tuple[str, str, str]] = ()) -> list[RunConfig]:
     """Every run, interleaved: each repetition visits every model and bandwidth, with every engine's variants
     back to back and their order reversed on every other repetition, so that drift hits all engines and
-    variants alike. ``per_model``: a model's own bandwidths (chosen from its probe) instead of ``bandwidths``."""
+    variants alike. ``per_model``: a model's own bandwidths (chosen from its probe) instead of ``bandwidths``;
+    ``only``: the (model, bandwidth, variant) to keep, when not every combination runs."""
     models, variants, bandwidths = list(models), list(variants), list(bandwidths)
     pairs = [(e, v) for e in engines for v in engine_variants(e, variants)]
     chosen = {m: list(b) for m, b in (per_model or {}).items()}
@@ -51,5 +53,6 @@ def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterab
         order = pairs if rep % 2 == 1 else pairs[::-1]
         for model in models:
             for bandwidth in chosen.get(model, bandwidths):
-                runs.extend(RunConfig(model, v, bandwidth, rep, e) for e, v in order)
+                runs.extend(RunConfig(model, v, bandwidth, rep, e) for e, v in order
+                            if not only or (model, bandwidth, v) in only)
     return runs

@@ -343,6 +343,9 @@ class Sweep:
     engines: tuple[str, ...] = (EMBEDDED,)  # engine kinds every configuration runs on (sweeps before: embedded)
     why: str = ""  # why the matrix is this size (the study entry's, e.g. the quick study's time budget)
     forecast: Forecast | None = None  # what its runs were expected to take before the first one (forecast.py)
+    # (model, bandwidth, variant) when the sweep runs only these of its combinations (an emulated sweep: each
+    # claim's variant and baseline at the claim's bandwidth); empty: every combination
+    only: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def dilation(self) -> float:
@@ -362,7 +365,7 @@ class Sweep:
     def runs(self) -> list[RunConfig]:
         """Every run of the sweep, interleaved (planning.plan_runs)."""
         return plan_runs(self.models, self.variants, self.bandwidths, self.repetitions,
-                         per_model={c.model: c.bandwidths for c in self.choices}, engines=self.engines)
+                         per_model={c.model: c.bandwidths for c in self.choices}, engines=self.engines, only=self.only)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": SWEEP_FORMAT, "sweep_id": self.sweep_id, "study": self.study, "created": self.created,
@@ -372,7 +375,8 @@ class Sweep:
                 "origin": self.origin.to_dict(), "restore_rate": self.restore_rate,
                 "choices": [c.to_dict() for c in self.choices], "timeline_repetition": self.timeline_repetition,
                 "engines": list(self.engines), "why": self.why,
-                "forecast": None if self.forecast is None else self.forecast.to_dict()}
+                "forecast": None if self.forecast is None else self.forecast.to_dict(),
+                **({"only": [list(c) for c in self.only]} if self.only else {})}
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "a sweep plan") -> Sweep:
@@ -387,7 +391,8 @@ class Sweep:
                        choices=tuple(BandwidthChoice.from_dict(c) for c in d.get("choices", [])),
                        timeline_repetition=d.get("timeline_repetition"),
                        engines=_engines(d.get("engines", [EMBEDDED])), why=str(d.get("why", "")),
-                       forecast=None if d.get("forecast") is None else Forecast.from_dict(d["forecast"]))
+                       forecast=None if d.get("forecast") is None else Forecast.from_dict(d["forecast"]),
+                       only=tuple((str(m), str(b), str(v)) for m, b, v in d.get("only", [])))
 
         return _parse(cls, data, what, parse)
 

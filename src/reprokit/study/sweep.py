@@ -82,7 +82,8 @@ def create_sweep(store: Store, study: Study, target: Target, request: SweepReque
                   models=tuple(request.models), variants=tuple(request.variants), bandwidths=bandwidths,
                   repetitions=request.repetitions, profile=request.profile, env=dict(request.env), quick=request.quick,
                   options=options, origin=store.origin(), restore_rate=restore_rate, choices=choices,
-                  timeline_repetition=request.timeline_repetition, engines=request.engines, why=request.why)
+                  timeline_repetition=request.timeline_repetition, engines=request.engines, why=request.why,
+                  only=request.only)
     expected = forecast(sweep.runs(), store.local_records(), target, sweep.profile, sweep.env, sweep_matrix(study, sweep),
                         choices, spent_s=sum(c.probe_seconds or 0.0 for c in choices))
     sweep = replace(sweep, forecast=expected)
