@@ -10,6 +10,13 @@ forward and backward time as the workers' probes measured it inside the run (mea
 workers), the shaped bandwidth, 3 workers and 3 co-located servers, the run's slice size and the policy. Prints, per configuration, the measured iteration
 time (batch / mean per-worker throughput; mean over runs, n stated) beside the predicted one and their error,
 then P3's speedup measured and predicted. The issue's bar: 10% for throughput, 15% for the speedup.
+
+    .venv/bin/python benchmarks/model_validation.py --emulated STORE
+
+runs nothing: it predicts every emulated run stored in a study's store (`ck reproduce ... --emulate`, e.g.
+benchmarks/emulated_sweep.py) from what that run was given: its profile (emulated-compute.json in its run folder)
+with every layer times k, the link rate it ran at (the bandwidth divided by k), its workers and servers, its slice
+size and its variant's policy; and compares with its measured iteration time (batch / mean per-worker throughput).
 """
 from __future__ import annotations
 
@@ -29,7 +36,9 @@ from reprokit.study.rates import shaped_bps
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
 RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.TIMELINE=1"]
-POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3}
+POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
+          "p3-priority-only": Policy.PRIORITY_ONLY}
+VALIDATED = ("baseline", "p3")  # the variants the testbed runs
 
 
 def one_run(env: dict, model: str, variant: str, run_dir: Path) -> dict:
@@ -42,9 +51,11 @@ def one_run(env: dict, model: str, variant: str, run_dir: Path) -> dict:
     return json.loads((run_dir / "p3-result.json").read_text())
 
 
-def predicted_s(result: dict, run_dir: Path, bandwidth: str) -> float:
-    measured = ComputeProfile.from_dict(json.loads((run_dir / MEASURED_FILE).read_text()), MEASURED_FILE)
-    layers = tuple(Layer(x.name, x.forward_s, x.backward_s, x.arrays) for x in measured.layers)
+def predicted_s(result: dict, profile_file: Path, bandwidth: str, dilation: float = 1.0) -> float:
+    """The model's iteration time for a run: each layer's time from ``profile_file`` times ``dilation``, the
+    links at ``bandwidth`` (the rate they were shaped to)."""
+    profile = ComputeProfile.from_dict(json.loads(profile_file.read_text()), profile_file.name)
+    layers = tuple(Layer(x.name, x.forward_s * dilation, x.backward_s * dilation, x.arrays) for x in profile.layers)
     slice_elements = int(result.get("p3_slice_size") or 50_000)
     spec = ModelInput(layers, result["num_workers"], result["num_servers"], shaped_bps(bandwidth),
                       POLICY[result["variant"]], slice_elements=slice_elements)
@@ -55,12 +66,54 @@ def measured_s(result: dict) -> float:
     return result["batch_size"] / statistics.mean(result["throughput_per_worker"])
 
 
+def against_emulated(store: Path) -> int:
+    """Predict every emulated run stored in ``store`` and print the errors (runs nothing)."""
+    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for path in sorted((store / "records").glob("*.json")):
+        record = json.loads(path.read_text())
+        env = record["provenance"].get("env", {})
+        if record["status"] != "ok" or env.get("COMPUTE") != "emulated":
+            continue
+        result, config = record["result"], record["config"]
+        folder = store / record["run_folder"]
+        pair = (measured_s(result), predicted_s(result, folder / "emulated-compute.json",
+                                                record["provenance"]["links_shaped_to"], float(env["DILATION"])))
+        rows.setdefault((config["model"], config["bandwidth"], config["variant"]), []).append(pair)
+    if not rows:
+        raise SystemExit(f"benchmark: no emulated runs are stored in {store}")
+    print(f"emulated runs of {store}; bandwidth: the paper's (links shaped to it divided by k)")
+    report(rows)
+    return 0
+
+
+def report(rows: dict[tuple[str, str, str], list[tuple[float, float]]]) -> None:
+    """Per configuration the mean measured and predicted iteration time, then each variant's speedup over the
+    baseline measured and predicted."""
+    print("\nper configuration: mean over n runs (s/iteration), error = predicted/measured - 1")
+    print("model   bandwidth  variant           n  measured  predicted   error")
+    for (model, rate, variant), pairs in rows.items():
+        meas, pred = (statistics.mean(p[i] for p in pairs) for i in (0, 1))
+        print(f"{model:7s} {rate:9s}  {variant:16s} {len(pairs):2d} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
+    print("\nspeedup over the baseline (baseline s / variant s): measured against predicted (bar: 15%)")
+    for (model, rate, variant), pairs in rows.items():
+        base = rows.get((model, rate, "baseline"))
+        if variant == "baseline" or base is None:
+            continue
+        meas = statistics.mean(p[0] for p in base) / statistics.mean(p[0] for p in pairs)
+        pred = statistics.mean(p[1] for p in base) / statistics.mean(p[1] for p in pairs)
+        print(f"  {model:7s} {rate:9s} {variant:16s} measured {meas:.3f}x  predicted {pred:.3f}x  "
+              f"error {pred / meas - 1:+.1%}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="resnet,vgg")
     parser.add_argument("--bandwidths", default="300mbit,1gbit")
+    parser.add_argument("--emulated", metavar="STORE", help="predict the emulated runs of this study store instead")
     args = parser.parse_args()
+    if args.emulated:
+        return against_emulated(Path(args.emulated))
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces)")
     models, rates = args.models.split(","), args.bandwidths.split(",")
@@ -72,13 +125,13 @@ def main() -> int:
     try:
         ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet",
                env=env, check=True)
-        configs = [(m, r, v) for m in models for r in rates for v in POLICY]
+        configs = [(m, r, v) for m in models for r in rates for v in VALIDATED]
         for rep in range(args.repetitions):
             for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
                 ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
                 run_dir = work / f"{model}-{rate}-{variant}-{rep}"
                 result = one_run(env, model, variant, run_dir)
-                pair = (measured_s(result), predicted_s(result, run_dir, rate))
+                pair = (measured_s(result), predicted_s(result, run_dir / MEASURED_FILE, rate))
                 rows.setdefault((model, rate, variant), []).append(pair)
                 print(f"rep {rep + 1} {model} {rate} {variant}: measured {pair[0]:.3f} s/iteration, predicted "
                       f"{pair[1]:.3f} s ({pair[1] / pair[0] - 1:+.1%})", flush=True)
@@ -86,18 +139,7 @@ def main() -> int:
         subprocess.run([CK, "testbed", f"cluster:{NAME}", "--down"], env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"\nper configuration: mean over n={args.repetitions} runs (s/iteration), error = predicted/measured - 1")
-    print("model   bandwidth  variant    measured  predicted   error")
-    for (model, rate, variant), pairs in rows.items():
-        meas, pred = (statistics.mean(p[i] for p in pairs) for i in (0, 1))
-        print(f"{model:7s} {rate:9s}  {variant:9s} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
-    print("\nP3's speedup (baseline s / p3 s): measured against predicted (bar: 15%)")
-    for model in models:
-        for rate in rates:
-            base, p3 = rows[(model, rate, "baseline")], rows[(model, rate, "p3")]
-            meas = statistics.mean(p[0] for p in base) / statistics.mean(p[0] for p in p3)
-            pred = statistics.mean(p[1] for p in base) / statistics.mean(p[1] for p in p3)
-            print(f"  {model:7s} {rate:9s} measured {meas:.3f}x  predicted {pred:.3f}x  error {pred / meas - 1:+.1%}")
+    report(rows)
     return 0
 
 
