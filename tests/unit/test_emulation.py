@@ -71,9 +71,10 @@ def test_dilation_divides_rates_and_multiplies_throughput():
     ({"COMPUTE": "emulated", "COMPUTE_PROFILE": "a100"}, "unknown COMPUTE_PROFILE 'a100'"),
     ({"COMPUTE": "emulated", "COMPUTE_PROFILE": "/nonexistent/p.json"}, "is not a file"),
     ({"COMPUTE": "emulated", "IMAGE_SHAPE": "3,64,64"}, "has no profile for resnet at image shape 3,64,64"),
-    ({"DILATION": "2"}, "apply only to emulated compute; add --env.COMPUTE=emulated"),
-    ({"COMPUTE_PROFILE": "v100"}, "apply only to emulated compute"),
-    ({"COMPUTE_WAIT": "busy"}, "COMPUTE_WAIT apply only to emulated compute"),
+    ({"DILATION": "2"}, "DILATION applies only to emulated compute; add --env.COMPUTE=emulated"),
+    ({"COMPUTE_PROFILE": "v100"}, "COMPUTE_PROFILE applies only to emulated compute"),
+    ({"COMPUTE_WAIT": "busy"}, "COMPUTE_WAIT applies only to emulated compute"),
+    ({"DILATION": "2", "COMPUTE_WAIT": "busy"}, "DILATION and COMPUTE_WAIT apply only to emulated compute"),
     ({"COMPUTE": "emulated", "COMPUTE_WAIT": "spin"}, "unknown COMPUTE_WAIT 'spin'; valid ones: sleep, busy"),
 ])
 def test_bad_emulation_settings_are_one_line_naming_the_fix(env, problem):

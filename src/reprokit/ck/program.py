@@ -70,6 +70,16 @@ def run_engine(settings: RunSettings, env: dict) -> InstalledEngine:
     return choice.engine.for_run(choice, MODELS[settings.model].is_image)
 
 
+def decided_run(i: dict, cluster_data, allocation_env) -> tuple[RunSettings, InstalledEngine, RunData]:
+    """The run's settings, engine and data, decided from ck's input (the profile's default from the cluster data
+    and, inside an allocation, its environment)."""
+    env = i.get("env", {})
+    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(cluster_data, allocation_env))
+    engine = run_engine(settings, env)
+    data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+    return settings, engine, data
+
+
 def _cluster_data(i: dict):
     return (i.get("device_cfg") or {}).get("remote_params", {}).get("cluster_config")
 
@@ -97,10 +107,7 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     if launcher == "oarsh":
         assert cluster is not None  # oarsh runs in an OAR job: its nodes at least
         check_in_job(cluster.names, parse_cluster({"nodefile": "$OAR_NODEFILE"}, source="the OAR job").names)
-    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env,
-                       default_profile(cluster_data, os.environ if launcher == "srun" else None))
-    engine = run_engine(settings, env)
-    data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+    settings, engine, data = decided_run(i, cluster_data, os.environ if launcher == "srun" else None)
     if cluster is not None and cluster.allocation:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
@@ -114,12 +121,8 @@ NOT_FOR_THE_JOB = ("--submit", "--tmp_dir", "--out", "--out_file", "--treat_retu
 def submit_run(i: dict, run_dir: Path) -> RunSpec:
     """--submit: check what can be checked before the job queues, then submit the same ck command as the batch job
     hosts.json's ``slurm`` section describes (cluster.slurm); the run command follows it (run.submit)."""
-    env = i.get("env", {})
     job = job_to_submit(_cluster_data(i), "the machine's hosts.json", in_slurm_allocation(os.environ), "the run")
-    # Everything but the hosts is decided here as the job will: a typo fails now, not after the queue.
-    settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(_cluster_data(i), os.environ))
-    run_engine(settings, env)
-    run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
+    decided_run(i, _cluster_data(i), os.environ)  # as the job will decide it: a typo fails now, not after the queue
     job_folder = run_dir / "job"
     job_folder.mkdir(exist_ok=True)
     command = [os.path.abspath(sys.argv[0]), *argv_without(sys.argv[1:], *NOT_FOR_THE_JOB),

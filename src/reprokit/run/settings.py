@@ -353,7 +353,8 @@ def _compute(env: Mapping[str, str], model: Model, image_shape: str,
                                           ("DILATION", check_dilation(raw_dilation) != 1.0),
                                           ("COMPUTE_WAIT", wait != SLEEP)) if wrong]
         if given:
-            raise UserError(f"{' and '.join(given)} apply only to emulated compute; add --env.COMPUTE=emulated, or "
+            raise UserError(f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to emulated "
+                            f"compute; add --env.COMPUTE=emulated, or "
                             f"drop --env.{given[0]}")
         return compute, "", 1.0, SLEEP
     if not model.is_image:
