@@ -8,7 +8,6 @@ as root, so there these tests fail rather than skip.
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 
@@ -16,7 +15,7 @@ import pytest
 
 from support.ckcli import own_ck
 from support.oar import oar_job
-from support.runs import no_process_left, role_pid, run_processes, wait_for
+from support.runs import (assert_failed_naming_worker_1, kill_worker_1_of, no_process_left, run_processes, wait_for)
 from support.testbed import require_root_and_sshd
 
 pytestmark = pytest.mark.root
@@ -118,28 +117,9 @@ def test_inside_an_oar_job_every_role_starts_through_oarsh_and_training_succeeds
 
 def test_a_killed_role_fails_the_run_naming_it_and_leaves_nothing(ck, job, tmp_path):
     run_dir = tmp_path / "run"
-    with open(tmp_path / "out.txt", "w") as log:
-        run = ck_run_in_job(ck, job, run_dir, "--env.NUM_BATCHES=1000", log=log)
-        try:
-            worker = run_dir / "logs" / "worker-1.log"
-            assert wait_for(lambda: worker.exists() and "worker rank" in worker.read_text(), timeout=120)
-            run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
-            pid = wait_for(lambda: role_pid(run_id, "worker", "10.77.0.2"), timeout=10)
-            assert pid
-            killed_at = time.monotonic()
-            os.kill(pid, signal.SIGKILL)
-            run.wait(timeout=60)
-            took = time.monotonic() - killed_at
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait(timeout=10)
-    output = (tmp_path / "out.txt").read_text()
-    assert run.returncode != 0
-    assert "p3: FAILED: worker#1 on h2 was killed by SIGKILL" in output, output[-3000:]
-    assert took < 15
-    assert no_process_left(run_id, timeout=10)
-    assert "Traceback" not in output
+    ended = kill_worker_1_of(lambda log: ck_run_in_job(ck, job, run_dir, "--env.NUM_BATCHES=1000", log=log),
+                             run_dir, tmp_path / "out.txt")
+    assert_failed_naming_worker_1(*ended)
     assert not subprocess.run(["pgrep", "-f", "^/usr/bin/ssh -p 6667"], capture_output=True).stdout
 
 

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from support.ckcli import own_ck
-from support.runs import no_process_left, role_pid, wait_for
+from support.runs import assert_failed_naming_worker_1, kill_worker_1_of, no_process_left, wait_for
 from support.testbed import require_slurm, slurm
 
 pytestmark = pytest.mark.root
@@ -179,28 +179,9 @@ def job_steps(state):
 def test_a_killed_job_step_fails_the_run_naming_its_role_and_leaves_nothing(ck, slurm3, tmp_path):
     _, state, _, _ = slurm3
     run_dir = tmp_path / "run"
-    with open(tmp_path / "out.txt", "w") as log:
-        run = salloc_ck_run(ck, state, run_dir, "--env.NUM_BATCHES=1000", log=log)
-        try:
-            worker = run_dir / "logs" / "worker-1.log"
-            assert wait_for(lambda: worker.exists() and "worker rank" in worker.read_text(), timeout=120)
-            run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
-            pid = wait_for(lambda: role_pid(run_id, "worker", "10.77.0.2"), timeout=10)
-            assert pid
-            killed_at = time.monotonic()
-            os.kill(pid, signal.SIGKILL)
-            run.wait(timeout=60)
-            took = time.monotonic() - killed_at
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait(timeout=10)
-    output = (tmp_path / "out.txt").read_text()
-    assert run.returncode != 0
-    assert "p3: FAILED: worker#1 on h2 was killed by SIGKILL" in output, output[-3000:]
-    assert took < 15
-    assert no_process_left(run_id, timeout=10)
-    assert "Traceback" not in output
+    ended = kill_worker_1_of(lambda log: salloc_ck_run(ck, state, run_dir, "--env.NUM_BATCHES=1000", log=log),
+                             run_dir, tmp_path / "out.txt")
+    assert_failed_naming_worker_1(*ended)
     assert wait_for(lambda: not job_steps(state), timeout=15), job_steps(state)  # Slurm's own cleanup of the step
 
 

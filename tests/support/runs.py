@@ -99,3 +99,38 @@ def long_run(ck: "CkCli", run_dir: Path, *args: str, watch_log: str = "worker-1.
             else:
                 run.kill()
             run.wait()
+
+
+def kill_worker_1_of(start, run_dir: Path, log_path: Path) -> tuple[str, float, str, int]:
+    """``start(log)``: a long run on a testbed (1000 batches) writing to ``log``. Once worker#1 (on 10.77.0.2)
+    trains, SIGKILL it and wait for the run's end; returns (the run's output, seconds from the kill to the end, the
+    run id, its exit code). The run is killed if it outlives the test."""
+    import os
+    import signal
+
+    with open(log_path, "w") as log:
+        run = start(log)
+        try:
+            worker = run_dir / "logs" / "worker-1.log"
+            assert wait_for(lambda: worker.exists() and "worker rank" in worker.read_text(), timeout=120)
+            run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+            pid = wait_for(lambda: role_pid(run_id, "worker", "10.77.0.2"), timeout=10)
+            assert pid
+            killed_at = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+            run.wait(timeout=60)
+            took = time.monotonic() - killed_at
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait(timeout=10)
+    return log_path.read_text(), took, run_id, run.returncode
+
+
+def assert_failed_naming_worker_1(output: str, took: float, run_id: str, code: int) -> None:
+    """The run of kill_worker_1_of failed within 15 s, naming the killed worker, and left no process."""
+    assert code != 0
+    assert "p3: FAILED: worker#1 on h2 was killed by SIGKILL" in output, output[-3000:]
+    assert took < 15
+    assert no_process_left(run_id, timeout=10)
+    assert "Traceback" not in output
