@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -269,6 +270,11 @@ def check_compute(raw: str) -> str:
 
 
 _UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+
+
+def emulates(env: Mapping[str, Any]) -> bool:
+    """Whether run settings (a sweep's, or a stored run's overrides) ask for emulated compute."""
+    return str(env.get("COMPUTE", "")).strip() == EMULATED
 
 
 def dilated_rate(rate: str, dilation: float) -> str:

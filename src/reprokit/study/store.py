@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from reprokit.emulation.profile import dilated_rate, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
 from reprokit.values import shown
@@ -285,7 +286,7 @@ class Record:
     def emulated(self) -> bool:
         """An emulated-compute run (--emulate): its sweep set COMPUTE=emulated, whatever the run wrote."""
         overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
-        return isinstance(overrides, dict) and overrides.get("COMPUTE") == "emulated"
+        return isinstance(overrides, dict) and emulates(overrides)
 
     @property
     def run_result(self) -> Result | None:
@@ -350,12 +351,10 @@ class Sweep:
     @property
     def dilation(self) -> float:
         """k of an emulated sweep (--emulate): each link is shaped to its bandwidth divided by k; 1 otherwise."""
-        return float(self.env.get("DILATION", "1") or 1) if self.env.get("COMPUTE") == "emulated" else 1.0
+        return float(self.env.get("DILATION", "1") or 1) if emulates(self.env) else 1.0
 
     def link_rate(self, bandwidth: str) -> str:
         """The tc rate the links get for a run at ``bandwidth``."""
-        from reprokit.emulation.profile import dilated_rate
-
         return bandwidth if self.dilation == 1.0 else dilated_rate(bandwidth, self.dilation)
 
     def model_bandwidths(self, model: str) -> tuple[str, ...]:
