@@ -11,6 +11,10 @@ workers), the shaped bandwidth, 3 workers and 3 co-located servers, the run's sl
 time (batch / mean per-worker throughput; mean over runs, n stated) beside the predicted one and their error,
 then P3's speedup measured and predicted. The issue's bar: 10% for throughput, 15% for the speedup.
 
+    .venv/bin/python benchmarks/model_validation.py --again WORK
+
+predicts again, with the model as it is now, the runs an earlier run left in its folder WORK (it prints it).
+
     .venv/bin/python benchmarks/model_validation.py --emulated STORE
 
 runs nothing: it predicts every emulated run stored in a study's store (`ck reproduce ... --emulate`, e.g.
@@ -29,7 +33,7 @@ import sys
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.emulation.profile import MEASURED_FILE, ComputeProfile
+from reprokit.emulation.profile import MEASURED_FILE, ComputeProfile, emulates
 from reprokit.study.iteration_model import Layer, ModelInput, Policy, simulate
 from reprokit.study.rates import shaped_bps
 
@@ -66,13 +70,31 @@ def measured_s(result: dict) -> float:
     return result["batch_size"] / statistics.mean(result["throughput_per_worker"])
 
 
+def again(work: Path) -> int:
+    """Predict again the runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP),
+    with the model as it is now (runs nothing)."""
+    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for run_dir in sorted(work.glob("*-*-*-*")):
+        model, rate, variant, _ = run_dir.name.split("-", 3)
+        if not (run_dir / "p3-result.json").is_file():
+            continue
+        result = json.loads((run_dir / "p3-result.json").read_text())
+        pair = (measured_s(result), predicted_s(result, run_dir / MEASURED_FILE, rate))
+        rows.setdefault((model, rate, variant), []).append(pair)
+    if not rows:
+        raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
+    print(f"the runs of {work}, predicted again")
+    report(rows)
+    return 0
+
+
 def against_emulated(store: Path) -> int:
     """Predict every emulated run stored in ``store`` and print the errors (runs nothing)."""
     rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for path in sorted((store / "records").glob("*.json")):
         record = json.loads(path.read_text())
-        env = record["provenance"].get("env", {})
-        if record["status"] != "ok" or env.get("COMPUTE") != "emulated":
+        env = record["provenance"].get("env_overrides", {})
+        if record["status"] != "ok" or not emulates(env):
             continue
         result, config = record["result"], record["config"]
         folder = store / record["run_folder"]
@@ -111,9 +133,12 @@ def main() -> int:
     parser.add_argument("--models", default="resnet,vgg")
     parser.add_argument("--bandwidths", default="300mbit,1gbit")
     parser.add_argument("--emulated", metavar="STORE", help="predict the emulated runs of this study store instead")
+    parser.add_argument("--again", metavar="WORK", help="predict again the runs an earlier run left in WORK")
     args = parser.parse_args()
     if args.emulated:
         return against_emulated(Path(args.emulated))
+    if args.again:
+        return again(Path(args.again))
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces)")
     models, rates = args.models.split(","), args.bandwidths.split(",")

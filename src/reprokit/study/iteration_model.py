@@ -14,8 +14,9 @@ What is simulated (one representative worker; every worker is assumed identical,
   `baseline` and `slicing-only` serve each queue first in, first out; `p3` and `priority-only` serve it by key
   (keys are numbered input layer first, so layers nearer the input go first). A message is never interrupted:
   priority preempts at message (slice) boundaries.
-- Every link is one queue served at the link's bandwidth, full duplex (each direction its own queue). A
-  message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
+- Every link is one queue served at the link's bandwidth times `wire_efficiency` (the payload's share of what
+  the link's rate counts: by default TCP over Ethernet at MTU 1500, 1448 of 1514 bytes), full duplex (each
+  direction its own queue). A message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
   link may start it as soon as the upstream starts (or so that it ends when the upstream ends, when the
   downstream part is smaller), and never finishes it before the upstream has plus the per-message latency.
 - A server answers a message (its pull) once it has the message from all W workers; aggregation and the
@@ -38,7 +39,7 @@ Symmetry: all W workers run the same schedule, so one worker is simulated. Layou
   large whole arrays on one server.
 
 Left out: CPU cost of messages (per-message overhead beyond `latency_s`), TCP dynamics (flows share a link by
-the queue's order, not by fair share), the water mark (ZeroMQ's queue ahead of the sender), the push/pull
+the queue's order, not by fair share; no loss, no congestion window), the water mark (ZeroMQ's queue ahead of the sender), the push/pull
 request messages (only payloads are sent), compute slowed by communication, stragglers and any variance.
 """
 from __future__ import annotations
@@ -52,6 +53,10 @@ from enum import StrEnum
 BYTES_PER_ELEMENT = 4
 BIGARRAY_BOUND = 1_000_000  # MXNET_KVSTORE_BIGARRAY_BOUND's default: bigger arrays are split over all servers
 KEY_HASH = 9973  # ps-lite's KVStoreDist: a small array goes whole to server (key * 9973) % S
+# Payload per wire byte of TCP over Ethernet at MTU 1500: a full segment carries 1448 bytes (1500 less 20 IP, 20 TCP
+# and 12 of timestamps) in a 1514-byte frame as a qdisc counts it (tc's rate: 14 bytes of Ethernet header). ACKs,
+# coalesced by the receiver, add little: the testbed's links averaged 1463 bytes per packet under a sweep.
+TCP_OVER_ETHERNET = 1448 / 1514
 
 
 class Policy(StrEnum):
@@ -99,6 +104,7 @@ class ModelInput:
     latency_s: float = 0.0  # per message and direction, on top of transmission
     slice_elements: int = 50_000
     iterations: int = 5
+    wire_efficiency: float = TCP_OVER_ETHERNET  # payload bytes per byte the link's rate counts
 
     def __post_init__(self) -> None:
         if not self.layers:
@@ -110,6 +116,8 @@ class ModelInput:
                              f"must equal workers ({self.workers})")
         if not self.bandwidth_bps > 0 or self.latency_s < 0 or self.slice_elements < 1 or self.iterations < 2:
             raise ValueError("bandwidth must be > 0, latency >= 0, slice >= 1 element, iterations >= 2")
+        if not 0 < self.wire_efficiency <= 1:
+            raise ValueError("wire_efficiency must be in (0, 1]")
         for layer in self.layers:
             if layer.forward_s < 0 or layer.backward_s < 0 or any(n < 0 for n in layer.arrays):
                 raise ValueError(f"layer {layer.name}: negative time or size")
@@ -254,7 +262,7 @@ def simulate(spec: ModelInput) -> Prediction:
     for m in msgs:
         by_layer[m.layer].append(m)
     sim = _Sim()
-    bw = spec.bandwidth_bps
+    bw = spec.bandwidth_bps * spec.wire_efficiency  # the payload's rate
     if colocated:
         remote = (spec.workers - 1) / spec.workers
         host_out, host_in = _Link(sim, bw), _Link(sim, bw)
