@@ -174,6 +174,27 @@ def parameter_checksum(net):
     return digest.hexdigest(), len(names)
 
 
+def host_cpu():
+    """This host's CPU time so far over every core, as (busy, total) ticks of /proc/stat (every process, not just
+    ours: on a testbed every host is this machine); None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def log_host_cpu(rank, start):
+    """The host-cpu line: the share of the host's CPU busy since ``start`` (host_cpu()), all cores together."""
+    end = host_cpu()
+    if start is None or end is None or end[1] <= start[1]:
+        return
+    logging.info("host-cpu: rank=%d busy=%.3f cores=%d", rank, (end[0] - start[0]) / (end[1] - start[1]),
+                 os.cpu_count() or 0)
+
+
 def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     """One real iteration first (not measured): it gives the parameters their shapes and initialises the kvstore
     through the Trainer's own first step, as the real loop does; then the waits replace every forward and backward
@@ -256,6 +277,7 @@ def main(argv=None):
 
     metric = mx.metric.Accuracy()
     speedometer = mx.callback.Speedometer(args.batch_size, args.disp_batches, auto_reset=True)
+    cpu_start = host_cpu()
     for epoch in range(args.num_epochs):
         tic = time.time()
         metric.reset()
@@ -282,6 +304,7 @@ def main(argv=None):
                                                eval_metric=metric, locals=None))
         mx.nd.waitall()
         logging.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
+    log_host_cpu(kv.rank, cpu_start)
 
     if probes is not None:  # logs the p3-comm line (comm_probes.py documents it)
         probes.close(mechanism(trainer._update_on_kvstore, args.p3_priority))

@@ -134,3 +134,33 @@ def test_a_role_that_refused_its_van_is_the_reason_of_the_failure(tmp_path):
     (tmp_path / "logs" / "server-0.log").write_text(refusal + "\n")
     result = unified.build(spec(variant="p3"), Outcome(RunStatus.FAILED, "server#0 on 127.0.0.1 exited with code 3"), tmp_path)
     assert result.failure_reason == "server#0 on 127.0.0.1: " + refusal[len("ps-van: "):]
+
+
+def emulated_spec(wait):
+    from reprokit.run.settings import resolve
+
+    base = spec()
+    settings = resolve("resnet", {"BATCH_SIZE": "16", "VARIANT": "baseline", "COMPUTE": "emulated",
+                                  "COMPUTE_WAIT": wait, "DILATION": "20"}, default_profile="smoke")
+    return replace(base, settings=settings)
+
+
+@pytest.mark.parametrize("wait, busy, warned", [("sleep", 0.93, True), ("sleep", 0.6, False), ("busy", 0.93, False)])
+def test_the_busiest_hosts_cpu_is_recorded_and_an_asleep_emulation_without_cpu_to_spare_is_warned(
+        tmp_path, wait, busy, warned):
+    for index, share in enumerate((busy - 0.1, busy)):
+        write_worker_log(tmp_path, index, [1.0, 30.0], "a" * 64)
+        with open(tmp_path / "logs" / f"worker-{index}.log", "a") as log:
+            log.write(f"host-cpu: rank={index} busy={share:.3f} cores=2\n")
+    res = unified.build(emulated_spec(wait), Outcome(RunStatus.OK, ""), tmp_path)
+    assert res.host_cpu_busy == pytest.approx(busy)  # the busiest host
+    said = [w for w in res.warnings if "busy during training" in w]
+    assert bool(said) == warned
+    if warned:
+        assert f"CPU was {busy:.0%} busy during training (limit 80%)" in said[0] and "raise the dilation" in said[0]
+
+
+def test_without_a_host_cpu_line_the_field_is_absent(tmp_path):
+    write_worker_log(tmp_path, 0, [1.0, 30.0])
+    write_worker_log(tmp_path, 1, [1.0, 20.0])
+    assert "host_cpu_busy" not in unified.build(spec(), Outcome(RunStatus.OK, ""), tmp_path).to_dict()

@@ -272,6 +272,19 @@ def check_compute(raw: str) -> str:
 _UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 
 
+# An emulated run stands for its device only while the hosts have CPU to spare for the communication stack: above
+# this share of all cores busy over the training loop (averaged, so bursts were saturated), the host's CPU, not the
+# shaped links, may have set the pace.
+EMULATION_CPU_LIMIT = 0.8
+
+
+def cpu_bound_warning(busy: float) -> str:
+    """Why an emulated run whose hosts were ``busy`` (a share of all cores) may have measured the CPU."""
+    return (f"the busiest host's CPU was {busy:.0%} busy during training (limit {EMULATION_CPU_LIMIT:.0%}): the "
+            f"communication stack may have been bound by the CPU rather than the shaped links; raise the dilation "
+            f"(DILATION, --dilation) so each link carries less per second")
+
+
 def emulates(env: Mapping[str, Any]) -> bool:
     """Whether run settings (a sweep's, or a stored run's overrides) ask for emulated compute."""
     return str(env.get("COMPUTE", "")).strip() == EMULATED

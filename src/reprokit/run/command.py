@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         return RunStatus.FAILED.exit_code
     try:
         print(result.summary_line(), flush=True)
+        for warning in (w for w in result.warnings if w not in outcome.warnings):  # the result's own (build)
+            print(f"p3: warning: {warning}", flush=True)
     except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
         pass
     return result.status.exit_code

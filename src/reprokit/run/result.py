@@ -62,6 +62,9 @@ class Result:
     comm_per_worker: list[dict[str, Any]] | None = None
     timelines: list[str] | None = None  # each worker's Chrome trace (TIMELINE=1), relative to the run folder
     measured_compute_profile: str | None = None  # the workers' per-layer compute from their timelines, a profile file
+    # The busiest worker host's CPU over the training loop: the share of all its cores busy, whoever used them
+    # (train.py's host-cpu line, from /proc/stat). An emulated run whose host ran out of CPU measured the CPU.
+    host_cpu_busy: float | None = None
     throughput_samples_per_sec: float | None = None  # the sum over workers
     throughput_per_worker: list[float] | None = None
     throughput_std_per_worker: list[float] | None = None
@@ -172,6 +175,7 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
     return result
 
 
+HOST_CPU_LINE = re.compile(r"host-cpu: rank=\d+ busy=([0-9.]+)")  # train.py's line
 EMULATED_LINE = re.compile(r"emulated-compute: rank=\d+ profile=\S+ dilation=\S+ wait_s_per_iter=([0-9.]+)")
 
 
@@ -179,7 +183,8 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
                      logs: dict[str, str]) -> None:
     """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
     logged and the de-dilated throughput."""
-    from reprokit.emulation.profile import EMULATED, MEASURED_FILE, PROFILE_FILE, dedilated, measured_in_run
+    from reprokit.emulation.profile import (EMULATED, EMULATION_CPU_LIMIT, MEASURED_FILE, PROFILE_FILE, SLEEP,
+                                            cpu_bound_warning, dedilated, measured_in_run)
 
     result.compute = settings.compute
     if result.timelines:  # a profile an emulated run can wait (COMPUTE_PROFILE=this file)
@@ -201,6 +206,9 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
     waits = [float(m.group(1)) for w in plan.workers for m in EMULATED_LINE.finditer(logs.get(w.name, ""))]
     if waits:
         result.emulated_wait_s_per_iter = round(statistics.fmean(waits), 6)
+    # Busy waits (a CPU device) use the CPU on purpose; asleep, the CPU is the communication's.
+    if settings.compute_wait == SLEEP and result.host_cpu_busy is not None and result.host_cpu_busy > EMULATION_CPU_LIMIT:
+        result.warnings.append(cpu_bound_warning(result.host_cpu_busy))
     if result.throughput_samples_per_sec is not None:
         result.throughput_dedilated_samples_per_sec = round(dedilated(result.throughput_samples_per_sec,
                                                                       settings.dilation), 3)
@@ -295,6 +303,9 @@ def parse_worker_logs(result: Result, plan: RolePlan, run_dir: Path, logs: dict[
             "no steady-state throughput found (Speedometer 'Speed: ... samples/sec' lines after the "
             f"first report of each epoch) in {', '.join(missing)}; run more batches with --env.NUM_BATCHES=N"
         )
+    busy = [float(m.group(1)) for text in worker_texts for m in HOST_CPU_LINE.finditer(text)]
+    if busy:
+        result.host_cpu_busy = round(max(busy), 3)
     comm = [c for c in (_last_comm_line(text) for text in worker_texts) if c is not None] if comm_probes else []
     if comm:
         result.comm_per_worker = comm

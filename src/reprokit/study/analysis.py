@@ -36,9 +36,10 @@ from reprokit.study.verdict import ClaimVerdict, Setup, Verdict, decided_on, eng
 COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind", "num_hosts", "shaping",
            "link_capacity", "profile", "model", "engine", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
            "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id",
-           "comm_s", "compute_s", "comm_wait_s", "overlap", "compute"]
+           "comm_s", "compute_s", "comm_wait_s", "overlap", "host_cpu_busy", "compute"]
 COMM_FIGURES = {"comm_s": "comm_s_per_iter", "compute_s": "compute_s_per_iter",
-                "comm_wait_s": "comm_wait_s_per_iter", "overlap": "overlap"}  # column -> unified Result's field
+                "comm_wait_s": "comm_wait_s_per_iter", "overlap": "overlap",
+                "host_cpu_busy": "host_cpu_busy"}  # column -> unified Result's field
 
 
 def setup_label(record: Record) -> str:

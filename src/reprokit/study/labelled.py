@@ -10,12 +10,14 @@ judges what was measured.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from importlib import resources
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from reprokit.emulation.profile import EMULATION_CPU_LIMIT
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.verdict import judge_at_bandwidth
 
@@ -73,8 +75,15 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
         n = int(min(row["n_variant"], row["n_versus"]))
         figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
                   f"{row['profile']} profile")
+        busy = float(row.get("host_cpu_busy", math.nan))
+        cpu_bound = busy > EMULATION_CPU_LIMIT  # NaN (not recorded) is not
+        if busy == busy:
+            figure += f", hosts' CPU up to {busy:.0%} busy"
         if withheld:
             said.append(f"{figure}: {withheld}")
+        elif cpu_bound:
+            said.append(f"{figure}: not given: above {EMULATION_CPU_LIMIT:.0%} busy, the hosts' CPU rather than the "
+                        f"links may have set the pace (raise --dilation)")
         elif n < need:
             said.append(f"{figure}: not given: n < {need}")
         else:
