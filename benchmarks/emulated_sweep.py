@@ -2,6 +2,7 @@
 (needs root and sshd).
 
     .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4] [--dilation 20] [--repetitions 3] [--models vgg]
+                                                  [--batches 8]
 
 Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included). The study runs the claims stated at a
 bandwidth (their models, variants and baselines) with the study's `paper` profile (224x224 images, batch 32 per
@@ -30,6 +31,8 @@ def main() -> int:
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
+    parser.add_argument("--batches", type=int, default=0,
+                        help="batches per run, reported every quarter (default: the study's 20, every 5)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces, tc)")
@@ -40,6 +43,8 @@ def main() -> int:
     hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
     ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env, check=True)
     narrow = [f"--models={args.models}"] if args.models else []
+    if args.batches:
+        narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
     try:
         started = time.monotonic()
         proc = ck_cli("reproduce", "study:sysml19-p3", f"--target={NAME}", "--emulate=v100",
@@ -61,7 +66,8 @@ def main() -> int:
         per_worker = result.get("throughput_per_worker") or []
         print(f"  {config.get('model')} {config.get('bandwidth')} {config.get('variant')} "
               f"rep {config.get('repetition')}: {statistics.fmean(per_worker) if per_worker else float('nan'):.2f} "
-              f"img/s, links {record.get('provenance', {}).get('links_shaped_to')}, {record.get('provenance', {}).get('duration_s')} s")
+              f"img/s, links {record.get('provenance', {}).get('links_shaped_to')}, host CPU busy "
+              f"{result.get('host_cpu_busy')}, {record.get('provenance', {}).get('duration_s')} s")
     report = json.loads((store / "report" / "report.json").read_text())
     print("\nclaims stated at a bandwidth (report.json 'labelled'):")
     for row in report["labelled"]:
