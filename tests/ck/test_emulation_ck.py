@@ -40,6 +40,7 @@ def test_emulated_run_records_its_profile_and_dilation_and_its_time_follows_the_
     assert two["throughput_dedilated_samples_per_sec"] == round(2 * two["throughput_samples_per_sec"], 3)
     assert one["params_in_sync"] and two["params_in_sync"]
     assert all(0 < r["host_cpu_busy"] <= 1 for r in (one, two))  # each worker measured its host's CPU
+    assert all(r["cpu_bound"] == (r["host_cpu_busy"] > 0.8) for r in (one, two))  # asleep: the run decided
     t1, t2 = iteration_s(one), iteration_s(two)
     assert WAIT_S * 0.95 < t1 < 2 * WAIT_S, (t1, t2)
     assert 1.4 < t2 / t1 < 2.2, (t1, t2)

@@ -26,16 +26,18 @@ def study(**tolerance):
 
 
 def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
-            ratio=None, engine="embedded", emulated=False, host_cpu_busy=None):
+            ratio=None, engine="embedded", emulated=False, host_cpu_busy=None, cpu_bound=None):
     """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
     that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1). ``engine``:
     embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync).
     ``emulated``: runs of an --emulate sweep (COMPUTE=emulated); ``host_cpu_busy``: what every run's busiest host's
-    CPU was."""
+    CPU was; ``cpu_bound``: what every run's result decided of it (asleep waits only, else None)."""
     comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
                                      "comm_wait_s_per_iter": 0.1, "overlap": 0.5}
     if host_cpu_busy is not None:
         comm["host_cpu_busy"] = host_cpu_busy
+    if cpu_bound is not None:
+        comm["cpu_bound"] = cpu_bound
     out = []
     for name, values in (("baseline", baseline), (variant, p3)):
         engine_name = "mxnet-1.9.1-cpu" if engine == "embedded" else \

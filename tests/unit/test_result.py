@@ -154,6 +154,7 @@ def test_the_busiest_hosts_cpu_is_recorded_and_an_asleep_emulation_without_cpu_t
             log.write(f"host-cpu: rank={index} busy={share:.3f} cores=2\n")
     res = unified.build(emulated_spec(wait), Outcome(RunStatus.OK, ""), tmp_path)
     assert res.host_cpu_busy == pytest.approx(busy)  # the busiest host
+    assert res.cpu_bound == (warned if wait == "sleep" else None)  # decided once, here; the study reads it
     said = [w for w in res.warnings if "busy during training" in w]
     assert bool(said) == warned
     if warned:

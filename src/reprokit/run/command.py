@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return RunStatus.FAILED.exit_code
     try:
         print(result.summary_line(), flush=True)
-        for warning in (w for w in result.warnings if w not in outcome.warnings):  # the result's own (build)
+        for warning in result.warnings[len(outcome.warnings):]:  # those build found (its docstring)
             print(f"p3: warning: {warning}", flush=True)
     except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
         pass

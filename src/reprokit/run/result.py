@@ -65,6 +65,9 @@ class Result:
     # The busiest worker host's CPU over the training loop: the share of all its cores busy, whoever used them
     # (train.py's host-cpu line, from /proc/stat). An emulated run whose host ran out of CPU measured the CPU.
     host_cpu_busy: float | None = None
+    # An emulated run that waited asleep (a GPU host) and whose busiest host was above EMULATION_CPU_LIMIT: its pace
+    # may have been the CPU's rather than the links'. Decided here once; the study reads it. None: not asleep.
+    cpu_bound: bool | None = None
     throughput_samples_per_sec: float | None = None  # the sum over workers
     throughput_per_worker: list[float] | None = None
     throughput_std_per_worker: list[float] | None = None
@@ -149,7 +152,8 @@ class Result:
 
 
 def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
-    """Merge the launch outcome with every worker's parsed log (``spec``: the run's RunSpec)."""
+    """Merge the launch outcome with every worker's parsed log (``spec``: the run's RunSpec). The result's warnings
+    are the launch's, in order, then those found here (the launcher printed its own as they happened)."""
     settings, engine, plan = spec.accepted()
     reports = engine.engine.reports
     ours = settings.variant == "p3" and reports.p3_knobs
@@ -207,8 +211,10 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
     if waits:
         result.emulated_wait_s_per_iter = round(statistics.fmean(waits), 6)
     # Busy waits (a CPU device) use the CPU on purpose; asleep, the CPU is the communication's.
-    if settings.compute_wait == SLEEP and result.host_cpu_busy is not None and result.host_cpu_busy > EMULATION_CPU_LIMIT:
-        result.warnings.append(cpu_bound_warning(result.host_cpu_busy))
+    if settings.compute_wait == SLEEP and result.host_cpu_busy is not None:
+        result.cpu_bound = result.host_cpu_busy > EMULATION_CPU_LIMIT
+        if result.cpu_bound:
+            result.warnings.append(cpu_bound_warning(result.host_cpu_busy))
     if result.throughput_samples_per_sec is not None:
         result.throughput_dedilated_samples_per_sec = round(dedilated(result.throughput_samples_per_sec,
                                                                       settings.dilation), 3)

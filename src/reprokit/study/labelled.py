@@ -77,12 +77,11 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
         figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
                   f"{row['profile']} profile")
         busy = float(row.get("host_cpu_busy", math.nan))
-        cpu_bound = busy > EMULATION_CPU_LIMIT  # NaN (not recorded) is not
-        if busy == busy:
+        if busy == busy:  # NaN: not recorded
             figure += f", hosts' CPU up to {busy:.0%} busy"
         if withheld:
             said.append(f"{figure}: {withheld}")
-        elif cpu_bound:
+        elif row.get("cpu_bound", False):  # decided by each run's result (run/result.py)
             said.append(f"{figure}: not given: above {EMULATION_CPU_LIMIT:.0%} busy, the hosts' CPU rather than the "
                         f"links may have set the pace (raise --dilation)")
         elif n < need:
