@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
+from reprokit.study.store import Store
 
 NAME = "es"
 
@@ -59,15 +60,13 @@ def main() -> int:
         return 1
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\nruns (mean per-worker images/s, wall s):")
-    for path in sorted((store / "records").glob("*.json")):
-        record = json.loads(path.read_text())
-        config = record.get("config", {})
-        result = record.get("result", {})
-        per_worker = result.get("throughput_per_worker") or []
-        print(f"  {config.get('model')} {config.get('bandwidth')} {config.get('variant')} "
-              f"rep {config.get('repetition')}: {statistics.fmean(per_worker) if per_worker else float('nan'):.2f} "
-              f"img/s, links {record.get('provenance', {}).get('links_shaped_to')}, host CPU busy "
-              f"{result.get('host_cpu_busy')}, {record.get('provenance', {}).get('duration_s')} s")
+    for record in Store(store, "sysml19-p3").all_records():
+        config, result = record.config, record.run_result
+        per_worker = (result.throughput_per_worker if result else None) or []
+        print(f"  {config.model} {config.bandwidth} {config.variant} rep {config.repetition}: "
+              f"{statistics.fmean(per_worker) if per_worker else float('nan'):.2f} img/s, links "
+              f"{record.provenance.get('links_shaped_to')}, host CPU busy {result.host_cpu_busy if result else None}"
+              f"{' (CPU-bound)' if result and result.cpu_bound else ''}, {record.provenance.get('duration_s')} s")
     report = json.loads((store / "report" / "report.json").read_text())
     print("\nclaims stated at a bandwidth (report.json 'labelled'):")
     for row in report["labelled"]:

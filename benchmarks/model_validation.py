@@ -30,10 +30,13 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.emulation.profile import MEASURED_FILE, ComputeProfile, emulates
+from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
+from reprokit.run.result import RESULT_FILE, Result
+from reprokit.study.store import Store
 from reprokit.study.iteration_model import Layer, ModelInput, Policy, simulate
 from reprokit.study.rates import shaped_bps
 
@@ -43,44 +46,55 @@ RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.TIMELINE=1"]
 POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
           "p3-priority-only": Policy.PRIORITY_ONLY}
 VALIDATED = ("baseline", "p3")  # the variants the testbed runs
+STUDY = "sysml19-p3"
 
 
-def one_run(env: dict, model: str, variant: str, run_dir: Path) -> dict:
+Key = tuple[str, str, str]  # model, bandwidth, variant
+Rows = dict[Key, list[tuple[float, float]]]  # per configuration: (measured, predicted) s per iteration, per run
+
+
+def one_run(env: dict, model: str, variant: str, run_dir: Path) -> Result:
     proc = subprocess.run([CK, "run", "program:p3", f"--cmd_key={model}", f"--target={NAME}",
                            f"--env.VARIANT={variant}", *RUN, f"--tmp_dir={run_dir}",
                            "--treat_return_code_as_exit_code=yes"], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"benchmark: {model} {variant} failed:\n{proc.stdout[-2000:]}")
-    return json.loads((run_dir / "p3-result.json").read_text())
+    return Result.load(run_dir)
 
 
-def predicted_s(result: dict, profile_file: Path, bandwidth: str, dilation: float = 1.0) -> float:
+def predicted_s(result: Result, profile_file: Path, link_rate: str, dilation: float = 1.0) -> float:
     """The model's iteration time for a run: each layer's time from ``profile_file`` times ``dilation``, the
-    links at ``bandwidth`` (the rate they were shaped to)."""
+    links at ``link_rate`` (the rate they were shaped to)."""
     profile = ComputeProfile.from_dict(json.loads(profile_file.read_text()), profile_file.name)
     layers = tuple(Layer(x.name, x.forward_s * dilation, x.backward_s * dilation, x.arrays) for x in profile.layers)
-    slice_elements = int(result.get("p3_slice_size") or 50_000)
-    spec = ModelInput(layers, result["num_workers"], result["num_servers"], shaped_bps(bandwidth),
-                      POLICY[result["variant"]], slice_elements=slice_elements)
+    assert result.num_workers is not None and result.num_servers is not None and result.variant is not None
+    spec = ModelInput(layers, result.num_workers, result.num_servers, shaped_bps(link_rate),
+                      POLICY[result.variant], slice_elements=result.p3_slice_size or 50_000)
     return simulate(spec).iteration_s
 
 
-def measured_s(result: dict) -> float:
-    return result["batch_size"] / statistics.mean(result["throughput_per_worker"])
+def measured_s(result: Result) -> float:
+    assert result.batch_size is not None and result.throughput_per_worker
+    return result.batch_size / statistics.mean(result.throughput_per_worker)
+
+
+def compared(observed: Iterable[tuple[Key, Result, Path, str, float]]) -> Rows:
+    """Each run's measured and predicted iteration time, by configuration. ``observed``: per run its configuration,
+    result, the profile it computed or waited, the rate its links were shaped to, and its dilation k."""
+    rows: Rows = {}
+    for key, result, profile_file, link_rate, dilation in observed:
+        rows.setdefault(key, []).append((measured_s(result), predicted_s(result, profile_file, link_rate, dilation)))
+    return rows
 
 
 def again(work: Path) -> int:
     """Predict again the runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP),
     with the model as it is now (runs nothing)."""
-    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-    for run_dir in sorted(work.glob("*-*-*-*")):
-        model, rate, variant, _ = run_dir.name.split("-", 3)
-        if not (run_dir / "p3-result.json").is_file():
-            continue
-        result = json.loads((run_dir / "p3-result.json").read_text())
-        pair = (measured_s(result), predicted_s(result, run_dir / MEASURED_FILE, rate))
-        rows.setdefault((model, rate, variant), []).append(pair)
+    folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
+               if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]  # older runs measured no profile
+    rows = compared(((model, rate, variant), Result.load(d), d / MEASURED_FILE, rate, 1.0)
+                    for d, (model, rate, variant, _) in folders)
     if not rows:
         raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
     print(f"the runs of {work}, predicted again")
@@ -88,27 +102,20 @@ def again(work: Path) -> int:
     return 0
 
 
-def against_emulated(store: Path) -> int:
-    """Predict every emulated run stored in ``store`` and print the errors (runs nothing)."""
-    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-    for path in sorted((store / "records").glob("*.json")):
-        record = json.loads(path.read_text())
-        env = record["provenance"].get("env_overrides", {})
-        if record["status"] != "ok" or not emulates(env):
-            continue
-        result, config = record["result"], record["config"]
-        folder = store / record["run_folder"]
-        pair = (measured_s(result), predicted_s(result, folder / "emulated-compute.json",
-                                                record["provenance"]["links_shaped_to"], float(env["DILATION"])))
-        rows.setdefault((config["model"], config["bandwidth"], config["variant"]), []).append(pair)
+def against_emulated(root: Path) -> int:
+    """Predict every emulated run stored in the study store ``root`` and print the errors (runs nothing)."""
+    runs = [(r, r.run_result) for r in Store(root, STUDY).all_records() if r.ok and r.emulated and r.run_folder]
+    rows = compared(((r.config.model, r.config.bandwidth, r.config.variant), result,
+                     root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
+                    for r, result in runs if result is not None)
     if not rows:
-        raise SystemExit(f"benchmark: no emulated runs are stored in {store}")
-    print(f"emulated runs of {store}; bandwidth: the paper's (links shaped to it divided by k)")
+        raise SystemExit(f"benchmark: no emulated runs are stored in {root}")
+    print(f"emulated runs of {root}; bandwidth: the paper's (links shaped to it divided by k)")
     report(rows)
     return 0
 
 
-def report(rows: dict[tuple[str, str, str], list[tuple[float, float]]]) -> None:
+def report(rows: Rows) -> None:
     """Per configuration the mean measured and predicted iteration time, then each variant's speedup over the
     baseline measured and predicted."""
     print("\nper configuration: mean over n runs (s/iteration), error = predicted/measured - 1")
@@ -146,7 +153,7 @@ def main() -> int:
     work, env = isolated_ck("model-validation-")
     ck_cli("testbed", f"cluster:{NAME}", "--hosts=3", env=env, check=True)
     state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"
-    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    rows: Rows = {}
     try:
         ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet",
                env=env, check=True)
