@@ -21,17 +21,28 @@ runs nothing: it predicts every emulated run stored in a study's store (`ck repr
 benchmarks/emulated_sweep.py) from what that run was given: its profile (emulated-compute.json in its run folder)
 with every layer times k, the link rate it ran at (the bandwidth divided by k), its workers and servers, its slice
 size and its variant's policy; and compares with its measured iteration time (batch / mean per-worker throughput).
+
+    .venv/bin/python benchmarks/model_validation.py --stack [--repetitions 3] [--models resnet,vgg]
+
+measures the hosts' own cost of communication, apart from every run above: on the same testbed with unshaped
+links, runs whose every layer waits the V100 profile divided by 1000 (so communication alone sets the pace), then
+fits the model's two stack costs (per payload byte and per message, ModelInput.stack_s_*) to them by least squares
+and writes them to WORK/stack.json. `--costs WORK/stack.json` adds them to any of the modes above.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from scipy.optimize import least_squares
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
@@ -43,6 +54,10 @@ from reprokit.study.rates import shaped_bps
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
 RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.TIMELINE=1"]
+UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
+# Communication alone: every layer waits the V100 profile's time divided by 1000 (microseconds).
+NO_COMPUTE = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=v100",
+              "--env.DILATION=0.001"]
 POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
           "p3-priority-only": Policy.PRIORITY_ONLY}
 VALIDATED = ("baseline", "p3")  # the variants the testbed runs
@@ -53,9 +68,9 @@ Key = tuple[str, str, str]  # model, bandwidth, variant
 Rows = dict[Key, list[tuple[float, float]]]  # per configuration: (measured, predicted) s per iteration, per run
 
 
-def one_run(env: dict, model: str, variant: str, run_dir: Path) -> Result:
+def one_run(env: dict, model: str, variant: str, run_dir: Path, settings: Sequence[str] = tuple(RUN)) -> Result:
     proc = subprocess.run([CK, "run", "program:p3", f"--cmd_key={model}", f"--target={NAME}",
-                           f"--env.VARIANT={variant}", *RUN, f"--tmp_dir={run_dir}",
+                           f"--env.VARIANT={variant}", *settings, f"--tmp_dir={run_dir}",
                            "--treat_return_code_as_exit_code=yes"], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
@@ -63,15 +78,29 @@ def one_run(env: dict, model: str, variant: str, run_dir: Path) -> Result:
     return Result.load(run_dir)
 
 
-def predicted_s(result: Result, profile_file: Path, link_rate: str, dilation: float = 1.0) -> float:
-    """The model's iteration time for a run: each layer's time from ``profile_file`` times ``dilation``, the
-    links at ``link_rate`` (the rate they were shaped to)."""
+@dataclass(frozen=True)
+class StackCosts:
+    """The hosts' own cost per payload byte and per message (ModelInput.stack_s_*), as --stack measured it."""
+    per_byte: float = 0.0
+    per_message: float = 0.0
+
+
+def model_input(result: Result, profile_file: Path, link_rate: str, dilation: float = 1.0,
+                costs: StackCosts = StackCosts()) -> ModelInput:
+    """What the model is given for a run: each layer's time from ``profile_file`` times ``dilation``, the links at
+    ``link_rate`` (the rate they were shaped to; off: none), the run's workers, servers, slice and policy."""
     profile = ComputeProfile.from_dict(json.loads(profile_file.read_text()), profile_file.name)
     layers = tuple(Layer(x.name, x.forward_s * dilation, x.backward_s * dilation, x.arrays) for x in profile.layers)
     assert result.num_workers is not None and result.num_servers is not None and result.variant is not None
-    spec = ModelInput(layers, result.num_workers, result.num_servers, shaped_bps(link_rate),
-                      POLICY[result.variant], slice_elements=result.p3_slice_size or 50_000)
-    return simulate(spec).iteration_s
+    return ModelInput(layers, result.num_workers, result.num_servers,
+                      math.inf if link_rate == UNSHAPED else shaped_bps(link_rate), POLICY[result.variant],
+                      slice_elements=result.p3_slice_size or 50_000, stack_s_per_byte=costs.per_byte,
+                      stack_s_per_message=costs.per_message)
+
+
+def predicted_s(result: Result, profile_file: Path, link_rate: str, dilation: float = 1.0,
+                costs: StackCosts = StackCosts()) -> float:
+    return simulate(model_input(result, profile_file, link_rate, dilation, costs)).iteration_s
 
 
 def measured_s(result: Result) -> float:
@@ -79,38 +108,39 @@ def measured_s(result: Result) -> float:
     return result.batch_size / statistics.mean(result.throughput_per_worker)
 
 
-def compared(observed: Iterable[tuple[Key, Result, Path, str, float]]) -> Rows:
+def compared(observed: Iterable[tuple[Key, Result, Path, str, float]], costs: StackCosts) -> Rows:
     """Each run's measured and predicted iteration time, by configuration. ``observed``: per run its configuration,
     result, the profile it computed or waited, the rate its links were shaped to, and its dilation k."""
     rows: Rows = {}
     for key, result, profile_file, link_rate, dilation in observed:
-        rows.setdefault(key, []).append((measured_s(result), predicted_s(result, profile_file, link_rate, dilation)))
+        rows.setdefault(key, []).append((measured_s(result),
+                                         predicted_s(result, profile_file, link_rate, dilation, costs)))
     return rows
 
 
-def again(work: Path) -> int:
+def again(work: Path, costs: StackCosts) -> int:
     """Predict again the runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP),
     with the model as it is now (runs nothing)."""
     folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
                if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]  # older runs measured no profile
-    rows = compared(((model, rate, variant), Result.load(d), d / MEASURED_FILE, rate, 1.0)
-                    for d, (model, rate, variant, _) in folders)
+    rows = compared([((model, rate, variant), Result.load(d), d / MEASURED_FILE, rate, 1.0)
+                     for d, (model, rate, variant, _) in folders], costs)
     if not rows:
         raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
-    print(f"the runs of {work}, predicted again")
+    print(f"the runs of {work}, predicted again{said(costs)}")
     report(rows)
     return 0
 
 
-def against_emulated(root: Path) -> int:
+def against_emulated(root: Path, costs: StackCosts) -> int:
     """Predict every emulated run stored in the study store ``root`` and print the errors (runs nothing)."""
     runs = [(r, r.run_result) for r in Store(root, STUDY).all_records() if r.ok and r.emulated and r.run_folder]
-    rows = compared(((r.config.model, r.config.bandwidth, r.config.variant), result,
-                     root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
-                    for r, result in runs if result is not None)
+    rows = compared([((r.config.model, r.config.bandwidth, r.config.variant), result,
+                      root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
+                     for r, result in runs if result is not None], costs)
     if not rows:
         raise SystemExit(f"benchmark: no emulated runs are stored in {root}")
-    print(f"emulated runs of {root}; bandwidth: the paper's (links shaped to it divided by k)")
+    print(f"emulated runs of {root}; bandwidth: the paper's (links shaped to it divided by k){said(costs)}")
     report(rows)
     return 0
 
@@ -134,6 +164,59 @@ def report(rows: Rows) -> None:
               f"error {pred / meas - 1:+.1%}")
 
 
+def said(costs: StackCosts) -> str:
+    return (f", with the hosts' stack at {costs.per_byte * 1e9:.3f} ns per byte and {costs.per_message * 1e6:.1f} us "
+            f"per message" if costs != StackCosts() else "")
+
+
+def read_costs(path: str | None) -> StackCosts:
+    if not path:
+        return StackCosts()
+    data = json.loads(Path(path).read_text())
+    return StackCosts(float(data["stack_s_per_byte"]), float(data["stack_s_per_message"]))
+
+
+def fitted_costs(runs: list[tuple[Result, Path]]) -> StackCosts:
+    """The per-byte and per-message costs with which the model best predicts ``runs`` (no compute, no shaping):
+    least squares over the runs' log errors, both costs >= 0."""
+    inputs = [(model_input(result, profile, UNSHAPED, result.dilation or 1.0), measured_s(result))
+              for result, profile in runs]
+
+    def log_errors(x: Sequence[float]) -> list[float]:
+        costs = {"stack_s_per_byte": x[0] * 1e-9, "stack_s_per_message": x[1] * 1e-6}  # scaled near 1
+        return [math.log(simulate(replace(spec, **costs)).iteration_s / measured) for spec, measured in inputs]
+
+    fit = least_squares(log_errors, x0=[1.0, 10.0], bounds=([0.0, 0.0], [math.inf, math.inf]), diff_step=1e-3)
+    return StackCosts(fit.x[0] * 1e-9, fit.x[1] * 1e-6)
+
+
+def stack(env: dict, work: Path, models: list[str], repetitions: int) -> int:
+    """Measure the hosts' own cost of communication: runs with (almost) no compute on unshaped links, so the
+    stack sets the pace; then fit the model's per-byte and per-message costs to them, and write them to
+    WORK/stack.json (``--costs`` reads it)."""
+    ck_cli("testbed", f"cluster:{NAME}", "--shape=off", env=env, check=True)
+    configs = [(m, v) for m in models for v in VALIDATED]
+    runs: list[tuple[Result, Path]] = []
+    rows: Rows = {}
+    for rep in range(repetitions):
+        for model, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
+            run_dir = work / f"{model}-{UNSHAPED}-{variant}-{rep}"
+            result = one_run(env, model, variant, run_dir, NO_COMPUTE)
+            runs.append((result, run_dir / PROFILE_FILE))
+            rows.setdefault((model, UNSHAPED, variant), []).append((measured_s(result), math.nan))
+            print(f"rep {rep + 1} {model} {variant}: {measured_s(result):.3f} s/iteration", flush=True)
+    costs = fitted_costs(runs)
+    (work / "stack.json").write_text(json.dumps(
+        {"stack_s_per_byte": costs.per_byte, "stack_s_per_message": costs.per_message,
+         "measured": "runs with no compute (COMPUTE=emulated, v100 profile, DILATION 0.001) on unshaped links, "
+                     f"{NAME}: 3 hosts, 3 workers, 3 co-located servers, smoke profile",
+         "load_average_at_end": os.getloadavg()}, indent=1) + "\n")
+    print(f"\nfitted{said(costs)} (written to {work / 'stack.json'})")
+    report(compared([((r.model or "", UNSHAPED, r.variant or ""), r, p, UNSHAPED, r.dilation or 1.0) for r, p in runs],
+                    costs))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=3)
@@ -141,11 +224,15 @@ def main() -> int:
     parser.add_argument("--bandwidths", default="300mbit,1gbit")
     parser.add_argument("--emulated", metavar="STORE", help="predict the emulated runs of this study store instead")
     parser.add_argument("--again", metavar="WORK", help="predict again the runs an earlier run left in WORK")
+    parser.add_argument("--stack", action="store_true",
+                        help="measure the hosts' stack costs (no compute, unshaped) and fit them instead")
+    parser.add_argument("--costs", metavar="STACK_JSON", help="predict with the stack costs --stack wrote")
     args = parser.parse_args()
+    costs = read_costs(args.costs)
     if args.emulated:
-        return against_emulated(Path(args.emulated))
+        return against_emulated(Path(args.emulated), costs)
     if args.again:
-        return again(Path(args.again))
+        return again(Path(args.again), costs)
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces)")
     models, rates = args.models.split(","), args.bandwidths.split(",")
@@ -157,20 +244,22 @@ def main() -> int:
     try:
         ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet",
                env=env, check=True)
+        if args.stack:
+            return stack(env, work, models, args.repetitions)
         configs = [(m, r, v) for m in models for r in rates for v in VALIDATED]
         for rep in range(args.repetitions):
             for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
                 ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
                 run_dir = work / f"{model}-{rate}-{variant}-{rep}"
                 result = one_run(env, model, variant, run_dir)
-                pair = (measured_s(result), predicted_s(result, run_dir / MEASURED_FILE, rate))
+                pair = (measured_s(result), predicted_s(result, run_dir / MEASURED_FILE, rate, costs=costs))
                 rows.setdefault((model, rate, variant), []).append(pair)
                 print(f"rep {rep + 1} {model} {rate} {variant}: measured {pair[0]:.3f} s/iteration, predicted "
                       f"{pair[1]:.3f} s ({pair[1] / pair[0] - 1:+.1%})", flush=True)
     finally:
         subprocess.run([CK, "testbed", f"cluster:{NAME}", "--down"], env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)
-    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     report(rows)
     return 0
 

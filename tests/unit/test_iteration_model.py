@@ -130,6 +130,28 @@ def test_the_links_carry_payload_at_the_wire_efficiency_of_their_rate():
     assert run(layers, Policy.BASELINE).iteration_s == pytest.approx(full.iteration_s / TCP_OVER_ETHERNET, rel=1e-6)
 
 
+@pytest.mark.parametrize("layout", list(Layout))
+def test_the_hosts_stack_costs_add_to_every_transfer_in_series_with_the_wire(layout):
+    layers = tuple(Layer(f"l{i}", 0.0, 0.0, (2_000_000,)) for i in range(4))
+    wire = run(layers, Policy.BASELINE, layout=layout)
+    # A stack as slow as the wire doubles the time of a stream of big messages: the costs add, they do not overlap.
+    per_byte = 8 / (GBIT * TCP_OVER_ETHERNET)
+    both = run(layers, Policy.BASELINE, layout=layout, stack_s_per_byte=per_byte)
+    assert both.iteration_s == pytest.approx(2 * wire.iteration_s, rel=1e-3)
+    assert both.comm_s == pytest.approx(wire.comm_s)  # comm_s (the perfect-overlap bound) stays the wire's
+    # A cost per message weighs on P3's slices (160 here) and hardly on the baseline's 4 arrays.
+    base, p3 = (run(layers, policy, layout=layout, stack_s_per_message=1e-3)
+                for policy in (Policy.BASELINE, Policy.P3))
+    base0, p30 = (run(layers, policy, layout=layout) for policy in (Policy.BASELINE, Policy.P3))
+    assert p3.iteration_s - p30.iteration_s > 20 * (base.iteration_s - base0.iteration_s) > 0
+
+
+def test_negative_stack_costs_are_refused():
+    for costs in ({"stack_s_per_byte": -1e-9}, {"stack_s_per_message": -1e-6}):
+        with pytest.raises(ValueError, match="stack"):
+            run(vgg_like(), Policy.P3, **costs)
+
+
 # The layer profiles: per-layer sums against the study entry's totals, compute split by FLOPs.
 
 def study():

@@ -38,7 +38,11 @@ Symmetry: all W workers run the same schedule, so one worker is simulated. Layou
   over all hosts), so it is exact for traffic spread evenly over the servers and optimistic for a baseline with
   large whole arrays on one server.
 
-Left out: CPU cost of messages (per-message overhead beyond `latency_s`), TCP dynamics (flows share a link by
+The hosts' own cost per message (`stack_s_per_byte`, `stack_s_per_message`, zero by default) lengthens every
+transfer on every link, in series with the wire: CPU time of copies and of the network stack that a host whose CPU
+keeps up with its NIC hides, and a CPU testbed (several hosts on a few cores) does not.
+
+Left out: the CPU the stack takes from compute (a measured profile already carries it), TCP dynamics (flows share a link by
 the queue's order, not by fair share; no loss, no congestion window), the water mark (ZeroMQ's queue ahead of the sender), the push/pull
 request messages (only payloads are sent), compute slowed by communication, stragglers and any variance.
 """
@@ -105,6 +109,12 @@ class ModelInput:
     slice_elements: int = 50_000
     iterations: int = 5
     wire_efficiency: float = TCP_OVER_ETHERNET  # payload bytes per byte the link's rate counts
+    # The hosts' own cost of moving a message, on top of the wire and in series with it: CPU seconds of the
+    # network stack (copies, the van, the kernel) per payload byte and per message, on every link a message
+    # crosses. Zero by default (a host whose CPU keeps up with its NIC); a testbed's figures are measured with
+    # no compute and no shaping (benchmarks/model_validation.py --stack).
+    stack_s_per_byte: float = 0.0
+    stack_s_per_message: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.layers:
@@ -118,6 +128,8 @@ class ModelInput:
             raise ValueError("bandwidth must be > 0, latency >= 0, slice >= 1 element, iterations >= 2")
         if not 0 < self.wire_efficiency <= 1:
             raise ValueError("wire_efficiency must be in (0, 1]")
+        if not (self.stack_s_per_byte >= 0 and self.stack_s_per_message >= 0):
+            raise ValueError("the stack's costs per byte and per message must be >= 0")
         for layer in self.layers:
             if layer.forward_s < 0 or layer.backward_s < 0 or any(n < 0 for n in layer.arrays):
                 raise ValueError(f"layer {layer.name}: negative time or size")
@@ -202,16 +214,18 @@ def _nothing(*_: float) -> None:
 class _Link:
     """One direction of one NIC: a queue of transfers served one at a time, in the policy's order."""
 
-    def __init__(self, sim: _Sim, bandwidth_bps: float) -> None:
+    def __init__(self, sim: _Sim, bandwidth_bps: float, stack_s_per_byte: float = 0.0,
+                 stack_s_per_message: float = 0.0) -> None:
         self.sim = sim
         self.seconds_per_byte = 8.0 / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
+        self.stack_s_per_byte, self.stack_s_per_message = stack_s_per_byte, stack_s_per_message
         self.ready: list[tuple[tuple[float, ...], int, float, float, Started, Done]] = []
         self.busy = False
         self.seq = 0
         self.carried = 0.0  # bytes over the whole simulation
 
     def duration(self, size: float) -> float:
-        return size * self.seconds_per_byte
+        return size * (self.seconds_per_byte + self.stack_s_per_byte) + self.stack_s_per_message
 
     def submit(self, available: float, order: tuple[float, ...], size: float, min_finish: float,
                started: Started = _nothing, done: Done = _nothing) -> None:
@@ -263,18 +277,22 @@ def simulate(spec: ModelInput) -> Prediction:
         by_layer[m.layer].append(m)
     sim = _Sim()
     bw = spec.bandwidth_bps * spec.wire_efficiency  # the payload's rate
+
+    def link() -> _Link:
+        return _Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message)
+
     if colocated:
         remote = (spec.workers - 1) / spec.workers
-        host_out, host_in = _Link(sim, bw), _Link(sim, bw)
+        host_out, host_in = link(), link()
         worker_out, worker_in = host_out, host_in
         server_in = [host_in]
         server_out = [host_out]
         push_sizes = (remote, remote)  # (on the sender's egress, on the receiver's ingress) per byte of message
         pull_sizes = (remote, remote)
     else:
-        worker_out, worker_in = _Link(sim, bw), _Link(sim, bw)
-        server_in = [_Link(sim, bw) for _ in range(spec.servers)]
-        server_out = [_Link(sim, bw) for _ in range(spec.servers)]
+        worker_out, worker_in = link(), link()
+        server_in = [link() for _ in range(spec.servers)]
+        server_out = [link() for _ in range(spec.servers)]
         push_sizes = (1.0, float(spec.workers))
         pull_sizes = (float(spec.workers), 1.0)
 
