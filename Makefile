@@ -17,11 +17,12 @@ demo: setup
 	@echo "Unified result ($$($(CK) find program:p3)/tmp/latest/p3-result.json):"
 	@cat "$$($(CK) find program:p3)/tmp/latest/p3-result.json"
 
-# The whole suite in two parts: the end-to-end and fault tests one at a time (each trains with real MXNet on both
-# cores, and many time what they detect), then the unit tests on two workers (pytest-xdist); both parts always
-# run, and the first failure's code is make's.
+# The whole suite in two parts: the end-to-end and fault tests one at a time (they train with real MXNet on both
+# cores, share the machine's namespaces, and many time what they detect), then the tests marked `parallel` (the
+# unit tests and the ck-command-only modules) on two workers (pytest-xdist); both parts always run, and the first
+# failure's code is make's.
 test: setup testbed-deps lint
-	$(VPY) -m pytest --ignore=tests/unit; first=$$?; $(VPY) -m pytest -n 2 tests/unit; second=$$?; \
+	$(VPY) -m pytest -m "not parallel"; first=$$?; $(VPY) -m pytest -n 2 -m parallel; second=$$?; \
 	  exit $$(( first != 0 ? first : second ))
 
 # ruff over the framework, the engine-side scripts, tests and benchmarks; mypy over the framework and the

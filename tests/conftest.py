@@ -1,5 +1,7 @@
 """Fixtures and tiers: tests/unit (no ck), tests/ck and tests/engine (the real ck CLI and its MXNet engine,
-marked `ck` here), tests/faults (the fault and hostile-input suite, also `ck`), `root` tests.
+marked `ck` here), tests/faults (the fault and hostile-input suite, also `ck`), `root` tests. `parallel`: tests that
+may share the machine with another (tests/unit, and the modules that say so); `make test` runs the others one at a
+time, then these on two workers.
 
 Root tests need root (network namespaces, sshd, tc): they skip for a developer without it and fail under CI,
 which runs as root, so they never skip silently there.
@@ -23,8 +25,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if {TESTS / "ck", TESTS / "engine", TESTS / "faults"} & set(Path(str(item.fspath)).parents):
+        parents = set(Path(str(item.fspath)).parents)
+        if {TESTS / "ck", TESTS / "engine", TESTS / "faults"} & parents:
             item.add_marker(pytest.mark.ck)
+        if TESTS / "unit" in parents:
+            item.add_marker(pytest.mark.parallel)
 
 
 def pytest_runtest_setup(item):

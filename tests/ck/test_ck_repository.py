@@ -6,6 +6,8 @@ import pytest
 
 from support.ckcli import REPO_ROOT
 
+pytestmark = pytest.mark.parallel  # ck commands in a CK of each test's own: no testbed, no training, no timing
+
 UID = re.compile(r"^[0-9a-f]{16}$")
 MODULE_DIRS = sorted(p.name[len("alias-a-"):] for p in (REPO_ROOT / ".cm").glob("alias-a-*"))
 ENTRIES = [(m, e.name) for m in MODULE_DIRS for e in sorted((REPO_ROOT / m).iterdir())

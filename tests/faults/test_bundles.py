@@ -27,7 +27,7 @@ from support.ckcli import CkCli, own_ck
 from support.faults import expect, finishes, no_traceback, one_clear_line
 from support.runs import wait_for
 
-pytestmark = pytest.mark.fault("bundle")
+pytestmark = [pytest.mark.fault("bundle"), pytest.mark.parallel]  # ck commands only: no testbed, no training, no timing
 STUDY = "study:sysml19-p3"
 # Peak memory of `ck import` beyond what it needs for a small bundle: the bombs here decompress to hundreds of MB.
 MEMORY_HEADROOM_KB = 100 * 1024

@@ -22,7 +22,7 @@ from support.bundles import filled_store
 from support.ckcli import CkCli, own_ck
 from support.faults import expect, finishes, one_clear_line
 
-pytestmark = pytest.mark.fault("hostile-input")
+pytestmark = [pytest.mark.fault("hostile-input"), pytest.mark.parallel]  # ck commands only: no testbed, no training, no timing
 REFUSED_WITHIN_S = 20.0  # ck's own start-up included; the refusals themselves take well under a second
 SHORT_LINE = 300  # characters: a refusal names the problem, it does not repeat the input
 HUGE = 100_000  # characters of a hostile value

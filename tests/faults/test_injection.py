@@ -17,7 +17,7 @@ import pytest
 from support.ckcli import REPO_ROOT, CkCli, own_ck
 from support.faults import expect, not_injected, one_clear_line
 
-pytestmark = pytest.mark.fault("injection")
+pytestmark = [pytest.mark.fault("injection"), pytest.mark.parallel]  # ck commands only: no testbed, no training, no timing
 
 SETTINGS = sorted(json.loads((REPO_ROOT / "program" / "p3" / ".cm" / "meta.json").read_text())["run_vars"])
 PACKAGES = {p.parent.parent.name: sorted(json.loads(p.read_text())["customize"]["install_env"])
