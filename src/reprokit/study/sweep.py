@@ -363,7 +363,6 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
     A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
     """
     from reprokit.study.options import report_dir, timeline_config
-    from reprokit.study.report import write_report
 
     sweep, target = open_sweep(options, study, store, program_models, machine_config, console,
                                artifact_builds=artifact_builds)
@@ -377,6 +376,8 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
     if summary.stopped:
         raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
                         f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
+    from reprokit.study.report import write_report  # pandas, scipy, matplotlib: not for a refusal (a second)
+
     paths = write_report(study, store, program_models, report_dir(options, store.root), console,
                          timeline_config=timeline_config(options))
     if summary.failed:
