@@ -79,8 +79,8 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
             "compute": EMULATED if r.emulated else REAL,
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
-    return df.astype({"ok": bool, "imported": bool, "shaping": bool, "cpu_bound": bool, "throughput": float, "bandwidth_bps": float,
-                      **{column: float for column in COMM_FIGURES}})
+    return df.astype({"ok": bool, "imported": bool, "shaping": bool, "cpu_bound": bool, "throughput": float,
+                      "bandwidth_bps": float, **{column: float for column in COMM_FIGURES}})
 
 
 CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "engine", "variant"]

@@ -42,9 +42,10 @@ The hosts' own cost per message (`stack_s_per_byte`, `stack_s_per_message`, zero
 transfer on every link, in series with the wire: CPU time of copies and of the network stack that a host whose CPU
 keeps up with its NIC hides, and a CPU testbed (several hosts on a few cores) does not.
 
-Left out: the CPU the stack takes from compute (a measured profile already carries it), TCP dynamics (flows share a link by
-the queue's order, not by fair share; no loss, no congestion window), the water mark (ZeroMQ's queue ahead of the sender), the push/pull
-request messages (only payloads are sent), compute slowed by communication, stragglers and any variance.
+Left out: the CPU the stack takes from compute (a measured profile already carries it), TCP dynamics (flows
+share a link by the queue's order, not by fair share; no loss, no congestion window), the water mark (ZeroMQ's
+queue ahead of the sender), the push/pull request messages (only payloads are sent), compute slowed by
+communication, stragglers and any variance.
 """
 from __future__ import annotations
 
