@@ -2,7 +2,7 @@
 (needs root and sshd).
 
     .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4] [--dilation 20] [--repetitions 3] [--models vgg]
-                                                  [--batches 8]
+                                                  [--batches 8] [--bandwidths 30gbit --variants baseline,...]
 
 Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included). The study runs the claims stated at a
 bandwidth (their models, variants and baselines) with the study's `paper` profile (224x224 images, batch 32 per
@@ -32,6 +32,8 @@ def main() -> int:
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
+    parser.add_argument("--bandwidths", default="", help="the paper's bandwidths to run (crossed with the variants)")
+    parser.add_argument("--variants", default="", help="the variants to run, e.g. baseline,p3-slicing-only")
     parser.add_argument("--batches", type=int, default=0,
                         help="batches per run, reported every quarter (default: the study's 20, every 5)")
     args = parser.parse_args()
@@ -43,7 +45,8 @@ def main() -> int:
     ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", env=env, check=True)
     hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
     ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env, check=True)
-    narrow = [f"--models={args.models}"] if args.models else []
+    narrow = [f"--{key}={value}" for key, value in (("models", args.models), ("bandwidths", args.bandwidths),
+                                                     ("variants", args.variants)) if value]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
     try:
