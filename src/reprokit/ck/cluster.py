@@ -17,7 +17,7 @@ from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
 from reprokit.jsonfile import write_json
-from reprokit.cluster.slurm import job_of
+from reprokit.cluster.slurm import SlurmJob, job_of
 from reprokit.errors import UserError
 from reprokit.values import whole_number
 
@@ -39,9 +39,11 @@ def check(i: dict) -> dict:
                         "to check the nodes the run would use)")
     if launcher in ("srun", "oarsh"):
         return _check_job(launcher, name, i)
-    if job_of(machine_cluster_data(name), f"machine:{name}") is not None:
-        return _check_submission(name)
-    cluster = parse(machine_cluster_data(name), source=f"machine:{name}")  # an allocation is expanded now
+    described = machine_cluster_data(name)  # hosts.json, read once
+    job = job_of(described, f"machine:{name}")
+    if job is not None:
+        return _check_submission(job)
+    cluster = parse(described, source=f"machine:{name}")  # an allocation is expanded now
     if cluster.allocation:
         print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     if i.get("accept_new_host_keys") in ("yes", True):
@@ -65,13 +67,11 @@ def check(i: dict) -> dict:
     return {"return": 0, "hosts": [asdict(c) for c in checks]}
 
 
-def _check_submission(name: str) -> dict:
+def _check_submission(job: SlurmJob) -> dict:
     """`ck check cluster:NAME` of a machine naming a Slurm job, outside it: would Slurm take the job (--test-only)?
     Its nodes are checked from inside it: salloc ... ck check cluster."""
     from reprokit.cluster.slurm import test_only
 
-    job = job_of(machine_cluster_data(name), f"machine:{name}")
-    assert job is not None
     estimate = test_only(job)
     print(f"cluster: Slurm would take the job ({' '.join(job.sbatch_options())}): {estimate}", flush=True)
     print(f"cluster: its nodes are checked inside an allocation: salloc --nodes={job.nodes} ck check cluster",
