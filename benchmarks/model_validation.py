@@ -53,11 +53,11 @@ from reprokit.study.rates import shaped_bps
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
-RUN = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.TIMELINE=1"]
+BATCHES = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2"]
+RUN = [*BATCHES, "--env.TIMELINE=1"]
 UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
 # Communication alone: every layer waits the V100 profile's time divided by 1000 (microseconds).
-NO_COMPUTE = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2", "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=v100",
-              "--env.DILATION=0.001"]
+NO_COMPUTE = [*BATCHES, "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=v100", "--env.DILATION=0.001"]
 POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
           "p3-priority-only": Policy.PRIORITY_ONLY}
 VALIDATED = ("baseline", "p3")  # the variants the testbed runs
@@ -197,13 +197,11 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int) -> int:
     ck_cli("testbed", f"cluster:{NAME}", "--shape=off", env=env, check=True)
     configs = [(m, v) for m in models for v in VALIDATED]
     runs: list[tuple[Result, Path]] = []
-    rows: Rows = {}
     for rep in range(repetitions):
         for model, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
             run_dir = work / f"{model}-{UNSHAPED}-{variant}-{rep}"
             result = one_run(env, model, variant, run_dir, NO_COMPUTE)
             runs.append((result, run_dir / PROFILE_FILE))
-            rows.setdefault((model, UNSHAPED, variant), []).append((measured_s(result), math.nan))
             print(f"rep {rep + 1} {model} {variant}: {measured_s(result):.3f} s/iteration", flush=True)
     costs = fitted_costs(runs)
     (work / "stack.json").write_text(json.dumps(
