@@ -549,5 +549,9 @@ def test_nothing_tested_is_said_first_with_the_reason_and_the_fix():
     assert embedded.untested.endswith("ck reproduce study:sysml19-p3 --target=NAME --quick")
     assert analyse(study(), [], ALL_MODELS).untested.startswith("No claim could be tested on these runs: no runs "
                                                                "stored yet.")
+    only_emulated = records("vgg", "30gbit", [1.2, 1.16, 1.2], [1.19, 1.2, 1.2], emulated=True)
+    assert analyse(study(), only_emulated, ALL_MODELS).untested.startswith(
+        "No claim could be tested on these runs: no measured runs stored yet (the 6 emulated run(s) stored give "
+        "emulated figures beside the claims, never a measured verdict).")
     tested = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0], target=CLUSTER4)
     assert analyse(study(), tested, ALL_MODELS).untested == ""

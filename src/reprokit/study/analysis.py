@@ -124,13 +124,17 @@ class Analysis:
     untested: str = ""  # when no claim could be tested on these runs: why and how to (the report's first line)
 
 
-def nothing_tested(study: Study, verdicts: Sequence[ClaimVerdict], found: Sequence[Setup]) -> str:
+def nothing_tested(study: Study, verdicts: Sequence[ClaimVerdict], found: Sequence[Setup],
+                   emulated_runs: int = 0) -> str:
     """The report's first line when no claim could be tested on these runs (no runs, or every verdict 'not
-    testable here'): why, and how to test them; "" when some claim could be."""
+    testable here'): why, and how to test them; "" when some claim could be. ``emulated_runs``: how many emulated
+    runs are stored (they never test a claim)."""
     if found and not all(v.verdict == Verdict.NOT_TESTABLE for v in verdicts):
         return ""
     if not found:
-        why = "no runs stored yet"
+        why = ("no runs stored yet" if not emulated_runs else
+               f"no measured runs stored yet (the {emulated_runs} emulated run(s) stored give emulated figures "
+               f"beside the claims, never a measured verdict)")
     elif all(s.kind == "embedded" for s in found):
         why = ("every run is on the embedded default, whose roles share this host over loopback, a bandwidth that "
                "cannot be set, while every claim is about a cluster's network")
@@ -157,6 +161,6 @@ def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -
         badges=badges(study, df, verdicts, program_models), setups=setups(df),
         side_by_side=side_by_side(summary, speedup_rows),
         overall_by_engine={e: {c.id: overall(verdicts, c.id, e) for c in study.claims} for e in engines_of(df)},
-        decided=decided, untested=nothing_tested(study, verdicts, setups(df)),
+        decided=decided, untested=nothing_tested(study, verdicts, setups(df), len(emulated)),
         emulated_speedups=speedups(emulated, claim_pairs(study), study.tolerance.confidence),
     )
