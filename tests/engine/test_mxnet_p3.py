@@ -54,7 +54,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=7, timeout=120):
+def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=11, timeout=120):
     """Scheduler, server and worker of LATE_KEY on 127.0.0.1; the late key's median place among the completions."""
     script = tmp_path / "late_key.py"
     script.write_text(LATE_KEY)
@@ -93,6 +93,7 @@ def test_a_late_high_priority_key_overtakes_the_queued_ones_under_p3(engine_pyth
 
 def test_without_priorities_or_without_the_p3_van_the_late_key_waits_its_turn(engine_python, tmp_path):
     # P3_PRIORITY=0 (the slicing-only ablation): every push at priority 0, the late key's slices mixed in behind.
-    assert late_key_rank(engine_python, tmp_path, {**P3_SMALL_WATER_MARK, "FLATTEN": "1"}) >= 31 // 2
+    # Medians of 7 rounds were 18 to 29 in 12 runs, and 11 once in CI; P3's stay at 7 or below (the test above).
+    assert late_key_rank(engine_python, tmp_path, {**P3_SMALL_WATER_MARK, "FLATTEN": "1"}) >= 31 // 3
     # Stock ps-lite sends in the order it is given: the priority never reaches the wire.
     assert late_key_rank(engine_python, tmp_path, {}) >= 31 // 3
