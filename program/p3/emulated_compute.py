@@ -36,16 +36,20 @@ to 2 ms or more, and a fixed start-up figure made the lag of hundreds of
 operations per iteration add up (ResNet-50 waits ran 0.14 s per iteration
 late). A wait for a pull still counts in full.
 
-A wait sleeps (a GPU host: its CPU stays free for the network stack), or with
-``--compute-wait busy`` holds one core (a CPU device: its compute competes
-with the communication for the cores, as the real run's does here).
+A wait sleeps (a GPU host: its CPU stays free for the network stack and its
+engine's CPU thread free for the kvstore), or with ``--compute-wait busy``
+spins on the engine's CPU worker thread (a CPU device: a real operator holds
+a core and that thread, and the kvstore's pushes, pulls and copies, queued on
+the same first-in first-out thread, wait behind it, as in the real run here).
 
 The profile (``emulated-compute.json`` in the role's folder, written by the
 run from reprokit.emulation) gives each layer's trainable array sizes and its
 forward and backward seconds for this run's batch; ``--dilation k`` multiplies
 every wait by k.
 """
+import ctypes
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -66,7 +70,7 @@ class _Clock:
         self.last_end = 0.0
         self.returned = None  # when the previous wait returned to MXNet
         self.lag = 0.0
-        self.busy = False  # spend waits on one core (a CPU device) instead of asleep (a GPU host's free CPU)
+        self.busy = False  # spin on the engine's CPU thread (a CPU device) instead of asleep (a GPU host's free CPU)
         self.lock = threading.Lock()
 
     def wait(self, seconds, chained=False):
@@ -78,7 +82,7 @@ class _Clock:
             start = self.last_end if chained else max(self.last_end, now - self.lag)
             end = self.last_end = start + seconds
         if self.busy:
-            _busy_until(end)
+            _busy_on_engine_thread(end)
         else:
             remaining = end - time.time()
             if remaining > 0:
@@ -96,6 +100,39 @@ def _busy_until(end):
     would beside a real operator's thread."""
     while time.time() < end:
         hashlib.sha256(_BLOCK).digest()
+
+
+class _Context(ctypes.Structure):
+    """mxnet::Context as the C API takes it: device type (1: CPU) and id."""
+    _fields_ = [("dev_type", ctypes.c_int), ("dev_id", ctypes.c_int)]
+
+
+_CPU = _Context(1, 0)
+_SYNC_FUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_SPINS = {}  # id -> (end, done): what each spin pushed to the engine is to do
+_SPIN_IDS = itertools.count(1)
+
+
+@_SYNC_FUNC
+def _engine_spin(run_context, spin_id):
+    end, done = _SPINS.pop(spin_id)
+    try:
+        _busy_until(end)
+    finally:
+        done.set()
+
+
+def _busy_on_engine_thread(end):
+    """Spin until ``end`` on the engine's CPU worker thread (a synchronous operation pushed on the CPU, with no
+    arrays: it only holds the thread), and return when it has. The kvstore's operations (pinned-CPU context, the same
+    first-in first-out worker) queue behind it as behind a real CPU operator; a spin the queue starts late still ends
+    at ``end``, as the measured profile counts that queueing in the layer's time."""
+    spin_id, done = next(_SPIN_IDS), threading.Event()
+    _SPINS[spin_id] = (end, done)
+    mx.base.check_call(mx.base._LIB.MXEnginePushSync(
+        _engine_spin, ctypes.c_void_p(spin_id), None, ctypes.byref(_CPU), None, 0, None, 0, None, 0,
+        mx.base.c_str("p3_emulated_spin")))
+    done.wait()
 
 
 CLOCK = _Clock()

@@ -1,5 +1,5 @@
 """Emulated compute's waits in the engine's interpreter: short layers share a wait, and a busy wait holds a core
-where a sleeping one leaves it free."""
+and the engine's CPU thread where a sleeping one leaves both free."""
 import json
 import os
 import subprocess
@@ -26,13 +26,37 @@ print(json.dumps({"merged": merged, "wall": wall, "cpu": used.ru_utime + used.ru
 """
 
 
+# A 0.4 s wait, then (0.1 s in) an operation on the CPU that shares nothing with it but the engine's CPU thread.
+HOLD = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import mxnet as mx
+import emulated_compute as ec
+ec.CLOCK.busy = sys.argv[2] == "busy"
+a = mx.nd.ones((4,))
+a.wait_to_read()
+token = ec.wait(0.0, [mx.nd.zeros((1,)), mx.nd.zeros((1,))])
+token.wait_to_read()
+start = time.time()
+token = ec.wait(0.4, [token])
+time.sleep(0.1)
+b = a + 1
+b.wait_to_read()
+independent = time.time() - start
+token.wait_to_read()
+print(json.dumps({"independent": independent, "wait": time.time() - start}))
+"""
 
 
-def run_waits(python, mode):
-    proc = subprocess.run([python, "-c", WAITS, str(P3_DIR), mode], capture_output=True, text=True, timeout=120,
+def run_script(python, script, mode):
+    proc = subprocess.run([python, "-c", script, str(P3_DIR), mode], capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_waits(python, mode):
+    return run_script(python, WAITS, mode)
 
 
 def test_short_layers_share_the_wait_before_them_and_the_time_is_kept(engine_python):
@@ -49,3 +73,13 @@ def test_a_busy_wait_holds_a_core_and_a_sleeping_one_does_not(engine_python):
         assert 0.5 <= figures["wall"] < 1.5, figures
     assert busy["cpu"] > 0.8 * busy["wall"], busy
     assert sleep["cpu"] < 0.3 * sleep["wall"], sleep
+
+
+def test_a_busy_wait_holds_the_engines_cpu_thread_as_a_cpu_operator_does(engine_python):
+    """The kvstore's pushes, pulls and copies run on the engine's one CPU thread, first in first out: behind a real
+    CPU operator they wait, beside a GPU's (a sleeping wait) they do not."""
+    sleep, busy = run_script(engine_python, HOLD, "sleep"), run_script(engine_python, HOLD, "busy")
+    for figures in (sleep, busy):
+        assert 0.4 <= figures["wait"] < 1.0, figures
+    assert sleep["independent"] < 0.3, sleep
+    assert busy["independent"] >= 0.38, busy
