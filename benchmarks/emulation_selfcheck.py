@@ -8,8 +8,8 @@ so both carry the same probes: a real run, whose workers measure each layer's co
 p3_timeline.py), then an emulated run (COMPUTE=emulated) waiting exactly that profile. The emulated run must follow
 its real one, so the order is not interleaved: the question is whether emulating a run's own profile gives that
 run's throughput (a profile from another run carries that run's noise: the real runs' compute varied by 10%
-between runs here). The waits are busy by default (COMPUTE_WAIT=busy): this machine's compute holds a core, and the
-real run's communication competes with it for the two cores; asleep (--wait sleep, as for a GPU host) the emulated
+between runs here). The waits are busy by default (COMPUTE_WAIT=busy): this machine's compute holds a core and the
+engine's CPU thread, and the real run's communication competes with it for both; asleep (--wait sleep, as for a GPU host) the emulated
 run's communication has the cores to itself and runs faster than the real one's. Prints the
 real over emulated throughput ratio per pair, its mean and a 95% t interval (n = repetitions), the load average, and
 where the two differ: the profile's waits, what the emulated workers' own probes measured of them (late waits show

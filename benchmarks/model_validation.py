@@ -127,7 +127,7 @@ def again(work: Path, costs: StackCosts) -> int:
                      for d, (model, rate, variant, _) in folders], costs)
     if not rows:
         raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
-    print(f"the runs of {work}, predicted again{said(costs)}")
+    print(f"the runs of {work}, predicted again{stack_clause(costs)}")
     report(rows)
     return 0
 
@@ -140,7 +140,7 @@ def against_emulated(root: Path, costs: StackCosts) -> int:
                      for r, result in runs if result is not None], costs)
     if not rows:
         raise SystemExit(f"benchmark: no emulated runs are stored in {root}")
-    print(f"emulated runs of {root}; bandwidth: the paper's (links shaped to it divided by k){said(costs)}")
+    print(f"emulated runs of {root}; bandwidth: the paper's (links shaped to it divided by k){stack_clause(costs)}")
     report(rows)
     return 0
 
@@ -164,7 +164,7 @@ def report(rows: Rows) -> None:
               f"error {pred / meas - 1:+.1%}")
 
 
-def said(costs: StackCosts) -> str:
+def stack_clause(costs: StackCosts) -> str:
     return (f", with the hosts' stack at {costs.per_byte * 1e9:.3f} ns per byte and {costs.per_message * 1e6:.1f} us "
             f"per message" if costs != StackCosts() else "")
 
@@ -209,7 +209,7 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int) -> int:
          "measured": "runs with no compute (COMPUTE=emulated, v100 profile, DILATION 0.001) on unshaped links, "
                      f"{NAME}: 3 hosts, 3 workers, 3 co-located servers, smoke profile",
          "load_average_at_end": os.getloadavg()}, indent=1) + "\n")
-    print(f"\nfitted{said(costs)} (written to {work / 'stack.json'})")
+    print(f"\nfitted{stack_clause(costs)} (written to {work / 'stack.json'})")
     report(compared([((r.model or "", UNSHAPED, r.variant or ""), r, p, UNSHAPED, r.dilation or 1.0) for r, p in runs],
                     costs))
     return 0

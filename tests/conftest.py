@@ -30,6 +30,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.ck)
         if TESTS / "unit" in parents:
             item.add_marker(pytest.mark.parallel)
+        if item.get_closest_marker("parallel") and item.get_closest_marker("root"):
+            # a root test starts namespaces, links and trainings that time what they detect: it must run alone
+            raise pytest.UsageError(f"{item.nodeid} is marked both parallel and root: a root test runs alone "
+                                    "(drop the parallel mark)")
 
 
 def pytest_runtest_setup(item):

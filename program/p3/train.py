@@ -72,7 +72,8 @@ def parse_args(argv):
     parser.add_argument("--compute-profile", default="", help="the emulated compute's profile (JSON)")
     parser.add_argument("--dilation", type=float, default=1.0, help="every emulated wait is multiplied by this")
     parser.add_argument("--compute-wait", choices=("sleep", "busy"), default="sleep",
-                        help="emulated waits asleep (a GPU host's free CPU) or busy on one core (a CPU device)")
+                        help="emulated waits asleep (a GPU host's free CPU) or busy on the engine's CPU thread (a CPU "
+                             "device)")
     return parser.parse_args(argv)
 
 

@@ -26,11 +26,11 @@ def study(**tolerance):
 
 
 def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
-            ratio=None, engine="embedded", emulated=False, host_cpu_busy=None, cpu_bound=None):
+            ratio=None, engine="embedded", emulated=False, host_cpu_busy=None, cpu_bound=None, dilation=20):
     """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
     that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1). ``engine``:
     embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync).
-    ``emulated``: runs of an --emulate sweep (COMPUTE=emulated); ``host_cpu_busy``: what every run's busiest host's
+    ``emulated``: runs of an --emulate sweep (COMPUTE=emulated) at k = ``dilation``; ``host_cpu_busy``: what every run's busiest host's
     CPU was; ``cpu_bound``: what every run's result decided of it (asleep waits only, else None)."""
     comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
                                      "comm_wait_s_per_iter": 0.1, "overlap": 0.5}
@@ -46,7 +46,7 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
             result = {"throughput_samples_per_sec": value, "engine": engine_name,
                       "params_in_sync": True if engine == "embedded" else None, **comm}
             out.append(Record(
-                record_id=f"s{'e' if emulated else ''}--{model}{'' if engine == 'embedded' else '--' + engine}--{name}--"
+                record_id=f"s{f'e{dilation}' if emulated else ''}--{model}{'' if engine == 'embedded' else '--' + engine}--{name}--"
                           f"{bandwidth}--r{rep}--{origin}",
                 study="sysml19-p3", sweep_id="s", origin=Origin(id=origin, host="h", study="sysml19-p3"),
                 config=RecordConfig(model=model, variant=name, bandwidth=bandwidth, repetition=rep, profile=profile,
@@ -54,7 +54,8 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
                 result=result if value is not None else None,
-                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated"}} if emulated else {})},
+                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated", "DILATION": str(dilation)}}
+                                                      if emulated else {})},
             ))
     return out
 

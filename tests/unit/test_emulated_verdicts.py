@@ -13,9 +13,9 @@ HOLDS = {"tolerance": 0.10, "models": [{"model": "resnet", "ratio": 1.02, "ci95"
                                         {"model": "vgg", "ratio": 0.99, "ci95": [0.97, 1.01], "n_pairs": 5}]}
 
 
-def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None):
+def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None, dilation=20):
     return records("resnet", "4gbit", list(baseline), list(p3), emulated=True, host_cpu_busy=host_cpu_busy,
-                   cpu_bound=cpu_bound)
+                   cpu_bound=cpu_bound, dilation=dilation)
 
 
 def resnet_4gbit(analysis, check=HOLDS):
@@ -49,11 +49,22 @@ def test_an_emulated_verdict_follows_the_claims_band_and_needs_enough_runs(p3, s
     assert re.match(r"\d\.\d\dx \[", text) and f"n={min(len(p3), 3)}" in text and said in text
 
 
+def test_runs_at_two_dilations_are_two_figures_each_with_its_k():
+    """A claim run again at a larger k into the same store (its CPU-bound runs at k=20 kept): never pooled."""
+    text = resnet_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], host_cpu_busy=0.9, cpu_bound=True)
+                                + emulated([10.0, 10.1, 9.9], dilation=40), ALL_MODELS))
+    at_20, at_40 = text.split("; ")
+    assert at_20.startswith("1.30x [") and ", k=20, " in at_20 and "CPU-bound" in at_20
+    assert at_40.startswith("1.00x [") and ", k=40" in at_40 and "n=3" in at_40
+    assert "not replicated (emulated): lies below the claimed 1.26x" in at_40
+
+
 def test_runs_whose_hosts_ran_out_of_cpu_show_their_figure_and_no_verdict():
     bound = resnet_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], host_cpu_busy=0.93, cpu_bound=True),
                                  ALL_MODELS))
     assert bound.startswith("1.30x [") and "hosts' CPU up to 93% busy" in bound
-    assert "not given: above 80% busy, the hosts' CPU rather than the links may have set the pace" in bound
+    assert ("not given: its runs warned they were CPU-bound, so the hosts' CPU rather than the links may have set "
+            "the pace") in bound
     assert "replicated" not in bound
     spare = resnet_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], host_cpu_busy=0.6, cpu_bound=False),
                                  ALL_MODELS))

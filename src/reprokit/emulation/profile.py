@@ -26,8 +26,9 @@ from reprokit.values import shown
 REAL, EMULATED = "real", "emulated"
 COMPUTE_MODES = (REAL, EMULATED)
 # How an emulated wait spends its time: asleep, as a GPU host's CPU is free for the network stack while the device
-# computes; or busy on one core (hashing, outside Python's lock), as a CPU device's compute holds the core the real
-# run's communication then competes for: the self-check emulates this machine's own CPU so.
+# computes; or busy on the engine's CPU worker thread (hashing, outside Python's lock), as a CPU device's compute holds
+# a core and that thread, which the real run's communication then competes for: the self-check emulates this
+# machine's own CPU so.
 SLEEP, BUSY = "sleep", "busy"
 COMPUTE_WAITS = (SLEEP, BUSY)
 DEFAULT_PROFILE = "v100"
@@ -261,7 +262,8 @@ def _one_of(name: str, raw: str, choices: tuple[str, ...], hint: str) -> str:
 
 def check_compute_wait(raw: str) -> str:
     return _one_of("COMPUTE_WAIT", raw, COMPUTE_WAITS, "sleep: a GPU host's free CPU; busy: a CPU device holding a "
-                                                       "core: --env.COMPUTE_WAIT=sleep|busy")
+                                                       "core and the engine's CPU thread: "
+                                                       "--env.COMPUTE_WAIT=sleep|busy")
 
 
 def check_compute(raw: str) -> str:
@@ -288,6 +290,11 @@ def cpu_bound_warning(busy: float) -> str:
 def emulates(env: Mapping[str, Any]) -> bool:
     """Whether run settings (a sweep's, or a stored run's overrides) ask for emulated compute."""
     return str(env.get("COMPUTE", "")).strip() == EMULATED
+
+
+def dilation_of(env: Mapping[str, Any]) -> float:
+    """k of run settings (a sweep's, or a stored run's overrides) that emulate; 1 for real compute."""
+    return float(env.get("DILATION", "1") or 1) if emulates(env) else 1.0
 
 
 def dilated_rate(rate: str, dilation: float) -> str:

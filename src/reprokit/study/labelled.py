@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from reprokit.emulation.profile import EMULATION_CPU_LIMIT
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.verdict import judge_at_bandwidth
 
@@ -76,14 +75,14 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
     for _, row in mine.iterrows():
         n = int(min(row["n_variant"], row["n_versus"]))
         figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
-                  f"{row['profile']} profile")
+                  f"{row['profile']} profile, k={row['dilation']:g}")
         busy = float(row.get("host_cpu_busy", math.nan))
         if busy == busy:  # NaN: not recorded
             figure += f", hosts' CPU up to {busy:.0%} busy"
         if withheld:
             said.append(f"{figure}: {withheld}")
         elif row.get("cpu_bound", False):  # decided by each run's result (run/result.py)
-            said.append(f"{figure}: not given: above {EMULATION_CPU_LIMIT:.0%} busy, the hosts' CPU rather than the "
+            said.append(f"{figure}: not given: its runs warned they were CPU-bound, so the hosts' CPU rather than the "
                         f"links may have set the pace (raise --dilation)")
         elif n < need:
             said.append(f"{figure}: not given: n < {need}")

@@ -141,7 +141,7 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
     ratio plot); where the engine measured none (the authors' builds), the stock baseline's in the same
     configuration, and ``ratio_engine`` says whose it is."""
     out = []
-    keys = ["setup", "profile", "model", "bandwidth"]
+    keys = ["setup", "profile", "model", "bandwidth", "dilation"]  # dilation: 1 unless emulated
     ok = df[df["ok"] & df["throughput"].notna()]
     for key, config in ok.groupby(keys, sort=False, dropna=False):
         for engine in [e for e in ENGINE_KINDS if e in set(config["engine"])]:
@@ -154,8 +154,8 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
                     continue
                 ratio, low, high = ratio_interval(num, den, confidence)
                 compared = group[group["variant"].isin([variant, versus])]
-                busy = compared["host_cpu_busy"].max() if "host_cpu_busy" in compared else math.nan
-                cpu_bound = bool(compared["cpu_bound"].any()) if "cpu_bound" in compared else False
+                busy = compared["host_cpu_busy"].max()  # frame() always has both columns
+                cpu_bound = bool(compared["cpu_bound"].any())
                 measured, ratio_engine = comm_to_compute(reference), engine
                 if math.isnan(measured) and engine != EMBEDDED:
                     ours = config[(config["engine"] == EMBEDDED) & (config["variant"] == versus)]

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reprokit.emulation.profile import dilated_rate, emulates
+from reprokit.emulation.profile import dilated_rate, dilation_of, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
 from reprokit.values import shown
@@ -289,6 +289,12 @@ class Record:
         return isinstance(overrides, dict) and emulates(overrides)
 
     @property
+    def dilation(self) -> float:
+        """k of an emulated run (its sweep's DILATION); 1 for a measured one."""
+        overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
+        return dilation_of(overrides) if isinstance(overrides, dict) else 1.0
+
+    @property
     def run_result(self) -> Result | None:
         """The unified result typed (typed_result); None if the run wrote none. ``result`` stays what is stored."""
         return None if self.result is None else typed_result(self.result)
@@ -351,7 +357,7 @@ class Sweep:
     @property
     def dilation(self) -> float:
         """k of an emulated sweep (--emulate): each link is shaped to its bandwidth divided by k; 1 otherwise."""
-        return float(self.env.get("DILATION", "1") or 1) if emulates(self.env) else 1.0
+        return dilation_of(self.env)
 
     def link_rate(self, bandwidth: str) -> str:
         """The tc rate the links get for a run at ``bandwidth``."""
