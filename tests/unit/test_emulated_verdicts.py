@@ -5,6 +5,7 @@ import pytest
 
 from reprokit.study.analysis import analyse
 from reprokit.study.labelled import emulation_status, labelled_verdicts
+from reprokit.study.verdict import judge_at_bandwidth
 
 from support.study_data import ALL_MODELS, records, study
 
@@ -94,3 +95,12 @@ def test_the_self_check_holds_only_when_every_model_and_both_ends_of_its_interva
     wide = {**HOLDS, "models": [{**HOLDS["models"][0], "ci95": [0.85, 1.08]}, HOLDS["models"][1]]}
     assert emulation_status(wide) == ("not given: the emulation's self-check is outside 10% (real/emulated "
                                       "throughput resnet 1.02x [0.85, 1.08], n=5; docs/emulation.md)")
+
+
+def test_an_interval_just_too_wide_is_not_shown_as_wide_as_the_limit():
+    """0.85x [0.73, 0.99] is ±15.3%: shown to a tenth, never "±15%, wider than the ±15% the study accepts"."""
+    s = study()
+    [claim] = [c for c in s.claims if c.id == "resnet-4gbit"]
+    kind, how = judge_at_bandwidth({"speedup": 0.85, "ci_low": 0.72, "ci_high": 0.98}, claim, s.tolerance)
+    assert kind.value == "inconclusive"
+    assert "interval is ±15.3%, wider than the ±15% the study accepts" in how

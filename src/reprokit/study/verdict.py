@@ -239,7 +239,7 @@ def _judge_up_to(claim: Claim, enough: pd.DataFrame, thin: pd.DataFrame, tol: To
     wide = enough[reaches]
     row = wide.loc[wide["speedup"].idxmax()]
     half = _half_width(row)
-    width = f"±{half:.0%}" if half == half else "missing"
+    width = f"±{half:.1%}" if half == half else "missing"  # .1: never "±15%, wider than ±15%"
     return Verdict.INCONCLUSIVE, (f"{_measured(row, claim, engine)}: the {tol.confidence:.0%} interval ({width}) "
                                   f"reaches {band} but is wider than the ±{tol.max_relative_half_width:.0%} the study "
                                   f"accepts, so it neither shows nor excludes the claim; add repetitions"
@@ -323,7 +323,7 @@ def judge_at_bandwidth(row, claim: Claim, tol: Tolerance) -> tuple[Verdict, str]
     when it lies wholly below or above it. The reason reads on from the configuration's figure."""
     half = _half_width(row)
     if not half <= tol.max_relative_half_width:  # a missing interval is not narrow
-        width = f"±{half:.0%}" if half == half else "missing"
+        width = f"±{half:.1%}" if half == half else "missing"  # .1: never "±15%, wider than ±15%"
         return Verdict.INCONCLUSIVE, (f": the {tol.confidence:.0%} interval is {width}, wider than the "
                                       f"±{tol.max_relative_half_width:.0%} the study accepts; add repetitions")
     band_low, band_high = claim.speedup - tol.speedup, claim.speedup + tol.speedup
@@ -345,7 +345,7 @@ def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[
     found = setups(df)
     if not found:
         return [ClaimVerdict(c.id, "no runs", Verdict.INCONCLUSIVE,
-                             "not measured: no runs stored yet (ck reproduce study:NAME)") for c in study.claims]
+                             f"not measured: no runs stored yet (ck reproduce study:{study.name})") for c in study.claims]
     return [judge(c, s, rows, study.tolerance, program_models, engine) for c in study.claims for s in found
             for engine in engines_of(df[df["setup"] == s.label])]
 
