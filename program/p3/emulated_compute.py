@@ -111,6 +111,7 @@ _CPU = _Context(1, 0)
 _SYNC_FUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 _SPINS = {}  # id -> (end, done): what each spin pushed to the engine is to do
 _SPIN_IDS = itertools.count(1)
+SPIN_GRACE_S = 60.0
 
 
 @_SYNC_FUNC
@@ -132,7 +133,12 @@ def _busy_on_engine_thread(end):
     mx.base.check_call(mx.base._LIB.MXEnginePushSync(
         _engine_spin, ctypes.c_void_p(spin_id), None, ctypes.byref(_CPU), None, 0, None, 0, None, 0,
         mx.base.c_str("p3_emulated_spin")))
-    done.wait()
+    # The kvstore's operations ahead of it are asynchronous and return at once: a spin not run within a minute
+    # past its end never will be (an engine stopping), and the wait fails rather than hold the worker forever.
+    if not done.wait(timeout=max(0.0, end - time.time()) + SPIN_GRACE_S):
+        _SPINS.pop(spin_id, None)
+        raise RuntimeError(f"the engine's CPU thread did not run an emulated wait within {SPIN_GRACE_S:.0f} s of "
+                           f"its end")
 
 
 CLOCK = _Clock()
