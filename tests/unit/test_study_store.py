@@ -114,6 +114,8 @@ def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_
      "result.throughput_samples_per_sec must be a finite number, got '12.5'"),
     (lambda r: r["config"].update(model="../../../../tmp/x"), "config.model must be a plain name"),
     (lambda r: r.update(format="reprokit-study-run/9"), "has format 'reprokit-study-run/9', not reprokit-study-run/1"),
+    (lambda r: r["provenance"].update(env_overrides={"COMPUTE": "emulated", "DILATION": "fast"}),
+     "provenance.env_overrides.DILATION must be a number above 0 and at most 1000, got 'fast'"),
 ])
 def test_a_malformed_record_is_one_line_naming_its_file(tmp_path, change, message):
     record = json.loads(json.dumps(STORED_RECORD))

@@ -293,8 +293,9 @@ def emulates(env: Mapping[str, Any]) -> bool:
 
 
 def dilation_of(env: Mapping[str, Any]) -> float:
-    """k of run settings (a sweep's, or a stored run's overrides) that emulate; 1 for real compute."""
-    return float(env.get("DILATION", "1") or 1) if emulates(env) else 1.0
+    """k of run settings (a sweep's, or a stored run's overrides) that emulate; 1 for real compute. UserError (one
+    line) when it is not a dilation."""
+    return check_dilation(str(env.get("DILATION", ""))) if emulates(env) else 1.0
 
 
 def dilated_rate(rate: str, dilation: float) -> str:
