@@ -431,3 +431,18 @@ def test_emulate_refuses_what_it_cannot_run_in_one_line(tmp_path, given, problem
     with pytest.raises(UserError, match=problem) as refused:
         opened(tmp_path, given, machines=machines_with_a_testbed(tmp_path))
     assert "\n" not in str(refused.value)
+
+
+def test_runs_that_were_cpu_bound_get_the_command_that_runs_their_claim_again_at_twice_the_k(tmp_path):
+    from reprokit.study.planning import RunConfig
+    from reprokit.study.sweep import larger_k_advice
+
+    sweep, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100", "dilation": "20"},
+                            machines=machines_with_a_testbed(tmp_path))
+    bound = [RunConfig("vgg", "p3-slicing-only", "30gbit", 1), RunConfig("vgg", "baseline", "30gbit", 2)]
+    [line] = larger_k_advice("sysml19-p3", sweep, tmp_path / "my store", bound)
+    assert line.startswith("study: warning: 2 vgg run(s) at 30gbit were CPU-bound at k=20 (no emulated verdict")
+    assert line.endswith(f"ck reproduce study:sysml19-p3 --target=tb2 '--store={tmp_path / 'my store'}' "
+                         "--emulate=v100 --dilation=40 --models=vgg --bandwidths=30gbit "
+                         "--variants=baseline,p3-slicing-only")
+    assert larger_k_advice("sysml19-p3", sweep, tmp_path, []) == []

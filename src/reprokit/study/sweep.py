@@ -26,6 +26,7 @@ sweep plan records the forecast and the matrix's ``why`` (its size's reason).
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import sys
 import time
@@ -67,6 +68,7 @@ class SweepSummary:
     ok: int = 0
     failed: list[str] = field(default_factory=list)
     stopped: str | None = None
+    cpu_bound: list[RunConfig] = field(default_factory=list)  # emulated runs that warned their CPU set the pace
 
 
 def new_sweep_id() -> str:
@@ -283,6 +285,8 @@ def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
                     continue
                 if record.ok:
                     summary.ok += 1
+                    if record.run_result is not None and record.run_result.cpu_bound:
+                        summary.cpu_bound.append(config)
                     value = getattr(record.run_result, study.metric, None)
                     progress.finish(config.label(), f"{value:.2f} samples/s" if isinstance(value, (int, float)) else "ok")
                 else:
@@ -373,6 +377,8 @@ def reproduce(options: Mapping, study: Study, store: Store, program_models: set[
     print(forecast_line(pending_forecast(study, store, sweep, target)), file=console, flush=True)
     summary = run_sweep(study, store, sweep, target, testbed_shaper(target), console)
     print(summary_line(summary, store.root), file=console, flush=True)
+    for line in larger_k_advice(study.name, sweep, store.root, summary.cpu_bound):
+        print(line, file=console, flush=True)
     if summary.stopped:
         raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
                         f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
@@ -395,6 +401,23 @@ def pending_forecast(study: Study, store: Store, sweep: Sweep, target: Target) -
         return sweep.forecast
     return forecast(pending, store.local_records(), target, sweep.profile, sweep.env, sweep_matrix(study, sweep),
                     sweep.choices)
+
+
+def larger_k_advice(study: str, sweep: Sweep, store_root: Path, cpu_bound: list[RunConfig]) -> list[str]:
+    """Per model and bandwidth whose emulated runs warned they were CPU-bound: the command that runs that claim's
+    configurations again at twice the k, into the same store (the report gives each k its own figure)."""
+    lines = []
+    for model, bandwidth in dict.fromkeys((c.model, c.bandwidth) for c in cpu_bound):
+        runs = [c for c in cpu_bound if (c.model, c.bandwidth) == (model, bandwidth)]
+        variants = [c.variant for c in sweep.runs() if (c.model, c.bandwidth) == (model, bandwidth)]
+        command = shlex.join(["ck", "reproduce", f"study:{study}", f"--target={sweep.target.name}",
+                              f"--store={store_root}", f"--emulate={sweep.env.get('COMPUTE_PROFILE', '')}",
+                              f"--dilation={sweep.dilation * 2:g}", f"--models={model}", f"--bandwidths={bandwidth}",
+                              f"--variants={','.join(dict.fromkeys(variants))}"])
+        lines.append(f"study: warning: {len(runs)} {model} run(s) at {bandwidth} were CPU-bound at "
+                     f"k={sweep.dilation:g} (no emulated verdict from them); run them again at a larger k into this "
+                     f"store: {command}")
+    return lines
 
 
 def summary_line(summary: SweepSummary, store_root: Path) -> str:
