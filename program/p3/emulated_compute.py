@@ -109,7 +109,7 @@ class _Context(ctypes.Structure):
 
 _CPU = _Context(1, 0)
 _SYNC_FUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
-_SPINS = {}  # id -> (end, done): what each spin pushed to the engine is to do
+_SPINS: dict = {}  # id -> (end, done): what each spin pushed to the engine is to do
 _SPIN_IDS = itertools.count(1)
 SPIN_GRACE_S = 60.0
 
