@@ -292,14 +292,18 @@ class Record:
     @property
     def emulated(self) -> bool:
         """An emulated-compute run (--emulate): its sweep set COMPUTE=emulated, whatever the run wrote."""
-        overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
-        return isinstance(overrides, dict) and emulates(overrides)
+        return emulates(self._env_overrides)
 
     @property
     def dilation(self) -> float:
         """k of an emulated run (its sweep's DILATION); 1 for a measured one."""
+        return dilation_of(self._env_overrides)
+
+    @property
+    def _env_overrides(self) -> Mapping[str, Any]:
+        """The run settings its sweep gave (COMPUTE, DILATION, ...); empty for records stored before they were kept."""
         overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
-        return dilation_of(overrides) if isinstance(overrides, dict) else 1.0
+        return overrides if isinstance(overrides, dict) else {}
 
     @property
     def run_result(self) -> Result | None:

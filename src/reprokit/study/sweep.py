@@ -407,9 +407,10 @@ def larger_k_advice(study: str, sweep: Sweep, store_root: Path, cpu_bound: list[
     """Per model and bandwidth whose emulated runs warned they were CPU-bound: the command that runs that claim's
     configurations again at twice the k, into the same store (the report gives each k its own figure)."""
     lines = []
+    planned = sweep.runs()
     for model, bandwidth in dict.fromkeys((c.model, c.bandwidth) for c in cpu_bound):
         runs = [c for c in cpu_bound if (c.model, c.bandwidth) == (model, bandwidth)]
-        variants = [c.variant for c in sweep.runs() if (c.model, c.bandwidth) == (model, bandwidth)]
+        variants = [c.variant for c in planned if (c.model, c.bandwidth) == (model, bandwidth)]
         command = shlex.join(["ck", "reproduce", f"study:{study}", f"--target={sweep.target.name}",
                               f"--store={store_root}", f"--emulate={sweep.env.get('COMPUTE_PROFILE', '')}",
                               f"--dilation={sweep.dilation * 2:g}", f"--models={model}", f"--bandwidths={bandwidth}",
