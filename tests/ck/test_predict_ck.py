@@ -33,3 +33,15 @@ def test_predict_refuses_bad_input_in_one_line(bare_ck, tmp_path):
         text = proc.stdout + proc.stderr
         assert proc.returncode != 0 and says in text and "Traceback" not in text, (args, text)
         assert len([line for line in text.splitlines() if line.strip()]) == 1, text
+
+
+def test_predict_into_a_reader_that_closes_at_once_ends_quietly_with_1(bare_ck, tmp_path):
+    import subprocess
+
+    proc = subprocess.Popen([bare_ck.exe, "predict", STUDY, "--model=resnet", "--bandwidths=1gbit", "--workers=4",
+                             f"--out_dir={tmp_path / 'predicted'}", f"--store={tmp_path / 'store'}"],
+                            env=bare_ck.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=bare_ck.root)
+    proc.stdout.close()  # as `| head -0` does, long before ck has imported anything
+    _, errors = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and errors == "", errors

@@ -26,20 +26,28 @@ print(json.dumps({"merged": merged, "wall": wall, "cpu": used.ru_utime + used.ru
 """
 
 
-# A 0.4 s wait, then (0.1 s in) an operation on the CPU that shares nothing with it but the engine's CPU thread.
+# A 0.4 s wait, then, once it is under way, an operation on the CPU that shares nothing with it but the engine's
+# CPU thread. Under way: a sleeping wait has set the clock's end; a busy one's spin runs on the engine's thread.
 HOLD = """
-import json, sys, time
+import json, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import mxnet as mx
 import emulated_compute as ec
 ec.CLOCK.busy = sys.argv[2] == "busy"
+spinning, spin = threading.Event(), ec._busy_until
+def busy_until(end):
+    spinning.set()
+    spin(end)
+ec._busy_until = busy_until
 a = mx.nd.ones((4,))
 a.wait_to_read()
 token = ec.wait(0.0, [mx.nd.zeros((1,)), mx.nd.zeros((1,))])
 token.wait_to_read()
 start = time.time()
 token = ec.wait(0.4, [token])
-time.sleep(0.1)
+while ec.CLOCK.last_end < start + 0.39 or (ec.CLOCK.busy and not spinning.wait(0.001)):
+    time.sleep(0.001)
+assert time.time() - start < 0.2, "the wait started late"
 b = a + 1
 b.wait_to_read()
 independent = time.time() - start

@@ -422,7 +422,7 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
 @pytest.mark.parametrize("given, problem", [
     ({"emulate": "v100"}, "the sweep must shape the links: make a testbed"),
     ({"target": "tb2", "dilation": "4"}, "--dilation applies to emulated runs only"),
-    ({"target": "tb2", "emulate": "v100", "dilation": "0"}, "DILATION must be a number above 0"),
+    ({"target": "tb2", "emulate": "v100", "dilation": "0"}, r"--dilation must be a number above 0 .*fix it with --dilation=K$"),
     ({"target": "tb2", "emulate": "a100"}, "unknown --emulate profile 'a100'; valid ones: v100"),
     ({"target": "tb2", "emulate": "v100", "env": {"DILATION": "4"}}, "--env.DILATION is set by the study per run"),
     ({"target": "tb2", "emulate": "v100", "engines": "embedded,artifact"}, "--emulate runs on the embedded engine only"),

@@ -160,7 +160,7 @@ def testbed(i: dict) -> dict:
             from reprokit.emulation.profile import check_dilation, dilated_rate
 
             namespaces.check_rate(rate)
-            rate = dilated_rate(rate, check_dilation(dilation))
+            rate = dilated_rate(rate, check_dilation(dilation, "--dilation"))
         namespaces.shape(name, described.hosts, rate)
         given = f" ({i['shape']} / DILATION {dilation})" if rate is not None and dilation else ""
         print(f"testbed {name}: links {'unlimited' if rate is None else 'limited to ' + rate}{given}", flush=True)

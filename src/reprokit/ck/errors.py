@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from typing import Any
 from collections.abc import Callable
 
@@ -10,7 +12,8 @@ from reprokit.errors import UserError
 
 def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
     """A CK hook or action: a UserError becomes {"return": 1, "error": one line}, which ck prints and exits 1 on;
-    so does Ctrl-C (the action's own cleanup has run by then), instead of a KeyboardInterrupt traceback."""
+    so does Ctrl-C (the action's own cleanup has run by then), instead of a KeyboardInterrupt traceback, and a closed
+    stdout, instead of a BrokenPipeError one."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> dict:
         try:
@@ -19,6 +22,11 @@ def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
             return {"return": 1, "error": str(exc)}
         except KeyboardInterrupt:
             return {"return": 1, "error": "interrupted (SIGINT); stopped before it finished"}
+        except BrokenPipeError:
+            # stdout's reader has gone (`ck predict ... | head -1`): end quietly with 1, as Python's own advice for
+            # filters does. stdout now points at /dev/null, so neither ck's last line nor the exit flush raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return {"return": 1, "error": "stdout was closed by its reader before the output was written"}
     return wrapper
 
 

@@ -236,8 +236,8 @@ def device_profile(name: str, model: str, image_shape: str, layers: list[tuple[s
     return ComputeProfile(name, model, image_shape, 1, source, factors, out)
 
 
-def check_dilation(raw: str) -> float:
-    """DILATION as given: a number above 0 (1: real time)."""
+def check_dilation(raw: str, option: str = "--env.DILATION") -> float:
+    """DILATION as given: a number above 0 (1: real time). ``option``: how the user gave it, named in the fix."""
     text = str(raw).strip()
     if text == "":
         return 1.0
@@ -246,9 +246,9 @@ def check_dilation(raw: str) -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value <= MAX_DILATION:  # also nan and inf
-        raise UserError(f"DILATION must be a number above 0 and at most {MAX_DILATION:g} (1: real time; 2: every "
+        raise UserError(f"{option} must be a number above 0 and at most {MAX_DILATION:g} (1: real time; 2: every "
                         f"emulated wait twice as long, every shaped link half as fast), got {shown(text)}; fix it "
-                        f"with --env.DILATION=K")
+                        f"with {option}=K")
     return value
 
 

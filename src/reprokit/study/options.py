@@ -276,7 +276,7 @@ def emulation(options: Mapping, study: Study, target: Target) -> Matrix | None:
         raise UserError(f"unknown --emulate profile {shown(raw)}; valid ones: {', '.join(named_profiles())}, or a "
                         f"profile file's path (a real run with --env.TIMELINE=1 writes measured-compute.json): "
                         f"--emulate=NAME|PATH") from None
-    k = check_dilation(raw_k) if raw_k else EMULATION_DILATION
+    k = check_dilation(raw_k, "--dilation") if raw_k else EMULATION_DILATION
     if not target.shaping:
         raise UserError("--emulate runs at the claims' bandwidths divided by the dilation, so the sweep must shape "
                         "the links: make a testbed as root (ck testbed cluster:NAME --hosts=4) and give "
