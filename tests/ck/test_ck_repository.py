@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from support.ckcli import REPO_ROOT
+from support.ckcli import REPO_ROOT, own_ck
 
 pytestmark = pytest.mark.parallel  # ck commands in a CK of each test's own: no testbed, no training, no timing
 
@@ -22,6 +22,12 @@ OS_KEYS_READ_BY_CK = [
 ]
 
 
+@pytest.fixture(scope="module")
+def reading_ck(tmp_path_factory):
+    """One CK with this repository registered for the module's tests, which only read it (load, search, help)."""
+    return own_ck(tmp_path_factory.mktemp("ck"))
+
+
 def test_repository_description_is_valid():
     ckr = json.loads((REPO_ROOT / ".ckr.json").read_text())
     assert ckr["data_alias"] == "reproduce-sysml19-paper-p3" and UID.match(ckr["data_uid"])
@@ -35,7 +41,7 @@ def test_module_dirs_have_consistent_alias_files():
 
 
 @pytest.mark.parametrize("module,alias", ENTRIES)
-def test_every_entry_loads_through_ck_with_consistent_alias_uid_and_tags(bare_ck, module, alias):
+def test_every_entry_loads_through_ck_with_consistent_alias_uid_and_tags(reading_ck, module, alias):
     cm = REPO_ROOT / module / alias / ".cm"
     info = json.loads((cm / "info.json").read_text())
     uid = info["backup_data_uid"]
@@ -45,31 +51,31 @@ def test_every_entry_loads_through_ck_with_consistent_alias_uid_and_tags(bare_ck
     name = (REPO_ROOT / module / alias).readlink().name if (REPO_ROOT / module / alias).is_symlink() else alias
     assert (REPO_ROOT / module / ".cm" / f"alias-u-{uid}").read_text().strip() == name
     json.loads((cm / "desc.json").read_text())
-    loaded = json.loads(bare_ck("load", f"{module}:{alias}", "--out=json", check=True).stdout)
+    loaded = json.loads(reading_ck("load", f"{module}:{alias}", "--out=json", check=True).stdout)
     assert (loaded["data_uid"], loaded["data_alias"], loaded["repo_uoa"]) == (uid, alias, "reproduce-sysml19-paper-p3")
     assert loaded["dict"].get("tags"), f"{module}:{alias} has no tags"
-    found = json.loads(bare_ck("search", module, f"--tags={','.join(loaded['dict']['tags'])}",
+    found = json.loads(reading_ck("search", module, f"--tags={','.join(loaded['dict']['tags'])}",
                                "--out=json", check=True).stdout)["lst"]
     assert uid in [e["data_uid"] for e in found]
 
 
-def test_os_entry_has_every_key_stock_ck_reads(bare_ck):
-    meta = json.loads(bare_ck("load", "os:linux-64", "--out=json", check=True).stdout)["dict"]
+def test_os_entry_has_every_key_stock_ck_reads(reading_ck):
+    meta = json.loads(reading_ck("load", "os:linux-64", "--out=json", check=True).stdout)["dict"]
     missing = [k for k in OS_KEYS_READ_BY_CK if k not in meta]
     assert missing == []
     assert (meta["env_set"], meta["redirect_stdout"], meta["redirect_stderr"]) == ("export", ">", "2>")
     assert "standard" in meta["tags"]
 
 
-def test_show_machine_works(bare_ck):
-    proc = bare_ck("show", "machine")
+def test_show_machine_works(reading_ck):
+    proc = reading_ck("show", "machine")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("module", ["cluster", "study"])
-def test_our_modules_actions_answer_help(bare_ck, module):
+def test_our_modules_actions_answer_help(reading_ck, module):
     actions = json.loads((REPO_ROOT / "module" / module / ".cm" / "meta.json").read_text())["actions"]
     for action in actions:
-        proc = bare_ck(action, module, "--help")
+        proc = reading_ck(action, module, "--help")
         assert proc.returncode == 0 and f"ck {action} {module}" in proc.stdout, (action, proc.stdout + proc.stderr)

@@ -191,44 +191,44 @@ def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp
 
     try:
         sweep = ck.popen("reproduce", STUDY, f"--store={store}", "--target=stb2", "--models=resnet",
-                         "--bandwidths=300mbit", "--variants=baseline,p3", "--repetitions=1", "--profile=smoke",
+                         "--bandwidths=1500mbit", "--variants=baseline,p3", "--repetitions=1", "--profile=smoke",
                          *TINY)
-        shaped = wait_for(lambda: "rate 300Mbit" in qdisc() or sweep.poll() is not None, timeout=300, interval=0.2)
+        shaped = wait_for(lambda: "rate 1500Mbit" in qdisc() or sweep.poll() is not None, timeout=300, interval=0.2)
         output, _ = sweep.communicate(timeout=600)
         assert sweep.returncode == 0, output[-3000:]
-        assert shaped and "rate 300Mbit" not in qdisc(), "links not shaped during the runs, or not restored after"
+        assert shaped and "rate 1500Mbit" not in qdisc(), "links not shaped during the runs, or not restored after"
         emulated = ck.popen("reproduce", STUDY, f"--store={store}", "--target=stb2", "--emulate=v100",
-                            "--dilation=16", "--models=resnet",
+                            "--dilation=2", "--models=resnet",
                             "--repetitions=1", "--profile=smoke", *TINY)
-        divided = wait_for(lambda: "rate 250Mbit" in qdisc() or emulated.poll() is not None, timeout=300,
+        divided = wait_for(lambda: "rate 2Gbit" in qdisc() or emulated.poll() is not None, timeout=300,
                            interval=0.2)
         emulated_output, _ = emulated.communicate(timeout=600)
         assert emulated.returncode == 0, emulated_output[-3000:]
-        assert divided and "rate 250Mbit" not in qdisc(), "4gbit / 16 not shaped during the runs, or not restored"
+        assert divided and "rate 2Gbit" not in qdisc(), "4gbit / 2 not shaped during the runs, or not restored"
     finally:
         if sweep.poll() is None:
             sweep.kill()
         ck("testbed", "cluster:stb2", "--down", timeout=60)
         ck("rm", "machine:stb2", "--force")
     assert "testbed stb2: each host's egress is limited with tc" in output
-    assert "study: emulated compute (v100 profile, k=16)" in emulated_output
+    assert "study: emulated compute (v100 profile, k=2)" in emulated_output
     every = [json.loads(p.read_text()) for p in records_in(store).values()]
-    stored = [r for r in every if r["config"]["bandwidth"] == "300mbit"]
+    stored = [r for r in every if r["config"]["bandwidth"] == "1500mbit"]
     emulated_runs = [r for r in every if r["config"]["bandwidth"] == "4gbit"]
     assert len(every) == 4 and sorted(r["config"]["variant"] for r in stored) == ["baseline", "p3"]
     # only the claim's own variant and baseline at its bandwidth, not every variant the claims name
     assert sorted(r["config"]["variant"] for r in emulated_runs) == ["baseline", "p3"]
     for r in emulated_runs:
         assert r["status"] == "ok", r["failure_reason"]
-        assert r["result"]["compute"] == "emulated" and r["result"]["dilation"] == 16.0
-        assert r["provenance"]["links_shaped_to"] == "250000000bit"
+        assert r["result"]["compute"] == "emulated" and r["result"]["dilation"] == 2.0
+        assert r["provenance"]["links_shaped_to"] == "2000000000bit"
     report = json.loads((store / "report" / "report.json").read_text())
-    assert {row["bandwidth"] for row in report["speedups"]} == {"300mbit"}  # nothing emulated is measured
+    assert {row["bandwidth"] for row in report["speedups"]} == {"1500mbit"}  # nothing emulated is measured
     [resnet_4gbit] = [v for v in report["labelled"] if v["claim"] == "resnet-4gbit"]
     assert "x [" in resnet_4gbit["emulated"] and ", n=1, " in resnet_4gbit["emulated"]
     for r in stored:
         assert r["status"] == "ok", r["failure_reason"]
-        assert r["provenance"]["bandwidth_shaped"] is True and r["config"]["bandwidth"] == "300mbit"
+        assert r["provenance"]["bandwidth_shaped"] is True and r["config"]["bandwidth"] == "1500mbit"
         assert r["config"]["target"]["kind"] == "testbed" and r["provenance"]["hosts"] == ["10.77.0.1", "10.77.0.2"]
     md = (store / "report" / "report.md").read_text()
     assert "the claim is for 4 machines; this target has 2" in md
