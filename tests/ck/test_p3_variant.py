@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-SAME_JOB = ["--cmd_key=resnet", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=2", "--env.NUM_BATCHES=6",
+SAME_JOB = ["--cmd_key=resnet", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=2", "--env.NUM_BATCHES=6", "--env.BATCH_SIZE=8",
             "--env.DISP_BATCHES=2", "--env.SEED=7", "--env.WORKER_THREADS=1"]
 
 
