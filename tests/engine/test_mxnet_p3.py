@@ -16,7 +16,9 @@ P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 # One worker, ROUNDS times: pushes KEYS large arrays at falling priorities, then one more of the same size at the
 # highest priority, and records (engine probes) the order in which their pushpulls complete. One round's rank is
 # noisy (the sender may drain the queue before the late key arrives; equal priorities leave in no set order), so
-# the tests judge the median over the rounds.
+# the tests judge the median over the rounds. Under P3 about one round in five ranks 8 or worse (here: 6 of 33 rounds
+# in three runs; ranks 0 to 5 otherwise), so a median of 11 rounds failed once in CI (9): about 1% of runs if rounds
+# are independent. Of 21 rounds, under 0.1%.
 LATE_KEY = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
@@ -54,7 +56,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=11, timeout=120):
+def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=21, timeout=180):
     """Scheduler, server and worker of LATE_KEY on 127.0.0.1; the late key's median place among the completions."""
     script = tmp_path / "late_key.py"
     script.write_text(LATE_KEY)
@@ -93,7 +95,7 @@ def test_a_late_high_priority_key_overtakes_the_queued_ones_under_p3(engine_pyth
 
 def test_without_priorities_or_without_the_p3_van_the_late_key_waits_its_turn(engine_python, tmp_path):
     # P3_PRIORITY=0 (the slicing-only ablation): every push at priority 0, the late key's slices mixed in behind.
-    # Medians of 7 rounds were 18 to 29 in 12 runs, and 11 once in CI; P3's stay at 7 or below (the test above).
+    # Medians of 7 rounds were 18 to 29 in 12 runs, and 11 once in CI; of 11 rounds, 19 and 21 here.
     assert late_key_rank(engine_python, tmp_path, {**P3_SMALL_WATER_MARK, "FLATTEN": "1"}) >= 31 // 3
     # Stock ps-lite sends in the order it is given: the priority never reaches the wire.
     assert late_key_rank(engine_python, tmp_path, {}) >= 31 // 3
