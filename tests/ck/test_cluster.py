@@ -248,8 +248,8 @@ def test_machine_with_a_node_file_follows_each_new_allocation_and_a_testbed_runs
 
         # The testbed itself (make_testbed registered machine:alc from its own hosts.json): smoke unless asked,
         # as its hosts share this CPU; the allocation above is a real cluster to the run: paper.
-        run, out = ck.run_p3(tmp_path / "testbed-run", "--cmd_key=resnet", "--target=alc", "--env.NUM_BATCHES=11",
-                             "--env.DISP_BATCHES=5", "--env.WORKER_THREADS=1", timeout=300)
+        run, out = ck.run_p3(tmp_path / "testbed-run", "--cmd_key=resnet", "--target=alc", "--env.NUM_BATCHES=6",
+                             "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1", timeout=300)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
         assert (out["characteristics"]["profile"], out["characteristics"]["image_shape"]) == ("smoke", "3,32,32")
         ck.run_p3(tmp_path / "cluster-run", "--cmd_key=resnet", "--target=alc-job", "--env.RUN_TIMEOUT=1", timeout=300)

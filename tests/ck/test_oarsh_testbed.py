@@ -80,7 +80,8 @@ def test_inside_an_oar_job_every_role_starts_through_oarsh_and_training_succeeds
     started = time.monotonic()
     roles = set()
     with open(tmp_path / "out.txt", "w") as log:
-        run = ck_run_in_job(ck, job, run_dir, "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", log=log)
+        run = ck_run_in_job(ck, job, run_dir, "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8",
+                            log=log)
         try:
             spec = run_dir / "p3-run.json"
             assert wait_for(spec.exists, timeout=120)

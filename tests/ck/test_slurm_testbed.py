@@ -230,7 +230,7 @@ def test_submit_runs_p3_as_a_batch_job_every_role_a_job_step_and_prints_its_resu
     run_dir = tmp_path / "run"
     steps = {}
     with open(tmp_path / "out.txt", "w") as log:
-        run = submit_ck_run(ck, state, run_dir, machine, "--env.VARIANT=p3", "--env.NUM_BATCHES=6",
+        run = submit_ck_run(ck, state, run_dir, machine, "--env.VARIANT=p3", "--env.NUM_BATCHES=6", "--env.BATCH_SIZE=8",
                             "--env.DISP_BATCHES=2", log=log)
         try:
             deadline = time.monotonic() + 300
