@@ -37,6 +37,7 @@ MEASURED_FILE = "measured-compute.json"  # in a run folder: each layer's compute
 MEASURED_NAME = "measured-in-run"
 PROFILES_DIR = Path(__file__).with_name("profiles")
 MAX_DILATION = 1000.0
+DILATION_RANGE = f"a number above 0 and at most {MAX_DILATION:g}"  # what a dilation must be, wherever it is read
 MAX_PROFILE_BYTES = 4 << 20
 
 FACTOR_SCHEMA = s.Obj(required={"name": s.Name(), "value": s.Number(0.0, 1e12), "source": s.Text(2000)})
@@ -246,7 +247,7 @@ def check_dilation(raw: str, option: str = "--env.DILATION") -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value <= MAX_DILATION:  # also nan and inf
-        raise UserError(f"{option} must be a number above 0 and at most {MAX_DILATION:g} (1: real time; 2: every "
+        raise UserError(f"{option} must be {DILATION_RANGE} (1: real time; 2: every "
                         f"emulated wait twice as long, every shaped link half as fast), got {shown(text)}; fix it "
                         f"with {option}=K")
     return value

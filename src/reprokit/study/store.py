@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reprokit.emulation.profile import MAX_DILATION, dilated_rate, dilation_of, emulates
+from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
 from reprokit.values import shown
@@ -208,8 +208,8 @@ def check_record(data: Any) -> None:
         try:
             dilation_of(overrides)  # the report groups emulated runs by it
         except UserError:
-            raise s.Invalid("provenance.env_overrides.DILATION", f"must be a number above 0 and at most "
-                                                                 f"{MAX_DILATION:g}, got {s.shown(overrides.get('DILATION'))}") from None
+            raise s.Invalid("provenance.env_overrides.DILATION",
+                            f"must be {DILATION_RANGE}, got {s.shown(overrides.get('DILATION'))}") from None
     folder = data["run_folder"]
     if folder is not None and not re.fullmatch(rf"runs/{re.escape(data['record_id'])}/attempt-[1-9][0-9]{{0,5}}",
                                                folder):
