@@ -74,6 +74,9 @@ def parse_args(argv):
     parser.add_argument("--compute-wait", choices=("sleep", "busy"), default="sleep",
                         help="emulated waits asleep (a GPU host's free CPU) or busy on the engine's CPU thread (a CPU "
                              "device)")
+    parser.add_argument("--comm-probes", type=int, choices=(0, 1), default=1,
+                        help="emulated runs: 0 leaves out the engine probes of the p3-comm line (the authors' MXNet 1.1 "
+                             "builds lack the engine call they use)")
     return parser.parse_args(argv)
 
 
@@ -227,7 +230,12 @@ def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
 
 def emulated_step(emulated, probes, trainer, global_batch, weights, grads):
     """One iteration: the waits, then the stock Trainer's push and pull; waits for the forward's end where the real
-    loop's metric does."""
+    loop's metric does. ``probes`` None: no p3-comm line (--comm-probes 0)."""
+    if probes is None:
+        forward_end = emulated.iteration()
+        trainer.step(global_batch)
+        forward_end.wait_to_read()
+        return
     probes.before_forward()
     forward_end = emulated.iteration()
     probes.after_forward(weights)
@@ -252,7 +260,8 @@ def main(argv=None):
 
     net = vision.get_model(args.network, classes=args.num_classes)
     net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
-    net.hybridize(static_alloc=True)
+    # An emulated run computes one real pass only (start_emulation); MXNet 1.1's CachedOp refuses static_alloc.
+    net.hybridize(static_alloc=True) if args.compute == "real" else net.hybridize()
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     data = open_data(args, shape, kv)
     global_batch = args.batch_size * kv.num_workers
@@ -274,7 +283,7 @@ def main(argv=None):
     if args.compute == "emulated":
         emulated = start_emulation(args, net, data, kv.rank, trainer, loss_fn, global_batch)
         names, weights, grads = trainable()
-        probes = CommProbes(names, args.variant, kv.rank, timeline)
+        probes = CommProbes(names, args.variant, kv.rank, timeline) if args.comm_probes else None
 
     metric = mx.metric.Accuracy()
     speedometer = mx.callback.Speedometer(args.batch_size, args.disp_batches, auto_reset=True)

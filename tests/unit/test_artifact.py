@@ -468,3 +468,36 @@ def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(
     plan = fake_plan("--hang", "worker#1", timeout_s=3)
     outcome = launch.run_local(plan, run_dir, console=io.StringIO())
     assert not outcome.success and "exceeded its timeout" in outcome.reason
+
+
+# ----------------------------------------------------------------------------- emulated compute on their builds
+
+
+@pytest.mark.parametrize("build", [P3, BASELINE])
+def test_an_emulated_run_on_their_builds_is_our_train_py_in_their_interpreter_without_stock_knobs(build):
+    from reprokit.engines.stock import FINISH_LINE
+    from reprokit.run.settings import resolve
+
+    settings = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": build.build.value}, "smoke")
+    args = settings.train_args(stock_knobs=False)
+    job = RunJob(variant=build.build.value, model="resnet", batch_size=32, image_shape="3,32,32", num_epochs=1,
+                 num_batches=31, disp_batches=10, output_file="", worker_hosts=["here", "here"],
+                 data=JobData("synthetic", []), script="train.py", script_args=args, role_env=settings.role_env(),
+                 emulated=True)
+    run = get_engine(build.build).role_command(build, job)
+    assert run.command == [build.python, "train.py", *args]
+    assert {"train.py", "emulated_compute.py", "comm_probes.py", "role_van.py"} <= {Path(f).name for f in run.files}
+    assert run.extra_env == {}  # stock MXNet's knobs (DMLC_PS_VAN_TYPE=p3, slice threshold) would mean nothing there
+    assert run.finish_pattern == FINISH_LINE and run.finish_grace_s is not None  # their roles may hang at exit
+
+
+def test_busy_waits_are_refused_on_their_builds_and_allowed_on_stock_mxnet():
+    from reprokit.run.settings import resolve
+    from reprokit.run.spec import check_emulation_on
+
+    busy = resolve("resnet", {"COMPUTE": "emulated", "COMPUTE_WAIT": "busy"}, "smoke")
+    check_emulation_on(STOCK, busy)
+    check_emulation_on(P3, resolve("resnet", {"COMPUTE": "emulated"}, "smoke"))
+    with pytest.raises(UserError, match=r"COMPUTE_WAIT=busy .* sysml19-p3@c647954 \(MXNet 1.1\) lacks; drop "
+                                        r"--env.COMPUTE_WAIT .* or use --env.ENGINE=embedded$"):
+        check_emulation_on(P3, busy)

@@ -104,3 +104,12 @@ def test_an_interval_just_too_wide_is_not_shown_as_wide_as_the_limit():
     kind, how = judge_at_bandwidth({"speedup": 0.85, "ci_low": 0.72, "ci_high": 0.98}, claim, s.tolerance)
     assert kind.value == "inconclusive"
     assert "interval is ±15.3%, wider than the ±15% the study accepts" in how
+
+
+def test_both_p3_implementations_emulated_are_two_figures_each_naming_its_engine():
+    """Stock MXNet's P3 and the authors' fork, emulated at the same claim, k and setup: never pooled."""
+    fork = records("resnet", "4gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], engine="artifact", emulated=True)
+    text = resnet_4gbit(analyse(study(), MEASURED + emulated([10.0, 10.1, 9.9]) + fork, ALL_MODELS))
+    stock, theirs = sorted(text.split("; "), key=lambda part: "the authors' build" in part)
+    assert stock.startswith("1.00x [") and ", stock MXNet 1.9.1, paper profile, k=20: not replicated" in stock
+    assert theirs.startswith("1.20x [") and ", the authors' build, paper profile, k=20: " in theirs

@@ -93,7 +93,15 @@ def test_emulated_settings_reach_the_training_script():
     assert (settings.compute, settings.compute_profile, settings.dilation) == ("emulated", "v100", 2.5)
     args = settings.train_args()
     assert args[args.index("--compute"):] == ["--compute", "emulated", "--compute-profile", em.PROFILE_FILE,
-                                              "--dilation", "2.5", "--compute-wait", "sleep"]
+                                              "--dilation", "2.5", "--compute-wait", "sleep", "--comm-probes", "1"]
     busy = resolve("resnet", {"COMPUTE": "emulated", "COMPUTE_WAIT": "busy"}, "smoke").train_args()
-    assert busy[-2:] == ["--compute-wait", "busy"]
+    assert busy[-4:] == ["--compute-wait", "busy", "--comm-probes", "1"]
+
+
+def test_on_the_authors_builds_an_emulated_run_has_their_van_and_no_engine_probes():
+    """Their P3 is compiled into ps-lite's own van (no DMLC_PS_VAN_TYPE), and MXNet 1.1 lacks the probes' engine call."""
+    settings = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": "p3"}, "smoke")
+    stock, fork = settings.train_args(), settings.train_args(stock_knobs=False)
+    assert stock[stock.index("--ps-van") + 1] == "p3" and stock[-2:] == ["--comm-probes", "1"]
+    assert fork[fork.index("--ps-van") + 1] == "zmq" and fork[-2:] == ["--comm-probes", "0"]
     assert "--compute" not in resolve("resnet", {}, "smoke").train_args()

@@ -410,7 +410,11 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
     assert len(widened.runs()) == len(widened.models) * 2 * len(widened.variants) * widened.repetitions
     both, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100"}, machines=machines_with_a_testbed(tmp_path),
                            artifact_builds={"p3", "baseline"})
-    assert both.engines == ("embedded",)  # the authors' builds registered, but they cannot emulate
+    # the authors' builds registered: they emulate too, each claim whose variant and baseline they both have
+    assert both.engines == ("embedded", "artifact")
+    on_theirs = {(r.model, r.bandwidth, r.variant) for r in both.runs() if r.engine == "artifact"}
+    assert on_theirs == {(c.model, c.bandwidth, v) for c in at_bandwidth if c.variant == "p3" for v in ("p3", "baseline")}
+    assert on_theirs and {(r.model, r.bandwidth, r.variant) for r in both.runs() if r.engine == "embedded"} == claimed
     default, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "yes", "models": "resnet"},
                               machines=machines_with_a_testbed(tmp_path))
     assert default.dilation == options.EMULATION_DILATION and default.models == ("resnet",)
@@ -425,7 +429,7 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
     ({"target": "tb2", "emulate": "v100", "dilation": "0"}, r"--dilation must be a number above 0 .*fix it with --dilation=K$"),
     ({"target": "tb2", "emulate": "a100"}, "unknown --emulate profile 'a100'; valid ones: v100"),
     ({"target": "tb2", "emulate": "v100", "env": {"DILATION": "4"}}, "--env.DILATION is set by the study per run"),
-    ({"target": "tb2", "emulate": "v100", "engines": "embedded,artifact"}, "--emulate runs on the embedded engine only"),
+    ({"target": "tb2", "emulate": "v100", "engines": "embedded,artifact"}, "--engines=artifact needs the authors' .* build, which is not registered"),
 ])
 def test_emulate_refuses_what_it_cannot_run_in_one_line(tmp_path, given, problem):
     with pytest.raises(UserError, match=problem) as refused:

@@ -92,6 +92,7 @@ class RunJob:
     script: str  # program/p3's training script for the model
     script_args: list[str]  # its arguments for this run
     role_env: dict[str, str]  # what every role's environment gets for the variant (stock MXNet's knobs)
+    emulated: bool = False  # emulated compute: every engine runs ``script`` (program/p3's train.py) with ``script_args``
 
 
 @dataclass(frozen=True)

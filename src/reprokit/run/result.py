@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reprokit.emulation.profile import EMULATED
 from reprokit.jsonfile import write_json
 from reprokit.schema import fields_of
 from reprokit.run import speedometer
@@ -172,7 +173,7 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
     )
     logs = read_logs(plan, run_dir)
     parse_worker_logs(result, plan, run_dir, logs, comm_probes=reports.comm_probes)
-    if reports.comm_probes:
+    if reports.comm_probes or settings.compute == EMULATED:  # our train.py ran (an emulated run does on every engine)
         emulation_fields(result, settings, plan, run_dir, logs)
     if reports.ps_van:
         check_vans(result, plan, logs, settings.ps_van)
@@ -187,7 +188,7 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
                      logs: dict[str, str]) -> None:
     """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
     logged and the de-dilated throughput."""
-    from reprokit.emulation.profile import (EMULATED, EMULATION_CPU_LIMIT, MEASURED_FILE, PROFILE_FILE, SLEEP,
+    from reprokit.emulation.profile import (EMULATION_CPU_LIMIT, MEASURED_FILE, PROFILE_FILE, SLEEP,
                                             cpu_bound_warning, dedilated, measured_in_run)
 
     result.compute = settings.compute

@@ -129,8 +129,10 @@ class RunSettings:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def train_args(self) -> list[str]:
-        """Command-line arguments of the training script for this run."""
+    def train_args(self, stock_knobs: bool = True) -> list[str]:
+        """Command-line arguments of the training script for this run. ``stock_knobs`` False: on one of the authors'
+        builds (an emulated run; their P3 is compiled into ps-lite's own van, and role_env() is not applied), where the
+        van is ps-lite's default and the engine probes cannot run."""
         if self.image_shape:
             model_args = ["--network", self.network, "--image-shape", self.image_shape]
         else:
@@ -144,12 +146,13 @@ class RunSettings:
             "--seed", str(self.seed),
             "--kv-store", "dist_sync",
             "--variant", self.variant,
-            "--ps-van", self.ps_van,
+            "--ps-van", self.ps_van if stock_knobs else PsVan.ZMQ.value,
             "--p3-priority", "1" if self.p3_priority else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
-               "--compute-wait", self.compute_wait] if self.compute == EMULATED else []),
+               "--compute-wait", self.compute_wait, "--comm-probes", "1" if stock_knobs else "0"]
+              if self.compute == EMULATED else []),
         ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
 from reprokit.cluster.ssh import resolve as ssh_resolve
-from reprokit.engines.base import InstalledEngine, JobData, RunJob
+from reprokit.engines.base import EMBEDDED, InstalledEngine, JobData, RunJob
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.ports import LOCALHOST, check_port_free
@@ -23,7 +23,7 @@ from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_thr
 from reprokit.vocabulary import Variant
 from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
                                    output_paths, with_local_outputs)
-from reprokit.emulation.profile import EMULATED, PROFILE_FILE
+from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
 from reprokit.engines.base import EngineKind
 
 SPEC_FILE = "p3-run.json"
@@ -177,16 +177,20 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     plan.outputs = output_paths(settings)  # a cluster run checks them writable on each worker host first
     plan.output_need_bytes = output_need_bytes(settings)
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
+    if settings.compute == EMULATED:
+        check_emulation_on(engine, settings)
+    stock_knobs = engine.engine.side == EMBEDDED  # the authors' builds get neither stock MXNet's knobs nor its van
     job = RunJob(variant=Variant(settings.variant), model=settings.model, batch_size=settings.batch_size,
                  image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
                  disp_batches=settings.disp_batches, output_file=settings.output_file,
                  worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],
                  data=JobData(data.name, list(data.train_args), data.rec), script=settings.script,
-                 script_args=settings.train_args(), role_env=settings.role_env())
+                 script_args=settings.train_args(stock_knobs), role_env=settings.role_env(),
+                 emulated=settings.compute == EMULATED)
     run = engine.engine.role_command(engine, job)
     plan.command, plan.files, plan.extra_env, plan.role_args = run.command, run.files, run.extra_env, run.role_args
     if settings.compute == EMULATED:
-        plan.files.append(str(write_compute_profile(settings, engine, Path(run_dir or os.getcwd()))))
+        plan.files.append(str(write_compute_profile(settings, Path(run_dir or os.getcwd()))))
     plan.finish_pattern, plan.finish_note = run.finish_pattern, run.finish_note
     if run.finish_grace_s is not None:
         plan.finish_grace_s = run.finish_grace_s
@@ -195,11 +199,16 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     return RunSpec(settings=settings, engine=engine, data=data, plan=plan, cluster=cluster, launcher=launcher)
 
 
-def write_compute_profile(settings: RunSettings, engine: InstalledEngine, folder: Path) -> Path:
+def check_emulation_on(engine: InstalledEngine, settings: RunSettings) -> None:
+    """Every engine runs program/p3's train.py for emulated compute; busy waits need stock MXNet's engine call."""
+    if engine.build is not EngineKind.STOCK and settings.compute_wait == BUSY:
+        raise UserError(f"COMPUTE_WAIT=busy spins on MXNet's engine thread through MXEnginePushSync, which "
+                        f"{engine.name} (MXNet 1.1) lacks; drop --env.COMPUTE_WAIT (waits asleep, as on a GPU host) "
+                        f"or use --env.ENGINE=embedded")
+
+
+def write_compute_profile(settings: RunSettings, folder: Path) -> Path:
     """An emulated run's profile at its batch size, written where every role's folder gets a copy from."""
-    if engine.build is not EngineKind.STOCK:
-        raise UserError(f"COMPUTE=emulated runs on the stock MXNet engine (program/p3's train.py), not on "
-                        f"{engine.name}; drop --env.COMPUTE or --env.ENGINE")
     path = folder / PROFILE_FILE
     write_json(path, compute_profile_of(settings).to_dict())
     return path

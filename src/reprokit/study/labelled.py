@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
+from reprokit.study.speedup import ENGINE_NAMES
 from reprokit.study.verdict import judge_at_bandwidth
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
@@ -75,8 +76,9 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
     need = max(MIN_RUNS, tolerance.min_runs)
     for _, row in mine.iterrows():
         n = int(min(row["n_variant"], row["n_versus"]))
+        engine = ENGINE_NAMES.get(str(row.get("engine", "")), str(row.get("engine", "")))
         figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
-                  f"{row['profile']} profile, k={row['dilation']:g}")
+                  f"{engine}, {row['profile']} profile, k={row['dilation']:g}")
         busy = float(row.get("host_cpu_busy", math.nan))
         if busy == busy:  # NaN: not recorded
             figure += f", hosts' CPU up to {busy:.0%} busy"

@@ -209,13 +209,7 @@ def sweep_request(options: Mapping, study: Study, target: Target, program_models
         raise UserError(f"none of the chosen models can run: program:{study.program} has "
                         f"{', '.join(sorted(program_models))}; choose with --models=")
     variants = select(options.get("variants"), study.variants, "variant(s)") or list(matrix.variants)
-    if emulated is not None:  # the authors' builds refuse emulated compute
-        if options.get("engines") and select(options.get("engines"), ENGINE_KINDS, "engine(s)") != [EMBEDDED]:
-            raise UserError("--emulate runs on the embedded engine only (the authors' builds cannot emulate "
-                            "compute); drop --engines or give --engines=embedded")
-        engines: tuple[str, ...] = (EMBEDDED,)
-    else:
-        engines = sweep_engines(options, variants, artifact_builds, console)
+    engines = sweep_engines(options, variants, artifact_builds, console)
     requested_bw = select(options.get("bandwidths"), any_rate(options.get("bandwidths")), "bandwidth(s)")
     if emulated is not None and requested_bw is None:
         requested_bw = list(matrix.bandwidths)

@@ -44,8 +44,17 @@ def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterab
     """Every run, interleaved: each repetition visits every model and bandwidth, with every engine's variants
     back to back and their order reversed on every other repetition, so that drift hits all engines and
     variants alike. ``per_model``: a model's own bandwidths (chosen from its probe) instead of ``bandwidths``;
-    ``only``: the (model, bandwidth, variant) to keep, when not every combination runs."""
+    ``only``: the (model, bandwidth, variant) to keep, when not every combination runs; an engine runs them at a
+    model and bandwidth only where it runs all of their variants (a claim's variant and its baseline: one without
+    the other gives no speedup)."""
     models, variants, bandwidths = list(models), list(variants), list(bandwidths)
+
+    def kept(engine: str, model: str, bandwidth: str, variant: str) -> bool:
+        if not only:
+            return True
+        together = [v for m, b, v in only if (m, b) == (model, bandwidth)]
+        return variant in together and len(engine_variants(engine, together)) == len(together)
+
     pairs = [(e, v) for e in engines for v in engine_variants(e, variants)]
     chosen = {m: list(b) for m, b in (per_model or {}).items()}
     runs: list[RunConfig] = []
@@ -53,6 +62,5 @@ def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterab
         order = pairs if rep % 2 == 1 else pairs[::-1]
         for model in models:
             for bandwidth in chosen.get(model, bandwidths):
-                runs.extend(RunConfig(model, v, bandwidth, rep, e) for e, v in order
-                            if not only or (model, bandwidth, v) in only)
+                runs.extend(RunConfig(model, v, bandwidth, rep, e) for e, v in order if kept(e, model, bandwidth, v))
     return runs

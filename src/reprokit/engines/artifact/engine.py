@@ -13,6 +13,7 @@ from reprokit.engines.artifact.command import image_command, sockeye_command, wo
 from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT, ArtifactEnv
 from reprokit.engines.base import ARTIFACT, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
 from reprokit.engines.registry import register_engine
+from reprokit.engines.stock import FINISH_LINE, P3_VAN_EXIT_GRACE_S, engine_files
 from reprokit.vocabulary import Variant
 
 ARTIFACT_NAME_PREFIX = "sysml19-p3"  # every artifact engine name starts so (artifact_engine_name)
@@ -47,10 +48,25 @@ class ArtifactBuild:
 
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:
         """The artifact's own training command: every role runs it, each worker with its own arguments."""
+        if job.emulated:
+            return emulated_command(installed, job)
         slots = worker_slots(job.worker_hosts)
         if job.model == "sockeye":
             return sockeye_command(installed, job, slots)
         return image_command(installed, job, slots)
+
+
+def emulated_command(installed: InstalledEngine, job: RunJob) -> RoleCommand:
+    """Emulated compute on one of the authors' builds: program/p3's train.py in the build's own interpreter.
+
+    Their scripts cannot emulate; train.py's waits need only MXNet 1.1's Python custom operators, and its Gluon
+    Trainer pushes and pulls at priority -index, through the build's own kvstore and ps-lite (P3 compiled in, or
+    not). Their roles may hang at exit, as with their own scripts: the run ends them once every worker is done.
+    """
+    return RoleCommand([installed.python, job.script, *job.script_args, *job.data.args],
+                       [str(f) for f in engine_files()], finish_pattern=FINISH_LINE,
+                       finish_grace_s=P3_VAN_EXIT_GRACE_S,
+                       finish_note="the authors' builds may hang at exit after training; nothing was lost")
 
 
 @register_engine("p3")
