@@ -186,3 +186,47 @@ def test_the_study_sweeps_our_engine_and_the_authors_build_side_by_side(ck, arti
     assert cells[6].endswith(", n=1")  # MXNet 1.9.1's baseline; its worker-update baseline and P3 did not run
     assert cells[7:9] == ["not measured", "not measured"]
     assert cells[9:] == ["not measured"] * 3  # no P3 ratio on either engine, over either baseline
+
+
+def registered_build(cli: CkCli, folder: Path, python: str, commit: str) -> None:
+    """An install of the P3 build, as `ck install` leaves it (artifact/artifact.json, src/), registered by `ck detect`,
+    whose interpreter is ``python``."""
+    from reprokit.engines.artifact.installed import MANIFEST, Manifest
+
+    root = folder / "artifact"
+    (root / "src").mkdir(parents=True)
+    manifest = Manifest(build="p3", package="sysml19-p3-github", source={}, commit=commit, version="1.1.0", cuda="",
+                        cudnn=False, make=[], installed_at="2026-11-27T00:00:00Z", python=python)
+    (root / MANIFEST).write_text(json.dumps(manifest.to_dict()))
+    cli("detect", "soft:tool.p3", f"--search_dirs={root}", "--search_depth=1", "--quiet", check=True)
+
+
+def test_an_emulated_run_on_the_authors_build_is_our_train_py_in_its_interpreter_on_ps_lites_own_van(ck, tmp_path):
+    """Emulated compute on one of the authors' builds: what our run gives their interpreter. The registered build's
+    interpreter here is the session's stock MXNet (their fork takes over an hour to build); how their MXNet 1.1 runs
+    it is measured in docs/emulation.md ("Both P3 implementations")."""
+    stock_prefix = stock_engine_prefix(ck)
+    cli = world(tmp_path / "ck", stock_prefix)
+    registered_build(cli, tmp_path / "install", f"{stock_prefix}/bin/python", "c647954" * 6)
+    run_dir = tmp_path / "run"
+    job = ["--cmd_key=resnet", "--env.VARIANT=p3", "--env.ENGINE=artifact", "--env.NUM_WORKERS=2",
+           "--env.NUM_SERVERS=1", "--env.BATCH_SIZE=8", "--env.NUM_BATCHES=5", "--env.DISP_BATCHES=2",
+           "--env.COMPUTE=emulated"]
+    proc, out = cli.run_p3(run_dir, *job)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    result = out["characteristics"]
+    assert (result["engine"], result["variant"], result["compute"]) == ("sysml19-p3@c647954c6479", "p3", "emulated")
+    assert result["emulated_wait_s_per_iter"] > 0 and result["params_in_sync"] is True
+    assert result.get("comm_s_per_iter") is None and result.get("p3_slice_size") is None  # no probes, no stock knobs
+    spec = run_spec(run_dir)
+    command = spec["plan"]["command"]
+    assert command[:2] == [f"{stock_prefix}/bin/python", "train.py"]
+    assert command[command.index("--ps-van") + 1] == "zmq" and command[command.index("--comm-probes") + 1] == "0"
+    assert not any(key.startswith(("DMLC_PS_", "MXNET_KVSTORE")) for key in spec["plan"]["extra_env"])
+    worker_log = (run_dir / "logs" / "worker-0.log").read_text()
+    assert "ps-van: role=worker van=zmq" in worker_log and "p3-comm:" not in worker_log
+
+    refused, _ = cli.run_p3(tmp_path / "busy", *job, "--env.COMPUTE_WAIT=busy")
+    errors = [line for line in (refused.stdout + refused.stderr).splitlines() if line.startswith("p3: error:")]
+    assert refused.returncode != 0 and len(errors) == 1 and "COMPUTE_WAIT=busy" in errors[0]
+    assert "Traceback" not in refused.stdout + refused.stderr
