@@ -3,8 +3,10 @@
 
     .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4] [--dilation 20] [--repetitions 3] [--models vgg]
                                                   [--batches 8] [--bandwidths 30gbit --variants baseline,...]
+                                                  [--engines embedded,artifact --work DIR]
 
-Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included). The study runs the claims stated at a
+Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included), or in --work DIR (e.g. the one
+benchmarks/artifact_real.py installed the authors' builds into, for --engines=artifact). The study runs the claims stated at a
 bandwidth (their models, variants and baselines) with the study's `paper` profile (224x224 images, batch 32 per
 worker), 20 batches, every layer a wait of the V100 profile times k, each link shaped to the claim's bandwidth
 divided by k. Prints every run's mean per-worker throughput, then the report's "emulated" cell of each claim (the
@@ -17,6 +19,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,17 +39,19 @@ def main() -> int:
     parser.add_argument("--variants", default="", help="the variants to run, e.g. baseline,p3-slicing-only")
     parser.add_argument("--batches", type=int, default=0,
                         help="batches per run, reported every quarter (default: the study's 20, every 5)")
+    parser.add_argument("--engines", default="", help="the study's --engines (default: the study's own)")
+    parser.add_argument("--work", type=Path, default=None, help="CK_REPOS/CK_TOOLS live here (reused when given)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces, tc)")
-    work, env = isolated_ck("emulated-sweep-")
-    store = work / "store"
+    work, env = isolated_ck("emulated-sweep-", args.work)
+    store = Path(tempfile.mkdtemp(prefix="store-", dir=work))  # a new store each time, also in a reused --work
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; store {store}", flush=True)
     ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", env=env, check=True)
     hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
     ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env, check=True)
     narrow = [f"--{key}={value}" for key, value in (("models", args.models), ("bandwidths", args.bandwidths),
-                                                     ("variants", args.variants)) if value]
+                                                     ("variants", args.variants), ("engines", args.engines)) if value]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
     try:
@@ -66,7 +71,7 @@ def main() -> int:
     for record in Store(store, "sysml19-p3").all_records():
         config, result = record.config, record.run_result
         per_worker = (result.throughput_per_worker if result else None) or []
-        print(f"  {config.model} {config.bandwidth} {config.variant} rep {config.repetition}: "
+        print(f"  {config.model} {config.bandwidth} {config.engine} {config.variant} rep {config.repetition}: "
               f"{statistics.fmean(per_worker) if per_worker else float('nan'):.2f} img/s, links "
               f"{record.provenance.get('links_shaped_to')}, host CPU busy {result.host_cpu_busy if result else None}"
               f"{' (CPU-bound)' if result and result.cpu_bound else ''}, {record.provenance.get('duration_s')} s")

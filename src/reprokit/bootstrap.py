@@ -135,11 +135,12 @@ def ensure_installed(package: str, tags: str, what: str) -> None:
         raise SystemExit(f"bootstrap: ck install package:{package} failed (see its output above)")
 
 
-def isolated_ck(prefix: str) -> tuple[Path, dict]:
-    """A temporary folder with its own CK_REPOS/CK_TOOLS, bootstrapped (for benchmarks); returns it and the env."""
+def isolated_ck(prefix: str, work: Path | None = None) -> tuple[Path, dict]:
+    """A folder with its own CK_REPOS/CK_TOOLS, bootstrapped (for benchmarks): ``work`` (reused as it is, e.g. with
+    the authors' builds registered), else a new temporary one; returns it and the env."""
     import tempfile
 
-    work = Path(tempfile.mkdtemp(prefix=prefix))
+    work = Path(tempfile.mkdtemp(prefix=prefix)) if work is None else work
     env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
     subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL)
