@@ -104,4 +104,8 @@ def test_on_the_authors_builds_an_emulated_run_has_their_van_and_no_engine_probe
     stock, fork = settings.train_args(), settings.train_args(stock_knobs=False)
     assert stock[stock.index("--ps-van") + 1] == "p3" and stock[-2:] == ["--comm-probes", "1"]
     assert fork[fork.index("--ps-van") + 1] == "zmq" and fork[-2:] == ["--comm-probes", "0"]
+    unprioritised = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": "p3", "P3_PRIORITY": "0"}, "smoke")
+    assert unprioritised.train_args()[unprioritised.train_args().index("--p3-priority") + 1] == "0"
+    fork = unprioritised.train_args(stock_knobs=False)
+    assert fork[fork.index("--p3-priority") + 1] == "1"  # stock MXNet's knob: their builds keep the Trainer's priorities
     assert "--compute" not in resolve("resnet", {}, "smoke").train_args()

@@ -132,7 +132,8 @@ class RunSettings:
     def train_args(self, stock_knobs: bool = True) -> list[str]:
         """Command-line arguments of the training script for this run. ``stock_knobs`` False: on one of the authors'
         builds (an emulated run; their P3 is compiled into ps-lite's own van, and role_env() is not applied), where the
-        van is ps-lite's default and the engine probes cannot run."""
+        van is ps-lite's default, the Trainer's priorities stand (P3_PRIORITY is stock MXNet's knob) and the engine
+        probes cannot run."""
         if self.image_shape:
             model_args = ["--network", self.network, "--image-shape", self.image_shape]
         else:
@@ -147,7 +148,7 @@ class RunSettings:
             "--kv-store", "dist_sync",
             "--variant", self.variant,
             "--ps-van", self.ps_van if stock_knobs else PsVan.ZMQ.value,
-            "--p3-priority", "1" if self.p3_priority else "0",
+            "--p3-priority", "1" if self.p3_priority or not stock_knobs else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
