@@ -77,7 +77,35 @@ def parse_args(argv):
     parser.add_argument("--comm-probes", type=int, choices=(0, 1), default=1,
                         help="emulated runs: 0 leaves out the engine probes of the p3-comm line (the authors' MXNet 1.1 "
                              "builds lack the engine call they use)")
+    parser.add_argument("--string-keys", type=int, choices=(0, 1), default=0,
+                        help="1: every kvstore key is the parameter's index as a string (the authors' builds; "
+                             "see StringKeys)")
     return parser.parse_args(argv)
+
+
+def _named(key):
+    return [str(k) for k in key] if isinstance(key, (list, tuple)) else str(key)
+
+
+class StringKeys(mx.kvstore.KVStore):
+    """The kvstore with the Trainer's integer keys passed as strings, for the authors' P3 fork.
+
+    Its kvstore slices an array of key k into ps-lite keys k, k+1, ... (kvstore_dist.h, EncodeDefaultKey), which
+    collide with the next parameters' keys: with the Gluon Trainer's integer keys, ResNet-50's initialisation
+    hung here (two keys of 2,048,000 elements are enough). It spaces string keys 100,001 apart (kvstore_local.h),
+    and the authors' own scripts (Module) use string keys.
+    """
+
+
+def _with_named_key(method):
+    def named(self, key, *args, **kwargs):
+        return method(self, _named(key), *args, **kwargs)
+    return named
+
+
+for _method in ("init", "push", "pull", "pushpull", "broadcast", "row_sparse_pull"):  # what this MXNet has of them
+    if hasattr(mx.kvstore.KVStore, _method):
+        setattr(StringKeys, _method, _with_named_key(getattr(mx.kvstore.KVStore, _method)))
 
 
 def synthetic_batches(batch_size, shape, num_classes, seed, count=4):
@@ -252,6 +280,8 @@ def main(argv=None):
     shape = tuple(int(x) for x in args.image_shape.split(","))
 
     kv = mx.kv.create(args.kv_store)
+    if args.string_keys:
+        kv.__class__ = StringKeys  # the same store (and handle), its keys named
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
     logging.info("worker rank %d of %d, model %s, batch %d, shape %s, kvstore %s",

@@ -102,8 +102,8 @@ def test_on_the_authors_builds_an_emulated_run_has_their_van_and_no_engine_probe
     """Their P3 is compiled into ps-lite's own van (no DMLC_PS_VAN_TYPE), and MXNet 1.1 lacks the probes' engine call."""
     settings = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": "p3"}, "smoke")
     stock, fork = settings.train_args(), settings.train_args(stock_knobs=False)
-    assert stock[stock.index("--ps-van") + 1] == "p3" and stock[-2:] == ["--comm-probes", "1"]
-    assert fork[fork.index("--ps-van") + 1] == "zmq" and fork[-2:] == ["--comm-probes", "0"]
+    assert stock[stock.index("--ps-van") + 1] == "p3" and stock[-2:] == ["--comm-probes", "1"]  # integer keys
+    assert fork[fork.index("--ps-van") + 1] == "zmq" and fork[-4:] == ["--comm-probes", "0", "--string-keys", "1"]
     unprioritised = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": "p3", "P3_PRIORITY": "0"}, "smoke")
     assert unprioritised.train_args()[unprioritised.train_args().index("--p3-priority") + 1] == "0"
     fork = unprioritised.train_args(stock_knobs=False)

@@ -132,8 +132,8 @@ class RunSettings:
     def train_args(self, stock_knobs: bool = True) -> list[str]:
         """Command-line arguments of the training script for this run. ``stock_knobs`` False: on one of the authors'
         builds (an emulated run; their P3 is compiled into ps-lite's own van, and role_env() is not applied), where the
-        van is ps-lite's default, the Trainer's priorities stand (P3_PRIORITY is stock MXNet's knob) and the engine
-        probes cannot run."""
+        van is ps-lite's default, the Trainer's priorities stand (P3_PRIORITY is stock MXNet's knob), the engine
+        probes cannot run, and the kvstore's keys are strings (train.py's StringKeys says why)."""
         if self.image_shape:
             model_args = ["--network", self.network, "--image-shape", self.image_shape]
         else:
@@ -152,7 +152,8 @@ class RunSettings:
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
-               "--compute-wait", self.compute_wait, "--comm-probes", "1" if stock_knobs else "0"]
+               "--compute-wait", self.compute_wait, "--comm-probes", "1" if stock_knobs else "0",
+               *([] if stock_knobs else ["--string-keys", "1"])]
               if self.compute == EMULATED else []),
         ]
 
