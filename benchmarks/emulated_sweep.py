@@ -47,14 +47,16 @@ def main() -> int:
     work, env = isolated_ck("emulated-sweep-", args.work)
     store = Path(tempfile.mkdtemp(prefix="store-", dir=work))  # a new store each time, also in a reused --work
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; store {store}", flush=True)
-    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", env=env, check=True)
-    hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
-    ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env, check=True)
     narrow = [f"--{key}={value}" for key, value in (("models", args.models), ("bandwidths", args.bandwidths),
                                                      ("variants", args.variants), ("engines", args.engines)) if value]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
+    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", env=env, check=True)
     try:
+        hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
+        ck_cli("rm", f"machine:{NAME}", "--force", env=env)  # a reused --work keeps the last run's entry
+        ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env,
+               check=True)
         started = time.monotonic()
         proc = ck_cli("reproduce", "study:sysml19-p3", f"--target={NAME}", "--emulate=v100",
                       f"--dilation={args.dilation}", f"--repetitions={args.repetitions}", f"--store={store}",
