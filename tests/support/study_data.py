@@ -26,12 +26,14 @@ def study(**tolerance):
 
 
 def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
-            ratio=None, engine="embedded", emulated=False, host_cpu_busy=None, cpu_bound=None, dilation=20):
+            ratio=None, engine="embedded", emulated=False, host_cpu_busy=None, cpu_bound=None, dilation=20,
+            in_sync=None):
     """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
     that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1). ``engine``:
     embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync).
     ``emulated``: runs of an --emulate sweep (COMPUTE=emulated) at k = ``dilation``; ``host_cpu_busy``: what every run's busiest host's
-    CPU was; ``cpu_bound``: what every run's result decided of it (asleep waits only, else None)."""
+    CPU was; ``cpu_bound``: what every run's result decided of it (asleep waits only, else None); ``in_sync``:
+    variant -> what its runs' params_in_sync says (else True on the embedded engine, None on the authors')."""
     comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
                                      "comm_wait_s_per_iter": 0.1, "overlap": 0.5}
     if host_cpu_busy is not None:
@@ -44,7 +46,7 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
             ("sysml19-p3@c647954" if name == "p3" else "sysml19-p3-baseline@1e2f3a4")
         for rep, value in enumerate(values, 1):
             result = {"throughput_samples_per_sec": value, "engine": engine_name,
-                      "params_in_sync": True if engine == "embedded" else None, **comm}
+                      "params_in_sync": (in_sync or {}).get(name, True if engine == "embedded" else None), **comm}
             out.append(Record(
                 record_id=f"s{f'e{dilation}' if emulated else ''}--{model}{'' if engine == 'embedded' else '--' + engine}--{name}--"
                           f"{bandwidth}--r{rep}--{origin}",

@@ -113,3 +113,16 @@ def test_both_p3_implementations_emulated_are_two_figures_each_naming_its_engine
     stock, theirs = sorted(text.split("; "), key=lambda part: "the authors' build" in part)
     assert stock.startswith("1.00x [") and ", stock MXNet 1.9.1, paper profile, k=20: not replicated" in stock
     assert theirs.startswith("1.20x [") and ", the authors' build, paper profile, k=20: " in theirs
+
+
+def test_runs_whose_workers_ended_apart_show_their_figure_but_get_no_verdict():
+    """As the authors' P3 fork did under the Gluon Trainer here: the traffic was real, the training was not in step."""
+    fork = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], engine="artifact", emulated=True,
+                   in_sync={"p3": False, "baseline": True})
+    text = resnet_4gbit(analyse(study(), MEASURED + fork, ALL_MODELS))
+    assert text.startswith("1.30x [") and ", the authors' build, " in text
+    assert text.endswith(": not given: the workers' parameters ended apart in 3 of 6 runs, so the engine did not keep "
+                         "the training in step")
+    in_step = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], engine="artifact", emulated=True,
+                      in_sync={"p3": True, "baseline": True})
+    assert "replicated (emulated)" in resnet_4gbit(analyse(study(), MEASURED + in_step, ALL_MODELS))

@@ -84,6 +84,10 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
             figure += f", hosts' CPU up to {busy:.0%} busy"
         if withheld:
             said.append(f"{figure}: {withheld}")
+        elif row.get("params_apart", 0):  # a run whose workers ended with different parameters did not train
+            said.append(f"{figure}: not given: the workers' parameters ended apart in {int(row['params_apart'])} of "
+                        f"{int(row['n_variant'] + row['n_versus'])} runs, so the engine did not keep the training "
+                        f"in step")
         elif row.get("cpu_bound", False):  # decided by each run's result (run/result.py)
             said.append(f"{figure}: not given: its runs warned they were CPU-bound, so the hosts' CPU rather than the "
                         f"links may have set the pace (raise --dilation)")

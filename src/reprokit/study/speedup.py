@@ -156,6 +156,7 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
                 compared = group[group["variant"].isin([variant, versus])]
                 busy = compared["host_cpu_busy"].max()  # frame() always has both columns
                 cpu_bound = bool(compared["cpu_bound"].any())
+                apart = int((compared["params_in_sync"] == False).sum())  # noqa: E712 (None: not checked)
                 measured, ratio_engine = comm_to_compute(reference), engine
                 if math.isnan(measured) and engine != EMBEDDED:
                     ours = config[(config["engine"] == EMBEDDED) & (config["variant"] == versus)]
@@ -164,9 +165,10 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
                             "variant": variant, "versus": versus, "n_variant": len(num), "n_versus": len(den),
                             "speedup": ratio, "ci_low": low, "ci_high": high, "comm_to_compute": measured,
                             "ratio_engine": ratio_engine if not math.isnan(measured) else None,
-                            "host_cpu_busy": busy, "cpu_bound": cpu_bound, "note": too_few(min(len(num), len(den)))})
+                            "host_cpu_busy": busy, "cpu_bound": cpu_bound, "params_apart": apart,
+                            "note": too_few(min(len(num), len(den)))})
     cols = keys + ["bandwidth_bps", "engine", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low",
-                   "ci_high", "comm_to_compute", "ratio_engine", "host_cpu_busy", "cpu_bound", "note"]
+                   "ci_high", "comm_to_compute", "ratio_engine", "host_cpu_busy", "cpu_bound", "params_apart", "note"]
     return ordered(pd.DataFrame(out, columns=cols))
 
 
