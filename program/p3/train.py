@@ -227,6 +227,26 @@ def log_host_cpu(rank, start):
                  os.cpu_count() or 0)
 
 
+def start_kvstore(trainer, batch_size):
+    """The Trainer's kvstore started, and every parameter's first value pulled, before the first push.
+
+    Left to itself the Trainer does this inside its first step and pushes the gradients at once. A parameter's
+    first pull (into the parameter) and its first push (from its gradient) touch different arrays and have the
+    same priority (MXNet 1.1's Trainer: both -index), so nothing orders them: MXNet's engine and P3's van queue
+    by priority alone, and a pending pull can read the sum the push made (tests/engine/test_kvstore_start.py).
+    On the authors' P3 fork, 2 workers: worker 1 began with zeros in some of the 52 slices of ResNet-50's last
+    layer (7 in the run examined) and the workers ended apart, in every run; with this wait, in step and equal to
+    their baseline.
+    """
+    # What step sets first: under a server-side update the kvstore sends the optimizer to the servers with it.
+    trainer._optimizer.rescale_grad = trainer._scale / batch_size
+    if not trainer._kv_initialized:
+        trainer._init_kvstore()
+    if getattr(trainer, "_params_to_init", None):  # MXNet >= 1.3 pulls the first values in a second call
+        trainer._init_params()
+    mx.nd.waitall()
+
+
 def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     """One real iteration first (not measured): it gives the parameters their shapes and initialises the kvstore
     through the Trainer's own first step, as the real loop does; then the waits replace every forward and backward
@@ -244,6 +264,7 @@ def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     with autograd.record():
         loss = loss_fn(net(images), label)
     loss.backward()
+    start_kvstore(trainer, global_batch)
     trainer.step(global_batch)
     mx.nd.waitall()
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
@@ -336,6 +357,8 @@ def main(argv=None):
                 probes = CommProbes(names, args.variant, kv.rank, timeline)
             probes.after_forward(weights)
             loss.backward()
+            if nbatch == 0 and epoch == 0:
+                start_kvstore(trainer, global_batch)
             probes.before_step(grads)
             trainer.step(global_batch)
             probes.after_step(weights)

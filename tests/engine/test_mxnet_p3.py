@@ -3,15 +3,9 @@
 Every test runs its roles with the interpreter named by REPROKIT_MXNET_PYTHON (stock
 MXNet 1.9.1); a missing variable fails the test rather than skipping it.
 """
-import json
-import os
-import socket
 import statistics
-import subprocess
-from pathlib import Path
 
-
-P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+from support.engine_job import one_worker_job
 
 # One worker, ROUNDS times: pushes KEYS large arrays at falling priorities, then one more of the same size at the
 # highest priority, and records (engine probes) the order in which their pushpulls complete. One round's rank is
@@ -50,33 +44,9 @@ os._exit(0)  # the P3 van may keep a finished worker alive (see supervise's fini
 
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=21, timeout=180):
+def late_key_rank(python, tmp_path, env, keys=30, size=2_000_000, rounds=21):
     """Scheduler, server and worker of LATE_KEY on 127.0.0.1; the late key's median place among the completions."""
-    script = tmp_path / "late_key.py"
-    script.write_text(LATE_KEY)
-    common = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()),
-              "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1",
-              **env}
-    argv = [python, str(script), str(P3_DIR), str(keys), str(size), str(rounds)]
-    procs = [subprocess.Popen(argv, env={**common, "DMLC_ROLE": role}, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for role in ("scheduler", "server", "worker")]
-    try:
-        out, err = procs[2].communicate(timeout=timeout)
-        assert procs[2].returncode == 0, err[-3000:]
-    finally:  # the worker leaves without saying goodbye, so the scheduler and the server are ended here
-
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
-    result = json.loads(out.strip().splitlines()[-1])
+    result = one_worker_job(python, tmp_path, LATE_KEY, [keys, size, rounds], env)
     assert result["sum"] == 1.0  # one worker: the pushpull returns its own gradient
     return statistics.median(result["late_ranks"])
 

@@ -1,0 +1,39 @@
+"""A parameter-server job of one scheduler, one server and one worker on 127.0.0.1, each running the same script in
+the engine's interpreter; the worker's last line is its answer (JSON)."""
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_worker_job(python, tmp_path, script_text, args, env=None, timeout=180):
+    """Runs ``script_text`` as ``python script P3_DIR *args`` in each role; returns the worker's last line, parsed.
+
+    The worker may leave without saying goodbye (os._exit), so the scheduler and the server are ended here."""
+    script = tmp_path / "job.py"
+    script.write_text(script_text)
+    common = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()),
+              "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1",
+              **(env or {})}
+    argv = [python, str(script), str(P3_DIR), *map(str, args)]
+    procs = [subprocess.Popen(argv, env={**common, "DMLC_ROLE": role}, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for role in ("scheduler", "server", "worker")]
+    try:
+        out, err = procs[2].communicate(timeout=timeout)
+        assert procs[2].returncode == 0, err[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    return json.loads(out.strip().splitlines()[-1])
