@@ -277,14 +277,28 @@ def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     return emulated
 
 
+class NoProbes:
+    """--comm-probes 0: the probes' calls, each doing nothing (no p3-comm line)."""
+
+    def before_forward(self):
+        pass
+
+    def after_forward(self, weights):
+        pass
+
+    def before_step(self, grads):
+        pass
+
+    def after_step(self, weights):
+        pass
+
+    def close(self, mechanism):
+        pass
+
+
 def emulated_step(emulated, probes, trainer, global_batch, weights, grads):
     """One iteration: the waits, then the stock Trainer's push and pull; waits for the forward's end where the real
-    loop's metric does. ``probes`` None: no p3-comm line (--comm-probes 0)."""
-    if probes is None:
-        forward_end = emulated.iteration()
-        trainer.step(global_batch)
-        forward_end.wait_to_read()
-        return
+    loop's metric does."""
     probes.before_forward()
     forward_end = emulated.iteration()
     probes.after_forward(weights)
@@ -325,8 +339,8 @@ def main(argv=None):
 
     if not args.p3_priority:
         flatten_priorities()
-    # Stock Gluon, as it always ran: parameters initialised by the first training pass, the kvstore by the
-    # first step; the Trainer itself decides where the optimizer runs (on the workers under MXNet's P3).
+    # Stock Gluon, as it always ran: parameters initialised by the first training pass, the kvstore just before the
+    # first step (start_kvstore); the Trainer itself decides where the optimizer runs (on the workers under MXNet's P3).
     trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
     probes = weights = grads = None
     num_batches = args.num_batches or data.epoch_batches(global_batch)
@@ -334,7 +348,7 @@ def main(argv=None):
     if args.compute == "emulated":
         emulated = start_emulation(args, net, data, kv.rank, trainer, loss_fn, global_batch)
         names, weights, grads = trainable()
-        probes = CommProbes(names, args.variant, kv.rank, timeline) if args.comm_probes else None
+        probes = CommProbes(names, args.variant, kv.rank, timeline) if args.comm_probes else NoProbes()
 
     metric = mx.metric.Accuracy()
     speedometer = mx.callback.Speedometer(args.batch_size, args.disp_batches, auto_reset=True)

@@ -126,3 +126,18 @@ def test_runs_whose_workers_ended_apart_show_their_figure_but_get_no_verdict():
     in_step = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], engine="artifact", emulated=True,
                       in_sync={"p3": True, "baseline": True})
     assert "replicated (emulated)" in resnet_4gbit(analyse(study(), MEASURED + in_step, ALL_MODELS))
+
+
+def test_a_claim_with_only_emulated_runs_reads_not_measured_beside_them_and_a_measured_one_its_verdict():
+    s = study()
+
+    def measured_column(analysis):
+        return {v.claim: v.measured for v in labelled_verdicts(s.claims, analysis.overall, s.name, HOLDS,
+                                                               analysis.emulated_speedups, s.tolerance,
+                                                               analysis.verdicts)}
+
+    only_emulated = analyse(s, emulated([13.0, 12.9, 13.1]), ALL_MODELS)
+    assert only_emulated.overall["resnet-4gbit"] == "inconclusive"  # the overall verdict, as the badge counts it
+    assert measured_column(only_emulated)["resnet-4gbit"] == "not measured"
+    both = analyse(s, MEASURED + emulated([13.0, 12.9, 13.1]), ALL_MODELS)
+    assert measured_column(both)["resnet-4gbit"] == both.overall["resnet-4gbit"] != "not measured"

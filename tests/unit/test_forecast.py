@@ -47,6 +47,8 @@ def test_only_paper_runs_on_a_cpu_engine_are_forecast():
     assert EpochForecast.for_run(spec, sys.stdout) is not None
     assert EpochForecast.for_run(replace(spec, engine=replace(spec.engine, cuda=True)), sys.stdout) is None
     assert EpochForecast.for_run(fake_spec(fake_plan()), sys.stdout) is None  # smoke
+    # Emulated compute: the pace is the profile's times k, known before the run; the CPU's speed says nothing.
+    assert EpochForecast.for_run(paper_spec(COMPUTE="emulated"), sys.stdout) is None
 
 
 def test_paper_run_on_cpu_warns_once_up_front_and_records_it(run_dir):

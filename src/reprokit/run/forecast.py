@@ -11,6 +11,7 @@ import threading
 from typing import TextIO
 
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
+from reprokit.emulation.profile import EMULATED
 from reprokit.run.plan import Role
 from reprokit.run.settings import MODELS
 from reprokit.run.spec import RunSpec
@@ -67,9 +68,10 @@ class EpochForecast:
 
     @classmethod
     def for_run(cls, spec: RunSpec, console: TextIO) -> EpochForecast | None:
-        """A forecast for paper runs on a CPU-only engine; None for every other run."""
+        """A forecast for paper runs computing on a CPU-only engine; None for every other run (an emulated run
+        goes at its device's pace times k, which its profile and k set, not at the CPU's)."""
         settings, engine, _ = spec.accepted()
-        if settings.profile != "paper" or engine.cuda:
+        if settings.profile != "paper" or engine.cuda or settings.compute == EMULATED:
             return None
         return cls(spec, console)
 

@@ -24,7 +24,6 @@ from reprokit.vocabulary import Variant
 from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
                                    output_paths, with_local_outputs)
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
-from reprokit.engines.base import EngineKind
 
 SPEC_FILE = "p3-run.json"
 
@@ -201,7 +200,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
 
 def check_emulation_on(engine: InstalledEngine, settings: RunSettings) -> None:
     """Every engine runs program/p3's train.py for emulated compute; busy waits need stock MXNet's engine call."""
-    if engine.build is not EngineKind.STOCK and settings.compute_wait == BUSY:
+    if engine.engine.side != EMBEDDED and settings.compute_wait == BUSY:
         raise UserError(f"COMPUTE_WAIT=busy spins on MXNet's engine thread through MXEnginePushSync, which "
                         f"{engine.name} (MXNet 1.1) lacks; drop --env.COMPUTE_WAIT (waits asleep, as on a GPU host) "
                         f"or use --env.ENGINE=embedded")

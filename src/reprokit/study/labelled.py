@@ -19,7 +19,7 @@ import pandas as pd
 
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.speedup import ENGINE_NAMES
-from reprokit.study.verdict import judge_at_bandwidth
+from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, judge_at_bandwidth, measured_at_all
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
@@ -100,10 +100,11 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
 
 
 def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, check: Mapping | None = None,
-                      emulated: pd.DataFrame | None = None,
-                      tolerance: Tolerance | None = None) -> list[LabelledVerdict]:
+                      emulated: pd.DataFrame | None = None, tolerance: Tolerance | None = None,
+                      verdicts: Sequence[ClaimVerdict] = ()) -> list[LabelledVerdict]:
     """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
-    self-check withholds a verdict, labelled so."""
+    self-check withholds a verdict, labelled so. ``verdicts``: the measured ones; a claim none of whose
+    configurations was measured reads "not measured" rather than its overall "inconclusive"."""
     withheld = emulation_status(self_check() if check is None else check)
     rows = emulated if emulated is not None else pd.DataFrame()
     out = []
@@ -115,5 +116,6 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
             text = withheld or "not given: no emulated runs at the paper's settings are stored"
         else:
             text = emulated_verdict(c, rows, tolerance, withheld, study)
-        out.append(LabelledVerdict(c.id, c.bandwidth, overall.get(c.id, "not measured"), text, MODEL_NOT_VALIDATED))
+        measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
+        out.append(LabelledVerdict(c.id, c.bandwidth, measured, text, MODEL_NOT_VALIDATED))
     return out

@@ -115,6 +115,14 @@ class ClaimVerdict:
         return asdict(self)
 
 
+NOT_MEASURED = "not measured"  # how a verdict's reason begins when no run of its configurations succeeded
+
+
+def measured_at_all(claim: str, verdicts: Sequence[ClaimVerdict]) -> bool:
+    """Whether any configuration of the claim has a measured figure; False: every one says "not measured"."""
+    return not all(v.reason.startswith(NOT_MEASURED) for v in verdicts if v.claim == claim)
+
+
 RATIO_MATCH = 1.25  # a testbed bandwidth stands for the paper's setting when its ratio is within this factor
 
 
@@ -286,7 +294,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
     rerun = f"ck reproduce study:NAME --target=... --engines={engine} --models={claim.model}"
     if claim.bandwidth and setup.kind == "testbed":  # buildable: the paper's ratio is known
         if rows.empty:
-            return verdict(Verdict.INCONCLUSIVE, f"not measured: no successful runs of both {claim.variant} and "
+            return verdict(Verdict.INCONCLUSIVE, f"{NOT_MEASURED}: no successful runs of both {claim.variant} and "
                                                  f"{claim.versus} for {claim.model}{on} ({rerun})")
         rows, why = _pick_by_ratio(claim, rows)
         if why:
@@ -295,7 +303,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
         rows = rows[[same_rate(b, claim.bandwidth) for b in rows["bandwidth"]]]
     if rows.empty:
         return verdict(Verdict.INCONCLUSIVE,
-                       f"not measured: no successful runs of both {claim.variant} and {claim.versus} "
+                       f"{NOT_MEASURED}: no successful runs of both {claim.variant} and {claim.versus} "
                        f"for {claim.model}{where}{on} ({rerun}"
                        f"{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})")
     admissible, basis, why = _admissible(claim, setup, rows, tol)
@@ -345,7 +353,7 @@ def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[
     found = setups(df)
     if not found:
         return [ClaimVerdict(c.id, "no runs", Verdict.INCONCLUSIVE,
-                             f"not measured: no runs stored yet (ck reproduce study:{study.name})") for c in study.claims]
+                             f"{NOT_MEASURED}: no runs stored yet (ck reproduce study:{study.name})") for c in study.claims]
     return [judge(c, s, rows, study.tolerance, program_models, engine) for c in study.claims for s in found
             for engine in engines_of(df[df["setup"] == s.label])]
 
