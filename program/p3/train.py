@@ -248,9 +248,9 @@ def start_kvstore(trainer, batch_size):
 
 
 def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
-    """One real iteration first (not measured): it gives the parameters their shapes and initialises the kvstore
-    through the Trainer's own first step, as the real loop does; then the waits replace every forward and backward
-    pass.
+    """One real iteration first (not measured): it gives the parameters their shapes, starts the kvstore
+    (start_kvstore) and takes the Trainer's own first step, as the real loop does; then the waits replace every
+    forward and backward pass.
 
     Initialising the kvstore without it (Trainer._init_kvstore/_init_params after a forward pass outside
     autograd) made the server abort here ("init 4 first": another worker's first pull reached it before rank 0's

@@ -112,7 +112,13 @@ def kill_worker_1_of(start, run_dir: Path, log_path: Path) -> tuple[str, float, 
         run = start(log)
         try:
             worker = run_dir / "logs" / "worker-1.log"
-            assert wait_for(lambda: worker.exists() and "worker rank" in worker.read_text(), timeout=120)
+            training = wait_for(lambda: run.poll() is None and worker.exists() and "worker rank" in worker.read_text()
+                                or run.poll() is not None, timeout=120)
+            # Seen once in CI: worker#1 not training after 120 s, cause unknown; say what the run and the worker said.
+            assert training and run.poll() is None, (
+                f"worker#1 was not training after 120 s (run {'ended, exit ' + str(run.returncode) if run.poll() is not None else 'still running'}); "
+                f"worker-1.log: {worker.read_text()[-1500:] if worker.exists() else '(none)'!r}; "
+                f"the run's output: {log_path.read_text()[-3000:]!r}")
             run_id = json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
             pid = wait_for(lambda: role_pid(run_id, "worker", "10.77.0.2"), timeout=10)
             assert pid

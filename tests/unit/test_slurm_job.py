@@ -186,3 +186,23 @@ def test_without_sbatch_on_path_submit_says_what_to_install_and_where_to_run(tmp
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UserError, match="needs Slurm's sbatch on PATH .*login node"):
         slurm.test_only(SlurmJob(nodes=1))
+
+
+def test_a_job_slurm_ended_short_is_a_failed_run_whether_or_not_the_run_inside_caught_its_signal():
+    from reprokit.run.result import Result
+    from reprokit.run.submit import submitted_result
+    from reprokit.vocabulary import RunStatus
+
+    cancelled = slurm.JobEnd("42", "CANCELLED", "None", 0, pending_s=1.0, running_s=5.0)
+    caught = Result.failed("stopped by SIGTERM", RunStatus.INTERRUPTED)  # the run inside saw scancel's SIGTERM
+    for inner in (caught, None):  # ... or was killed before it wrote anything
+        result = submitted_result(inner, cancelled, stopped_here=False, output="job.out")
+        assert result.status is RunStatus.FAILED and result.failure_reason.startswith("Slurm job 42 ended CANCELLED")
+    refused = Result.failed("--env.X refused", RunStatus.REFUSED)
+    assert submitted_result(refused, cancelled, stopped_here=False, output="o").status is RunStatus.REFUSED
+    # A stop here (Ctrl-C) cancels the job itself: interrupted.
+    ours = slurm.JobEnd("42", "CANCELLED", "None", 0, 1.0, 5.0, why_cancelled="the command following it was stopped")
+    assert submitted_result(caught, ours, stopped_here=True, output="o").status is RunStatus.INTERRUPTED
+    done = slurm.JobEnd("42", "COMPLETED", "None", 0, 1.0, 5.0)
+    ok = Result(status=RunStatus.OK)
+    assert submitted_result(ok, done, stopped_here=False, output="o") is ok and ok.status is RunStatus.OK

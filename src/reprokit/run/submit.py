@@ -29,19 +29,28 @@ def follow_submission(submission: Submission, console: TextIO, stop: StopRequest
             result = Result.load(inner)
         except (OSError, ValueError, KeyError, TypeError):
             result = None
-    if end.why_cancelled:
-        status = RunStatus.INTERRUPTED if stop.reason else RunStatus.FAILED
-        result = Result.failed(end.describe(), status)
-    elif result is None:
-        result = Result.failed(f"{end.describe()}; the run inside it wrote no {RESULT_FILE} (the job's output: "
-                               f"{submission.output})")
-    elif not end.completed:  # Slurm's word first; what the run inside said, after it
-        inner_reason = result.failure_reason if not result.run_success else "after its run succeeded"
-        result.failure_reason = f"{end.describe()}: {inner_reason}"
-        if result.run_success:
-            result.status = RunStatus.FAILED
+    result = submitted_result(result, end, stopped_here=bool(stop.reason), output=submission.output)
     result.batch_job = _job_record(submission, end)
     return result
+
+
+def submitted_result(inner: Result | None, end: JobEnd, stopped_here: bool, output: str) -> Result:
+    """The run's result from the job's end and the result the run inside it wrote (None: it wrote none).
+
+    A job Slurm ended short (cancelled, timed out) is a failed run: the run inside may have caught Slurm's SIGTERM
+    in time to call itself interrupted, or been killed before writing anything, and the status must not depend on
+    which. Interrupted is kept for a stop here (Ctrl-C, a signal to this command), which cancels the job."""
+    if end.why_cancelled:
+        return Result.failed(end.describe(), RunStatus.INTERRUPTED if stopped_here else RunStatus.FAILED)
+    if inner is None:
+        return Result.failed(f"{end.describe()}; the run inside it wrote no {RESULT_FILE} (the job's output: "
+                             f"{output})")
+    if not end.completed:  # Slurm's word first; what the run inside said, after it
+        inner_reason = inner.failure_reason if not inner.run_success else "after its run succeeded"
+        inner.failure_reason = f"{end.describe()}: {inner_reason}"
+        if inner.status in (RunStatus.OK, RunStatus.INTERRUPTED):  # a refusal inside stays one
+            inner.status = RunStatus.FAILED
+    return inner
 
 
 def _job_record(submission: Submission, end: JobEnd) -> dict:
