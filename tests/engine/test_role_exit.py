@@ -1,13 +1,10 @@
 """A worker whose training raises ends at once, non-zero, with MXNet work pending and its peers waiting
 (program/p3/role_exit.py), in the engine's interpreter."""
 import os
-import socket
 import subprocess
 import time
-from pathlib import Path
 
-
-P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
+from support.engine_job import P3_DIR, free_port
 
 RAISE_MID_TRAINING = """
 import os, sys
@@ -40,9 +37,7 @@ else:
 def start_job(python, tmp_path, mode):
     script = tmp_path / "raise.py"
     script.write_text(RAISE_MID_TRAINING)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(port), "DMLC_NUM_SERVER": "1",
            "DMLC_NUM_WORKER": "2", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1"}
     roles = [{"DMLC_ROLE": "scheduler"}, {"DMLC_ROLE": "server"}, {"DMLC_ROLE": "worker", "DMLC_WORKER_ID": "0"},

@@ -21,8 +21,8 @@ def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None,
 
 def resnet_4gbit(analysis, check=HOLDS):
     s = study()
-    [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check,
-                                        analysis.emulated_speedups, s.tolerance) if v.claim == "resnet-4gbit"]
+    [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check, analysis.emulated_speedups,
+                                        s.tolerance, verdicts=analysis.verdicts) if v.claim == "resnet-4gbit"]
     return v.emulated
 
 
@@ -134,7 +134,7 @@ def test_a_claim_with_only_emulated_runs_reads_not_measured_beside_them_and_a_me
     def measured_column(analysis):
         return {v.claim: v.measured for v in labelled_verdicts(s.claims, analysis.overall, s.name, HOLDS,
                                                                analysis.emulated_speedups, s.tolerance,
-                                                               analysis.verdicts)}
+                                                               verdicts=analysis.verdicts)}
 
     only_emulated = analyse(s, emulated([13.0, 12.9, 13.1]), ALL_MODELS)
     assert only_emulated.overall["resnet-4gbit"] == "inconclusive"  # the overall verdict, as the badge counts it

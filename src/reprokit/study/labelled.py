@@ -100,8 +100,8 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
 
 
 def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, check: Mapping | None = None,
-                      emulated: pd.DataFrame | None = None, tolerance: Tolerance | None = None,
-                      verdicts: Sequence[ClaimVerdict] = ()) -> list[LabelledVerdict]:
+                      emulated: pd.DataFrame | None = None, tolerance: Tolerance | None = None, *,
+                      verdicts: Sequence[ClaimVerdict]) -> list[LabelledVerdict]:
     """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
     self-check withholds a verdict, labelled so. ``verdicts``: the measured ones; a claim none of whose
     configurations was measured reads "not measured" rather than its overall "inconclusive"."""
