@@ -1,13 +1,17 @@
-"""The iteration model (study/iteration_model.py) against real runs on a 3-host testbed (needs root and sshd).
+"""The iteration model (study/iteration_model.py) against real runs on a testbed (needs root and sshd).
 
     .venv/bin/python benchmarks/model_validation.py [--repetitions 3] [--models resnet,vgg]
-                                                    [--bandwidths 300mbit,1gbit]
+                                                    [--bandwidths 300mbit,1gbit] [--hosts 3] [--cpus_per_host C]
+
+--hosts: the testbed's hosts, a worker and a server on each (3 by default). --cpus_per_host C pins each host to C
+CPUs of its own (`ck testbed --cpus_per_host`), so hosts do not compete for cores as they do by default; e.g.
+`--hosts 2 --cpus_per_host 1` on a 2-core machine.
 
 For each model, bandwidth (tc on every host's link) and variant (baseline, p3), interleaved over repetitions:
-one `ck run program:p3 --target=mv3` with the smoke profile (3 workers, 3 servers co-located, batch 32,
+one `ck run program:p3 --target=mv3` with the smoke profile (a worker and a server per host, batch 32,
 3x32x32), with TIMELINE=1. The model is given what the run measured of itself, nothing fitted: each layer's
 forward and backward time as the workers' probes measured it inside the run (measured-compute.json, the mean of the
-workers), the shaped bandwidth, 3 workers and 3 co-located servers, the run's slice size and the policy. Prints, per configuration, the measured iteration
+workers), the shaped bandwidth, the run's workers and co-located servers, the run's slice size and the policy. Prints, per configuration, the measured iteration
 time (batch / mean per-worker throughput; mean over runs, n stated) beside the predicted one and their error,
 then P3's speedup measured and predicted. The issue's bar: 10% for throughput, 15% for the speedup.
 
@@ -134,7 +138,8 @@ def again(work: Path, costs: StackCosts) -> int:
 
 def against_emulated(root: Path, costs: StackCosts) -> int:
     """Predict every emulated run stored in the study store ``root`` and print the errors (runs nothing)."""
-    runs = [(r, r.run_result) for r in Store(root, STUDY).all_records() if r.ok and r.emulated and r.run_folder]
+    runs = [(r, r.run_result) for r in Store(root, STUDY).all_records()
+            if r.ok and r.emulated and r.run_folder and r.config.variant in POLICY]  # the model has no optimizer
     rows = compared([((r.config.model, r.config.bandwidth, r.config.variant), result,
                       root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
                      for r, result in runs if result is not None], costs)
@@ -190,7 +195,7 @@ def fitted_costs(runs: list[tuple[Result, Path]]) -> StackCosts:
     return StackCosts(fit.x[0] * 1e-9, fit.x[1] * 1e-6)
 
 
-def stack(env: dict, work: Path, models: list[str], repetitions: int) -> int:
+def stack(env: dict, work: Path, models: list[str], repetitions: int, testbed: str) -> int:
     """Measure the hosts' own cost of communication: runs with (almost) no compute on unshaped links, so the
     stack sets the pace; then fit the model's per-byte and per-message costs to them, and write them to
     WORK/stack.json (``--costs`` reads it)."""
@@ -207,7 +212,7 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int) -> int:
     (work / "stack.json").write_text(json.dumps(
         {"stack_s_per_byte": costs.per_byte, "stack_s_per_message": costs.per_message,
          "measured": "runs with no compute (COMPUTE=emulated, v100 profile, DILATION 0.001) on unshaped links, "
-                     f"{NAME}: 3 hosts, 3 workers, 3 co-located servers, smoke profile",
+                     f"{NAME}: {testbed}",
          "load_average_at_end": os.getloadavg()}, indent=1) + "\n")
     print(f"\nfitted{stack_clause(costs)} (written to {work / 'stack.json'})")
     report(compared([((r.model or "", UNSHAPED, r.variant or ""), r, p, UNSHAPED, r.dilation or 1.0) for r, p in runs],
@@ -225,6 +230,9 @@ def main() -> int:
     parser.add_argument("--stack", action="store_true",
                         help="measure the hosts' stack costs (no compute, unshaped) and fit them instead")
     parser.add_argument("--costs", metavar="STACK_JSON", help="predict with the stack costs --stack wrote")
+    parser.add_argument("--hosts", type=int, default=3, help="testbed hosts (a worker and a server on each)")
+    parser.add_argument("--cpus_per_host", type=int, help="pin each host to that many CPUs of its own "
+                        "(ck testbed --cpus_per_host); default: the hosts share every CPU")
     args = parser.parse_args()
     costs = read_costs(args.costs)
     if args.emulated:
@@ -236,14 +244,19 @@ def main() -> int:
     models, rates = args.models.split(","), args.bandwidths.split(",")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     work, env = isolated_ck("model-validation-")
-    ck_cli("testbed", f"cluster:{NAME}", "--hosts=3", env=env, check=True)
+    pinned = [f"--cpus_per_host={args.cpus_per_host}"] if args.cpus_per_host else []
+    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", *pinned, env=env, check=True)
     state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"
+    testbed = (f"{args.hosts} hosts" + (f" pinned to {args.cpus_per_host} CPU(s) each" if pinned else
+                                        f" sharing {os.cpu_count()} CPUs")
+               + f", {args.hosts} workers, {args.hosts} co-located servers, smoke profile")
+    print(f"testbed {NAME}: {testbed}", flush=True)
     rows: Rows = {}
     try:
         ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={state / 'hosts.json'}", "--quiet",
                env=env, check=True)
         if args.stack:
-            return stack(env, work, models, args.repetitions)
+            return stack(env, work, models, args.repetitions, testbed)
         configs = [(m, r, v) for m in models for r in rates for v in VALIDATED]
         for rep in range(args.repetitions):
             for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):

@@ -226,6 +226,32 @@ def test_testbed_never_touches_the_root_namespace_and_shapes_its_links(ck):
     assert "nothing to remove" in again.stdout
 
 
+def test_hosts_pinned_to_cpus_of_their_own_give_their_sessions_only_those(ck):
+    """--cpus_per_host: every session on host I (so every role) runs on host I's CPUs only, and nproc, which the
+    run's preparation counts, says so; a request for more CPUs than the machine has is refused before anything
+    is made."""
+    cpus = sorted(os.sched_getaffinity(0))
+    hosts = min(2, len(cpus))
+    state = make_testbed(ck, "pin", hosts, "--cpus_per_host=1")
+    try:
+        assert json.loads((state / "testbed.json").read_text())["cpus"] == [[c] for c in cpus[:hosts]]
+        for index in range(1, hosts + 1):
+            seen = subprocess.run(["ssh", "-F", str(state / "ssh_config"), f"10.77.0.{index}",
+                                   "nproc; grep Cpus_allowed_list /proc/self/status"],
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            assert seen.returncode == 0, seen.stderr
+            assert seen.stdout.split() == ["1", "Cpus_allowed_list:", str(cpus[index - 1])]
+    finally:
+        ck("testbed", "cluster:pin", "--down", check=True)
+        ck("rm", "machine:pin", "--force")
+    too_many = ck("testbed", "cluster:pin", f"--hosts={len(cpus) + 1}", "--cpus_per_host=1")
+    assert too_many.returncode == 1 and "Traceback" not in too_many.stdout + too_many.stderr
+    assert (f"--cpus_per_host=1 for {len(cpus) + 1} hosts needs {len(cpus) + 1} CPUs, but this machine gives "
+            f"{len(cpus)}; give fewer --hosts or a smaller --cpus_per_host") in too_many.stdout + too_many.stderr
+    assert not any(ns.startswith("rk-pin-") for ns in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                                      text=True).stdout.split())
+
+
 def test_machine_with_a_node_file_follows_each_new_allocation_and_a_testbed_runs_smoke(ck, tmp_path):
     """One machine entry naming an OAR node file; the file changes between two checks, as between two jobs."""
     state = make_testbed(ck, "alc", 2)

@@ -2,17 +2,20 @@
 the engine's interpreter; the worker's last line is its answer (JSON)."""
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
+
+from reprokit.run.jobprep import FREE_PORT_CODE
 
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """The launchers' own choice of a scheduler port: below the ephemeral range, so no role's bind(0) or outgoing
+    connection takes it before the scheduler binds it."""
+    namespace: dict = {}
+    exec(FREE_PORT_CODE, namespace)
+    return namespace["free_port"]()
 
 
 def one_worker_job(python, tmp_path, script_text, args, env=None, timeout=180):

@@ -56,3 +56,12 @@ def test_the_generated_slurm_conf_keeps_everything_in_the_state_folder(tmp_path,
     for key in ("StateSaveLocation", "SlurmctldPidFile", "SlurmctldLogFile", "SlurmdSpoolDir", "SlurmdPidFile",
                 "SlurmdLogFile"):
         assert settings[key].startswith(f"{tmp_path}/"), key
+
+
+def test_pinned_hosts_get_cpus_of_their_own_and_slurm_is_not_pinned(tmp_path):
+    cpus = sorted(testbed.os.sched_getaffinity(0))
+    assert testbed.host_cpus(len(cpus), 1) == [[c] for c in cpus]
+    with pytest.raises(UserError, match=f"needs {2 * len(cpus)} CPUs, but this machine gives {len(cpus)}"):
+        testbed.host_cpus(len(cpus), 2)
+    with pytest.raises(UserError, match="--cpus_per_host pins the hosts' sshd, not Slurm's job steps"):
+        testbed.create("tb", 1, tmp_path, scheduler="slurm", cpus_per_host=1)

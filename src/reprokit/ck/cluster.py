@@ -3,7 +3,8 @@
     ck check cluster:NAME [--accept_new_host_keys] [--port=N] [--data=...] [--dataset_env=UID] [--launcher=L]
     ck check cluster [--launcher=srun|oarsh] [--tmp_dir=DIR]   inside a Slurm allocation or an OAR job: its nodes
     ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
-    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm] [--dir=DIR]
+    ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm]
+                            [--cpus_per_host=C] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
 """
@@ -170,11 +171,15 @@ def testbed(i: dict) -> dict:
                         for n in str(i.get("no_sftp", "")).split(",") if n.strip())
     scheduler = str(i.get("scheduler", "")).strip() or None
     namespaces.check_scheduler(scheduler)
+    given_cpus = str(i.get("cpus_per_host", "")).strip()
+    cpus_per_host = whole_number(given_cpus, "--cpus_per_host", "--cpus_per_host=C", low=1) if given_cpus else None
     hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp,
-                                   scheduler=scheduler)
-    print(f"testbed {name}: {hosts} host(s) ready; register it with:\n"
-          f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
+                                   scheduler=scheduler, cpus_per_host=cpus_per_host)
     state = namespaces.TestbedState.read(hosts_json.parent)
+    cpus = state.cpus if state is not None else []
+    pinned = f", pinned to CPUs {' | '.join(','.join(map(str, c)) for c in cpus)}" if cpus else ""
+    print(f"testbed {name}: {hosts} host(s) ready{pinned}; register it with:\n"
+          f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
     slurm = state.scheduler if state is not None else None
     if slurm is not None:
         client = " ".join(slurm.client)

@@ -16,6 +16,10 @@ addresses never appear in the controller's namespace.
 The state folder holds the keys, sshd configurations, ``hosts.json`` (for
 ``ck add machine``), ``ssh_config`` and ``known_hosts``. Needs root.
 
+With ``cpus_per_host=C`` host I's sshd, and so every session and role started through it, is pinned to CPUs of
+its own ((I-1)*C to I*C-1 of this machine's): hosts then compete for no core, as the hosts of a real cluster do.
+Without it all hosts share every core (compute and network stacks of N hosts on this machine's cores).
+
 With ``scheduler="slurm"`` the testbed also runs a real Slurm (munged, slurmctld in the switch namespace,
 a slurmd per host): see cluster/slurm_testbed.py; testbed.json then says so under ``scheduler``.
 """
@@ -135,10 +139,23 @@ def _keygen(path: Path, comment: str) -> None:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path))
 
 
-def _start_sshd(sshd: str, ns: str, host_dir: Path) -> None:
+def host_cpus(num_hosts: int, cpus_per_host: int) -> list[list[int]]:
+    """The CPUs each host is pinned to: C of this process's CPUs each, none shared. UserError if too few."""
+    available = sorted(os.sched_getaffinity(0))
+    if num_hosts * cpus_per_host > len(available):
+        raise UserError(f"--cpus_per_host={cpus_per_host} for {num_hosts} hosts needs {num_hosts * cpus_per_host} "
+                        f"CPUs, but this machine gives {len(available)}; give fewer --hosts or a smaller "
+                        f"--cpus_per_host")
+    return [available[i * cpus_per_host:(i + 1) * cpus_per_host] for i in range(num_hosts)]
+
+
+def _start_sshd(sshd: str, ns: str, host_dir: Path, cpus: list[int] | None = None) -> None:
     pid_file = host_dir / "sshd.pid"
     pid_file.unlink(missing_ok=True)
-    _run("ip", "netns", "exec", ns, sshd, "-f", str(host_dir / "sshd_config"), "-E", str(host_dir / "sshd.log"))
+    # taskset's affinity is inherited by sshd's sessions and everything they start.
+    pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+    _run(*pinned, "ip", "netns", "exec", ns, sshd, "-f", str(host_dir / "sshd_config"), "-E",
+         str(host_dir / "sshd.log"))
     deadline = time.monotonic() + SSHD_START_TIMEOUT_S
     while not pid_file.exists():
         if time.monotonic() > deadline:
@@ -165,9 +182,11 @@ def check_scheduler(scheduler: str | None) -> None:
 
 
 def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
-           no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None) -> Path:
+           no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None,
+           cpus_per_host: int | None = None) -> Path:
     """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
     ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem.
+    ``cpus_per_host``: pin each host to that many CPUs of its own; None: every host shares every CPU.
     ``scheduler``: "slurm" to run a Slurm cluster over the hosts too (cluster/slurm_testbed.py)."""
     check_name(name)
     check_scheduler(scheduler)
@@ -179,7 +198,15 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
                         f"1 to {num_hosts}; fix it with --no_sftp=I[,J...]")
     if rate is not None:
         check_rate(rate)
+    cpus = None
+    if cpus_per_host is not None:
+        if scheduler is not None:
+            raise UserError("--cpus_per_host pins the hosts' sshd, not Slurm's job steps; leave out either "
+                            "--cpus_per_host or --scheduler")
+        cpus = host_cpus(num_hosts, cpus_per_host)
     sshd = _require_root_and_tools()
+    if cpus is not None and not shutil.which("taskset"):
+        raise UserError("--cpus_per_host needs taskset; install Debian's util-linux")
     if scheduler == "slurm":
         from reprokit.cluster import slurm_testbed
 
@@ -211,7 +238,7 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             host_dir.mkdir(exist_ok=True)
             _keygen(host_dir / "ssh_host_ed25519_key", f"{ns}")
             _write_sshd_config(host_dir, address, state, sftp=index not in no_sftp)
-            _start_sshd(sshd, ns, host_dir)
+            _start_sshd(sshd, ns, host_dir, cpus[index - 1] if cpus else None)
             key_type, key = (host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
             known_hosts.append(f"{address} {key_type} {key}\n")
         (state / "known_hosts").write_text("".join(known_hosts))
@@ -238,7 +265,7 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             slurm = slurm_testbed.start(name, num_hosts, state, sw, [host_ns(name, i) for i in range(1, num_hosts + 1)],
                                         SWITCH_ADDRESS, SUBNET)
         (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
-        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm).save(state)
+        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm, cpus or []).save(state)
         if rate is not None:
             shape(name, num_hosts, rate)
     except BaseException:
@@ -255,6 +282,7 @@ class TestbedState:
     rate: str | None = None  # the links' tc rate; None: unlimited
     no_sftp: list[int] = field(default_factory=list)  # hosts whose sshd offers no SFTP
     scheduler: SlurmState | None = None  # a Slurm testbed's daemons and client prefix
+    cpus: list[list[int]] = field(default_factory=list)  # per host the CPUs it is pinned to; empty: all shared
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -267,7 +295,8 @@ class TestbedState:
         scheduler = data.get("scheduler")
         return cls(name=str(data["name"]), hosts=int(data["hosts"]), rate=data.get("rate"),
                    no_sftp=list(data.get("no_sftp", [])),
-                   scheduler=SlurmState.from_dict(scheduler) if scheduler else None)
+                   scheduler=SlurmState.from_dict(scheduler) if scheduler else None,
+                   cpus=[[int(c) for c in host] for host in data.get("cpus", [])])
 
     def save(self, state_dir: Path) -> None:
         (state_dir / STATE_FILE).write_text(json.dumps(self.to_dict()) + "\n")
