@@ -52,7 +52,7 @@ from reprokit.bootstrap import ck as ck_cli, isolated_ck
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.store import Store
-from reprokit.study.iteration_model import Layer, ModelInput, Policy, simulate
+from reprokit.study.iteration_model import VARIANT_POLICY as POLICY, Layer, ModelInput, simulate
 from reprokit.study.rates import shaped_bps
 
 CK = str(Path(sys.executable).with_name("ck"))
@@ -62,8 +62,6 @@ RUN = [*BATCHES, "--env.TIMELINE=1"]
 UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
 # Communication alone: every layer waits the V100 profile's time divided by 1000 (microseconds).
 NO_COMPUTE = [*BATCHES, "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=v100", "--env.DILATION=0.001"]
-POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
-          "p3-priority-only": Policy.PRIORITY_ONLY}
 VALIDATED = ("baseline", "p3")  # the variants the testbed runs
 STUDY = "sysml19-p3"
 

@@ -21,8 +21,9 @@ def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None,
 
 def resnet_4gbit(analysis, check=HOLDS):
     s = study()
-    [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check, analysis.emulated_speedups,
-                                        s.tolerance, verdicts=analysis.verdicts) if v.claim == "resnet-4gbit"]
+    [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check=check,
+                                        emulated=analysis.emulated_speedups, tolerance=s.tolerance,
+                                        verdicts=analysis.verdicts) if v.claim == "resnet-4gbit"]
     return v.emulated
 
 
@@ -132,12 +133,55 @@ def test_a_claim_with_only_emulated_runs_reads_not_measured_beside_them_and_a_me
     s = study()
 
     def measured_column(analysis):
-        return {v.claim: v.measured for v in labelled_verdicts(s.claims, analysis.overall, s.name, HOLDS,
-                                                               analysis.emulated_speedups, s.tolerance,
-                                                               verdicts=analysis.verdicts)}
+        return {v.claim: v.measured for v in labelled_verdicts(s.claims, analysis.overall, s.name, check=HOLDS,
+                                                               emulated=analysis.emulated_speedups,
+                                                               tolerance=s.tolerance, verdicts=analysis.verdicts)}
 
     only_emulated = analyse(s, emulated([13.0, 12.9, 13.1]), ALL_MODELS)
     assert only_emulated.overall["resnet-4gbit"] == "inconclusive"  # the overall verdict, as the badge counts it
     assert measured_column(only_emulated)["resnet-4gbit"] == "not measured"
     both = analyse(s, MEASURED + emulated([13.0, 12.9, 13.1]), ALL_MODELS)
     assert measured_column(both)["resnet-4gbit"] == both.overall["resnet-4gbit"] != "not measured"
+
+
+def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=2.6e-9, per_message=42e-6):
+    from reprokit.study.labelled import ModelValidation
+
+    return ModelValidation(0.10, 0.15, ({"against": "real runs", "iteration_time_errors": list(iteration_errors),
+                                         "speedup_errors": list(speedup_errors)},), per_byte, per_message)
+
+
+def claim(claim_id):
+    return next(c for c in study().claims if c.id == claim_id)
+
+
+def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_which():
+    from reprokit.study.labelled import predicted_verdict
+
+    said = predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(iteration_errors=(0.05, 0.105)))
+    assert said == ("not given: the iteration model is not validated (real runs: iteration time within 10% in 1 of 2, "
+                    "speedup within 15% in 1 of 1; docs/study.md)")
+    assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(speedup_errors=(-0.16,))).startswith(
+        "not given: the iteration model is not validated")
+
+
+def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error():
+    from dataclasses import replace
+
+    from reprokit.study.labelled import predicted_speedup, predicted_verdict
+
+    vgg = claim("vgg-15gbit")
+    free, costly = predicted_speedup(vgg), predicted_speedup(vgg, 2.6e-9, 42e-6)
+    assert 1.0 < free < 1.3 and costly < free  # the hosts' costs weigh on P3's many slices
+    said = predicted_verdict(vgg, study().tolerance, validation())
+    low, high = costly / 1.15, free / 0.85
+    assert said.startswith(f"{free:.2f}x with no stack cost, {costly:.2f}x with a one-core testbed host's; "
+                           f"{low:.2f} to {high:.2f} with the model's validated error (±15%); v100 profile, 4 workers")
+    assert said.endswith("not replicated (predicted): lies below the claimed 1.66x ± 0.10")
+    # Costs that would not matter leave one figure; a band that holds the whole range replicates it; one that
+    # holds part of it is inconclusive.
+    wide = replace(study().tolerance, speedup=0.5)
+    assert predicted_verdict(replace(vgg, speedup=free), wide, validation(per_byte=0, per_message=0)).endswith(
+        f"replicated (predicted): lies within the claimed {free:.2f}x ± 0.50")
+    assert predicted_verdict(replace(vgg, speedup=free), study().tolerance, validation()).endswith(
+        f"inconclusive (predicted): reaches into the claimed {free:.2f}x ± 0.10 and out of it")

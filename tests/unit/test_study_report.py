@@ -405,7 +405,8 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
 
 
 def test_claims_at_a_bandwidth_show_emulated_and_predicted_labelled_and_say_why_none_is_given(report):
-    from reprokit.study.labelled import emulation_status, labelled_verdicts, self_check
+    from reprokit.study.labelled import (ModelValidation, emulation_status, labelled_verdicts, predicted_verdict,
+                                         self_check)
 
     _, paths = report
     md, data = paths["markdown"].read_text(), json.loads(paths["json"].read_text())
@@ -417,9 +418,13 @@ def test_claims_at_a_bandwidth_show_emulated_and_predicted_labelled_and_say_why_
         assert v["emulated"] == (stored or f"not run: no emulated runs of {v['claim'].split('-')[0]} at "
                                            f"{v['bandwidth']} are stored (ck reproduce study:sysml19-p3 "
                                            f"--target=TESTBED --emulate=v100)")
-        assert v["predicted"].startswith("not given: the iteration model is not validated")
+        # The stored validation decides whether the model predicts: the report says what predicted_verdict says.
+        assert v["predicted"] == predicted_verdict(next(c for c in study().claims if c.id == v["claim"]),
+                                                   study().tolerance, ModelValidation.stored())
         assert v["measured"] == data["overall"][v["claim"]]
     assert "### Emulated and predicted (not counted)" in md and "neither counts towards a badge" in md
     assert 'id="labelled"' in paths["html"].read_text()
-    assert labelled_verdicts(study().claims, {}, "sysml19-p3", {"tolerance": 0.1, "models": []}, verdicts=[])[0].emulated == (
-        "not given: no emulated runs at the paper's settings are stored")
+    assert labelled_verdicts(study().claims, {}, "sysml19-p3", check={"tolerance": 0.1, "models": []},
+                             tolerance=study().tolerance, verdicts=[])[0].emulated == (
+        "not run: no emulated runs of resnet at 4gbit are stored (ck reproduce study:sysml19-p3 --target=TESTBED "
+        "--emulate=v100)")

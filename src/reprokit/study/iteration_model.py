@@ -81,6 +81,12 @@ class Policy(StrEnum):
         return self in (Policy.P3, Policy.PRIORITY_ONLY)
 
 
+# program:p3's VARIANT names, each as the policy it sends by (the worker-update baseline differs from `baseline` in
+# where the optimizer runs, which the model does not time, so it has none here).
+VARIANT_POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
+                  "p3-priority-only": Policy.PRIORITY_ONLY}
+
+
 class Layout(StrEnum):
     DEDICATED = "dedicated"
     COLOCATED = "colocated"

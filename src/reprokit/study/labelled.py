@@ -1,36 +1,40 @@
 """Emulated and predicted verdicts beside the measured ones, for each claim stated at a bandwidth.
 
 "Emulated": the real communication stack with emulated compute (docs/emulation.md) at the paper's cluster size
-and bandwidth divided by the dilation k. "Predicted": the iteration model (iteration_model.py, docs/study.md).
+and bandwidth divided by the dilation k. "Predicted": the iteration model (iteration_model.py, docs/study.md) at
+the setting the emulated runs have (the V100 profile, the paper's cluster size, co-located servers, batch 32).
 Each is given only when its check holds: the emulation's self-check (this machine's own profile emulated, its
 throughput within 10% of the real run's, ``emulation/selfcheck.json``), the model's validation against real and
-emulated runs (within 10% for throughput, 15% for P3's speedup). Neither counts towards a badge: the badge
-judges what was measured.
+emulated runs (within 10% for throughput, 15% for P3's speedup, ``study/model_validation.json``). Neither counts
+towards a badge: the badge judges what was measured.
 """
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import resources
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from reprokit.emulation.profile import resolve_profile
+from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
+from reprokit.study.iteration_model import VARIANT_POLICY, Layer, ModelInput, Policy, simulate
+from reprokit.study.layer_profiles import DEFAULT_SHAPE
+from reprokit.study.rates import shaped_bps
 from reprokit.study.speedup import ENGINE_NAMES
-from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, judge_at_bandwidth, measured_at_all
+from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, measured_at_all
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
                "k); a predicted verdict comes from a discrete-event model of one iteration, with no run at all. "
                "Both are labelled and shown beside the measured verdict, and neither counts towards a badge.")
-MODEL_NOT_VALIDATED = ("not given: the iteration model is not validated for the paper's clusters: given this "
-                       "testbed's own network-stack costs (measured apart), it held both bars (iteration time within "
-                       "10%, P3's speedup within 15%) in all 6 emulated configurations whose hosts' CPU was at most "
-                       "41% busy, but against real-compute testbed runs, which load the CPU, its iteration time was "
-                       "within 10% in 4 of 8 only; and the paper's hosts' stack costs are not known "
-                       "(docs/study.md, docs/emulation.md)")
+# The compute the predicted verdicts assume: what `ck reproduce --emulate=v100` waits, so that the predicted and the
+# emulated verdict of a claim are of one setting.
+PREDICTED_PROFILE = "v100"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,78 @@ def emulation_status(check: Mapping) -> str:
                       for m in missed)
     return (f"not given: the emulation's self-check is outside {tolerance:.0%} (real/emulated throughput {shown}; "
             f"docs/emulation.md)")
+
+
+@dataclass(frozen=True)
+class ModelValidation:
+    """``study/model_validation.json``: the iteration model against runs (benchmarks/model_validation.py), and the
+    stack costs of a testbed host with one core of its own, the most a predicted verdict allows the paper's hosts."""
+    iteration_bar: float  # |predicted/measured - 1| of the iteration time
+    speedup_bar: float  # the same of P3's speedup over the baseline
+    checks: tuple[Mapping, ...]  # each: "against", "iteration_time_errors", "speedup_errors", ...
+    stack_s_per_byte: float
+    stack_s_per_message: float
+
+    @classmethod
+    def stored(cls) -> ModelValidation:
+        data = json.loads(resources.files("reprokit.study").joinpath("model_validation.json").read_text())
+        return cls(float(data["bars"]["iteration_time"]), float(data["bars"]["speedup"]), tuple(data["checks"]),
+                   float(data["stack_costs"]["per_byte_s"]), float(data["stack_costs"]["per_message_s"]))
+
+    def missed(self) -> list[str]:
+        """Each check whose errors are not all within the bars, said in a few words; empty: validated."""
+        out = []
+        for c in self.checks:
+            times, speedups = c["iteration_time_errors"], c["speedup_errors"]
+            inside = (sum(abs(e) <= self.iteration_bar for e in times), sum(abs(e) <= self.speedup_bar for e in speedups))
+            if inside != (len(times), len(speedups)):
+                out.append(f"{c['against']}: iteration time within {self.iteration_bar:.0%} in {inside[0]} of "
+                           f"{len(times)}, speedup within {self.speedup_bar:.0%} in {inside[1]} of {len(speedups)}")
+        return out
+
+
+@cache  # a report asks for every claim at a bandwidth; each prediction simulates two policies
+def predicted_speedup(claim: Claim, stack_s_per_byte: float = 0.0, stack_s_per_message: float = 0.0) -> float:
+    """The model's speedup of the claim's variant over its baseline at the claim's bandwidth and cluster size (a
+    worker and a server on each machine), each worker's compute the V100 profile at batch 32."""
+    assert claim.bandwidth and claim.cluster_size
+    machines = claim.cluster_size
+    profile = resolve_profile(PREDICTED_PROFILE, claim.model, DEFAULT_SHAPE[claim.model], PAPER_BATCH_SIZE)
+    layers = tuple(Layer(x.name, x.forward_s, x.backward_s, x.arrays) for x in profile.layers)
+
+    def iteration_s(policy: Policy) -> float:
+        return simulate(ModelInput(layers, machines, machines, shaped_bps(str(claim.bandwidth)),
+                                   policy, stack_s_per_byte=stack_s_per_byte,
+                                   stack_s_per_message=stack_s_per_message)).iteration_s
+    return iteration_s(VARIANT_POLICY[claim.versus]) / iteration_s(VARIANT_POLICY[claim.variant])
+
+
+def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValidation) -> str:
+    """The claim's predicted figure and verdict, or why none is given. The paper's hosts' stack costs are not
+    known: the speedup is predicted with none and with a one-core testbed host's, and widened by the model's
+    validated error; the verdict holds only where that whole range says the same (wholly below or above the
+    claim's band: not replicated; wholly inside: replicated; else inconclusive)."""
+    missed = validation.missed()
+    if missed:
+        return f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)"
+    if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
+            or claim.versus not in VARIANT_POLICY):
+        return f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}"
+    free = predicted_speedup(claim)
+    costly = predicted_speedup(claim, validation.stack_s_per_byte, validation.stack_s_per_message)
+    low, high = min(free, costly) / (1 + validation.speedup_bar), max(free, costly) / (1 - validation.speedup_bar)
+    band_low, band_high = claim.speedup - tolerance.speedup, claim.speedup + tolerance.speedup
+    band = f"the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
+    if high < band_low or low > band_high:
+        kind, how = Verdict.NOT_REPLICATED, f"lies {'below' if high < band_low else 'above'} {band}"
+    elif band_low <= low and high <= band_high:
+        kind, how = Verdict.REPLICATED, f"lies within {band}"
+    else:
+        kind, how = Verdict.INCONCLUSIVE, f"reaches into {band} and out of it"
+    return (f"{free:.2f}x with no stack cost, {costly:.2f}x with a one-core testbed host's; {low:.2f} to "
+            f"{high:.2f} with the model's validated error (±{validation.speedup_bar:.0%}); {PREDICTED_PROFILE} "
+            f"profile, {claim.cluster_size} workers and co-located servers, batch {PAPER_BATCH_SIZE}: "
+            f"{kind} (predicted): {how}")
 
 
 def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str) -> str:
@@ -99,23 +175,22 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
     return "; ".join(said)
 
 
-def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, check: Mapping | None = None,
-                      emulated: pd.DataFrame | None = None, tolerance: Tolerance | None = None, *,
-                      verdicts: Sequence[ClaimVerdict]) -> list[LabelledVerdict]:
+def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, *, tolerance: Tolerance,
+                      verdicts: Sequence[ClaimVerdict], check: Mapping | None = None,
+                      emulated: pd.DataFrame | None = None,
+                      validation: ModelValidation | None = None) -> list[LabelledVerdict]:
     """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
     self-check withholds a verdict, labelled so. ``verdicts``: the measured ones; a claim none of whose
-    configurations was measured reads "not measured" rather than its overall "inconclusive"."""
+    configurations was measured reads "not measured" rather than its overall "inconclusive". ``check`` and
+    ``validation``: the emulation's self-check and the model's validation, the stored ones by default."""
     withheld = emulation_status(self_check() if check is None else check)
     rows = emulated if emulated is not None else pd.DataFrame()
+    model = validation or ModelValidation.stored()
     out = []
     for c in claims:
         if not c.bandwidth:
             continue
-        if tolerance is None:
-            # No emulated runs are stored yet even where the self-check holds: say so rather than show nothing.
-            text = withheld or "not given: no emulated runs at the paper's settings are stored"
-        else:
-            text = emulated_verdict(c, rows, tolerance, withheld, study)
         measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
-        out.append(LabelledVerdict(c.id, c.bandwidth, measured, text, MODEL_NOT_VALIDATED))
+        out.append(LabelledVerdict(c.id, c.bandwidth, measured, emulated_verdict(c, rows, tolerance, withheld, study),
+                                   predicted_verdict(c, tolerance, model)))
     return out

@@ -373,8 +373,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     timeline_info = None if pair is None or drawn is None else {**pair.to_dict(), "views": [view_summary(v) for v in drawn.views]}
     chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
     labelled = [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, study.name,
-                                                       emulated=analysis.emulated_speedups, tolerance=study.tolerance,
-                                                       verdicts=analysis.verdicts)]
+                                                       tolerance=study.tolerance, verdicts=analysis.verdicts,
+                                                       emulated=analysis.emulated_speedups)]
     context = {
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
