@@ -1,7 +1,7 @@
 """The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=v100` on a fresh testbed
 (needs root and sshd).
 
-    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4] [--dilation 20] [--repetitions 3] [--models vgg]
+    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--dilation 20] [--repetitions 3] [--models vgg]
                                                   [--batches 8] [--bandwidths 30gbit --variants baseline,...]
                                                   [--engines embedded,artifact --work DIR]
 
@@ -32,6 +32,8 @@ NAME = "es"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--cpus_per_host", type=int, help="pin each host to that many CPUs of its own "
+                        "(ck testbed --cpus_per_host); default: the hosts share every CPU")
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
@@ -51,7 +53,8 @@ def main() -> int:
                                                      ("variants", args.variants), ("engines", args.engines)) if value]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
-    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", env=env, check=True)
+    pinned = [f"--cpus_per_host={args.cpus_per_host}"] if args.cpus_per_host else []
+    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", *pinned, env=env, check=True)
     try:
         hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
         ck_cli("rm", f"machine:{NAME}", "--force", env=env)  # a reused --work keeps the last run's entry
