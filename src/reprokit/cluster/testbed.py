@@ -17,7 +17,8 @@ The state folder holds the keys, sshd configurations, ``hosts.json`` (for
 ``ck add machine``), ``ssh_config`` and ``known_hosts``. Needs root.
 
 With ``cpus_per_host=C`` host I's sshd, and so every session and role started through it, is pinned to CPUs of
-its own ((I-1)*C to I*C-1 of this machine's): hosts then compete for no core, as the hosts of a real cluster do.
+its own (the (I-1)*C-th to the I*C-1-th of those this process may use): hosts then compete for no core,
+as the hosts of a real cluster do.
 Without it all hosts share every core (compute and network stacks of N hosts on this machine's cores).
 
 With ``scheduler="slurm"`` the testbed also runs a real Slurm (munged, slurmctld in the switch namespace,

@@ -185,12 +185,12 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
     ``validation``: the emulation's self-check and the model's validation, the stored ones by default."""
     withheld = emulation_status(self_check() if check is None else check)
     rows = emulated if emulated is not None else pd.DataFrame()
-    model = validation or ModelValidation.stored()
+    checks = validation or ModelValidation.stored()
     out = []
     for c in claims:
         if not c.bandwidth:
             continue
         measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
         out.append(LabelledVerdict(c.id, c.bandwidth, measured, emulated_verdict(c, rows, tolerance, withheld, study),
-                                   predicted_verdict(c, tolerance, model)))
+                                   predicted_verdict(c, tolerance, checks)))
     return out
