@@ -19,9 +19,9 @@ then P3's speedup measured and predicted. The issue's bar: 10% for throughput, 1
 
 predicts again, with the model as it is now, the runs an earlier run left in its folder WORK (it prints it).
 
-    .venv/bin/python benchmarks/model_validation.py --emulated STORE
+    .venv/bin/python benchmarks/model_validation.py --emulated STORE [STORE ...]
 
-runs nothing: it predicts every emulated run stored in a study's store (`ck reproduce ... --emulate`, e.g.
+runs nothing: it predicts every emulated run stored in study stores (`ck reproduce ... --emulate`, e.g.
 benchmarks/emulated_sweep.py) from what that run was given: its profile (emulated-compute.json in its run folder)
 with every layer times k, the link rate it ran at (the bandwidth divided by k), its workers and servers, its slice
 size and its variant's policy; and compares with its measured iteration time (batch / mean per-worker throughput).
@@ -32,6 +32,12 @@ measures the hosts' own cost of communication, apart from every run above: on th
 links, runs whose every layer waits the V100 profile divided by 1000 (so communication alone sets the pace), then
 fits the model's two stack costs (per payload byte and per message, ModelInput.stack_s_*) to them by least squares
 and writes them to WORK/stack.json. `--costs WORK/stack.json` adds them to any of the modes above.
+
+    ... --again WORK | --emulated STORE ... [--costs STACK_JSON] --record AGAINST
+
+writes the errors it prints, and the same without the stack costs, into the check AGAINST of
+src/reprokit/study/model_validation.json (the check must be there, with what it says of its runs), so that the record's
+figures are this script's output, never copied by hand.
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -120,49 +127,124 @@ def compared(observed: Iterable[tuple[Key, Result, Path, str, float]], costs: St
     return rows
 
 
-def again(work: Path, costs: StackCosts) -> int:
-    """Predict again the runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP),
-    with the model as it is now (runs nothing)."""
+Observed = list[tuple[Key, Result, Path, str, float]]  # per run: see compared()
+
+
+def stored_again(work: Path) -> Observed:
+    """The runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP)."""
     folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
                if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]  # older runs measured no profile
-    rows = compared([((model, rate, variant), Result.load(d), d / MEASURED_FILE, rate, 1.0)
-                     for d, (model, rate, variant, _) in folders], costs)
-    if not rows:
+    observed = [((model, rate, variant), Result.load(d), d / MEASURED_FILE, rate, 1.0)
+                for d, (model, rate, variant, _) in folders]
+    if not observed:
         raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
-    print(f"the runs of {work}, predicted again{stack_clause(costs)}")
-    report(rows)
-    return 0
+    return observed
 
 
-def against_emulated(root: Path, costs: StackCosts) -> int:
-    """Predict every emulated run stored in the study store ``root`` and print the errors (runs nothing)."""
+def stored_emulated(root: Path) -> Observed:
+    """Every emulated run stored in the study store ``root`` whose variant the model has a policy for."""
     runs = [(r, r.run_result) for r in Store(root, STUDY).all_records()
             if r.ok and r.emulated and r.run_folder and r.config.variant in POLICY]  # the model has no optimizer
-    rows = compared([((r.config.model, r.config.bandwidth, r.config.variant), result,
-                      root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
-                     for r, result in runs if result is not None], costs)
-    if not rows:
+    observed = [((r.config.model, r.config.bandwidth, r.config.variant), result,
+                 root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
+                for r, result in runs if result is not None]
+    if not observed:
         raise SystemExit(f"benchmark: no emulated runs are stored in {root}")
-    print(f"emulated runs of {root}; bandwidth: the paper's (links shaped to it divided by k){stack_clause(costs)}")
+    return observed
+
+
+def predict_again(observed: Observed, heading: str, costs: StackCosts, record: str | None) -> int:
+    """Predict ``observed`` with the model as it is now, print the errors, and with ``record`` write them (with
+    and without the stack costs) as that check of the validation record (runs nothing)."""
+    rows = compared(observed, costs)
+    print(f"{heading}{stack_clause(costs)}")
     report(rows)
+    if record:
+        write_check(record, observed, rows, compared(observed, StackCosts()))
     return 0
+
+
+VALIDATION_RECORD = Path(__file__).resolve().parents[1] / "src" / "reprokit" / "study" / "model_validation.json"
+
+
+def placeholders(argv: Sequence[str]) -> list[str]:
+    """``argv`` with this machine's folders named by what they hold (WORK, STORE, STACK_JSON)."""
+    names = {"--again": "WORK", "--emulated": "STORE", "--costs": "STACK_JSON"}
+    out, current = [], None
+    for arg in argv:
+        if arg.startswith("--"):
+            current = names.get(arg)
+            out.append(arg)
+        else:
+            out.append(current or arg)
+    return out
+
+
+def write_check(against: str, observed: Observed, rows: Rows, without_costs: Rows) -> None:
+    """Write the errors of ``rows`` (and of ``without_costs``) into the check ``against`` of the validation record,
+    keeping what it says of the runs (command, measured_on, settings); predicted_by is this command."""
+    dilation = {key: k for key, *_, k in observed}
+    names = {key: " ".join(key) + (f" (k={dilation[key]:g})" if dilation[key] != 1 else "") for key in rows}
+    ordered = dict(sorted(rows.items()))
+    errors, bare = Errors.of(ordered, names), Errors.of({key: without_costs[key] for key in ordered}, names)
+    data = json.loads(VALIDATION_RECORD.read_text())
+    check = next((c for c in data["checks"] if c["against"] == against), None)
+    if check is None:
+        known = "; ".join(repr(c["against"]) for c in data["checks"])
+        raise SystemExit(f"benchmark: {VALIDATION_RECORD.name} has no check {against!r} (it has {known}); add its "
+                         f"against, measured_on and settings there first")
+    check.update({"predicted_by": " ".join(map(shlex.quote, [".venv/bin/python", "benchmarks/model_validation.py",
+                                                               *placeholders(sys.argv[1:])])),
+                  "configurations": [name for name, *_ in errors.times],
+                  "n": [n for _, n, *_ in errors.times],
+                  "iteration_time_errors": errors.time_errors(), "speedup_errors": errors.speedup_errors(),
+                  "without_stack_costs": {"iteration_time_errors": bare.time_errors(),
+                                          "speedup_errors": bare.speedup_errors()}})
+    VALIDATION_RECORD.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"\nrecorded as the check {against!r} of {VALIDATION_RECORD}")
+
+
+@dataclass(frozen=True)
+class Errors:
+    """Per configuration (by name) the mean measured and predicted iteration time and n, and per variant other than
+    the baseline its speedup over the baseline measured and predicted; each error is predicted/measured - 1."""
+    times: list[tuple[str, int, float, float]]  # name, n, measured s, predicted s
+    speedups: list[tuple[str, float, float]]  # name, measured x, predicted x
+
+    @staticmethod
+    def of(rows: Rows, names: dict[Key, str] | None = None) -> Errors:
+        def name(key: Key) -> str:
+            return (names or {}).get(key, " ".join(key))
+        times = [(name(key), len(pairs), *(statistics.mean(p[i] for p in pairs) for i in (0, 1)))
+                 for key, pairs in rows.items()]
+        speedups = []
+        for (model, rate, variant), pairs in rows.items():
+            base = rows.get((model, rate, "baseline"))
+            if variant == "baseline" or base is None:
+                continue
+            speedups.append((name((model, rate, variant)),
+                             *(statistics.mean(p[i] for p in base) / statistics.mean(p[i] for p in pairs)
+                               for i in (0, 1))))
+        return Errors(times, speedups)
+
+    def time_errors(self) -> list[float]:
+        return [round(pred / meas - 1, 4) for _, _, meas, pred in self.times]
+
+    def speedup_errors(self) -> list[float]:
+        return [round(pred / meas - 1, 4) for _, meas, pred in self.speedups]
 
 
 def report(rows: Rows) -> None:
     """Per configuration the mean measured and predicted iteration time, then each variant's speedup over the
     baseline measured and predicted."""
+    errors = Errors.of(rows)
     print("\nper configuration: mean over n runs (s/iteration), error = predicted/measured - 1")
     print("model   bandwidth  variant           n  measured  predicted   error")
-    for (model, rate, variant), pairs in rows.items():
-        meas, pred = (statistics.mean(p[i] for p in pairs) for i in (0, 1))
-        print(f"{model:7s} {rate:9s}  {variant:16s} {len(pairs):2d} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
+    for (model, rate, variant), (_, n, meas, pred) in zip(rows, errors.times):
+        print(f"{model:7s} {rate:9s}  {variant:16s} {n:2d} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
     print("\nspeedup over the baseline (baseline s / variant s): measured against predicted (bar: 15%)")
-    for (model, rate, variant), pairs in rows.items():
-        base = rows.get((model, rate, "baseline"))
-        if variant == "baseline" or base is None:
-            continue
-        meas = statistics.mean(p[0] for p in base) / statistics.mean(p[0] for p in pairs)
-        pred = statistics.mean(p[1] for p in base) / statistics.mean(p[1] for p in pairs)
+    for name, meas, pred in errors.speedups:
+        model, rate, variant = name.split(" ")
         print(f"  {model:7s} {rate:9s} {variant:16s} measured {meas:.3f}x  predicted {pred:.3f}x  "
               f"error {pred / meas - 1:+.1%}")
 
@@ -223,20 +305,28 @@ def main() -> int:
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="resnet,vgg")
     parser.add_argument("--bandwidths", default="300mbit,1gbit")
-    parser.add_argument("--emulated", metavar="STORE", help="predict the emulated runs of this study store instead")
+    parser.add_argument("--emulated", metavar="STORE", nargs="+",
+                        help="predict the emulated runs of these study stores instead")
     parser.add_argument("--again", metavar="WORK", help="predict again the runs an earlier run left in WORK")
     parser.add_argument("--stack", action="store_true",
                         help="measure the hosts' stack costs (no compute, unshaped) and fit them instead")
     parser.add_argument("--costs", metavar="STACK_JSON", help="predict with the stack costs --stack wrote")
+    parser.add_argument("--record", metavar="AGAINST", help="with --again or --emulated: write the errors (with and "
+                        "without --costs) into that check of src/reprokit/study/model_validation.json")
     parser.add_argument("--hosts", type=int, default=3, help="testbed hosts (a worker and a server on each)")
     parser.add_argument("--cpus_per_host", type=int, help="pin each host to that many CPUs of its own "
                         "(ck testbed --cpus_per_host); default: the hosts share every CPU")
     args = parser.parse_args()
     costs = read_costs(args.costs)
     if args.emulated:
-        return against_emulated(Path(args.emulated), costs)
+        return predict_again([run for store in args.emulated for run in stored_emulated(Path(store))],
+                             f"emulated runs of {', '.join(args.emulated)}; bandwidth: the paper's (links shaped to "
+                             f"it divided by k)", costs, args.record)
     if args.again:
-        return again(Path(args.again), costs)
+        return predict_again(stored_again(Path(args.again)), f"the runs of {args.again}, predicted again", costs,
+                             args.record)
+    if args.record:
+        raise SystemExit("benchmark: --record writes what --again or --emulated predicts; give one of them")
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces)")
     models, rates = args.models.split(","), args.bandwidths.split(",")
