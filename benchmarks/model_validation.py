@@ -159,9 +159,28 @@ def predict_again(observed: Observed, heading: str, costs: StackCosts, record: s
     rows = compared(observed, costs)
     print(f"{heading}{stack_clause(costs)}")
     report(rows)
+    spreads = interval_spreads(observed, rows)
+    print("\nper configuration: the runs' speedometer intervals (steady state, every worker): the fastest, and the "
+          "mean coefficient of variation of each worker's intervals; the model predicts an undisturbed iteration")
+    for (model, rate, variant), (fastest, error, cv) in spreads.items():
+        print(f"{model:7s} {rate:9s}  {variant:16s} fastest {fastest:8.3f} s (predicted {error:+6.1%})  cv {cv:5.1%}")
     if record:
-        write_check(record, observed, rows, compared(observed, StackCosts()))
+        write_check(record, observed, rows, compared(observed, StackCosts()), spreads)
     return 0
+
+
+def interval_spreads(observed: Observed, rows: Rows) -> dict[Key, tuple[float, float, float]]:
+    """Per configuration: its fastest interval (s per iteration, over every run and worker), the mean prediction's
+    error against it, and the mean over runs and workers of the intervals' coefficient of variation."""
+    fastest: dict[Key, float] = {}
+    cvs: dict[Key, list[float]] = {}
+    for key, result, *_ in observed:
+        assert result.batch_size and result.throughput_max and result.throughput_per_worker
+        fastest[key] = min(fastest.get(key, math.inf), result.batch_size / result.throughput_max)
+        cvs.setdefault(key, []).extend(std / mean for std, mean in zip(result.throughput_std_per_worker or [],
+                                                                       result.throughput_per_worker))
+    return {key: (fastest[key], statistics.mean(p[1] for p in pairs) / fastest[key] - 1,
+                  statistics.mean(cvs[key]) if cvs[key] else math.nan) for key, pairs in rows.items()}
 
 
 VALIDATION_RECORD = Path(__file__).resolve().parents[1] / "src" / "reprokit" / "study" / "model_validation.json"
@@ -180,7 +199,8 @@ def placeholders(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def write_check(against: str, observed: Observed, rows: Rows, without_costs: Rows) -> None:
+def write_check(against: str, observed: Observed, rows: Rows, without_costs: Rows,
+                spreads: dict[Key, tuple[float, float, float]]) -> None:
     """Write the errors of ``rows`` (and of ``without_costs``) into the check ``against`` of the validation record,
     keeping what it says of the runs (command, measured_on, settings); predicted_by is this command."""
     dilation = {key: k for key, *_, k in observed}
@@ -199,7 +219,11 @@ def write_check(against: str, observed: Observed, rows: Rows, without_costs: Row
                   "n": [n for _, n, *_ in errors.times],
                   "iteration_time_errors": errors.time_errors(), "speedup_errors": errors.speedup_errors(),
                   "without_stack_costs": {"iteration_time_errors": bare.time_errors(),
-                                          "speedup_errors": bare.speedup_errors()}})
+                                          "speedup_errors": bare.speedup_errors()},
+                  "intervals": {"what": "not part of the check: the error against each configuration's fastest "
+                                        "interval, and its intervals' mean coefficient of variation",
+                                "errors_against_fastest": [round(spreads[key][1], 4) for key in ordered],
+                                "cv": [round(spreads[key][2], 4) for key in ordered]}})
     VALIDATION_RECORD.write_text(json.dumps(data, indent=1) + "\n")
     print(f"\nrecorded as the check {against!r} of {VALIDATION_RECORD}")
 
