@@ -356,6 +356,7 @@ def main() -> int:
     models, rates = args.models.split(","), args.bandwidths.split(",")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     work, env = isolated_ck("model-validation-")
+    print(f"runs kept in {work} (--again {work} predicts them again)", flush=True)
     pinned = [f"--cpus_per_host={args.cpus_per_host}"] if args.cpus_per_host else []
     ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", *pinned, env=env, check=True)
     state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"

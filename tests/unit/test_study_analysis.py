@@ -100,7 +100,7 @@ def test_clear_pass_is_replicated():
     runs = records("resnet", "4gbit", [100.0, 101.0, 99.0, 100.5], [126.0, 125.0, 127.0, 126.5], target=CLUSTER4)
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == Verdict.REPLICATED, v.reason
-    assert v.speedup == pytest.approx(1.26, abs=0.01) and v.n == 4
+    assert v.speedup == pytest.approx(1.26, abs=0.01) and v.n == 4 and v.measured
     assert "reaches the claimed 1.26x" in v.reason
 
 
@@ -137,6 +137,7 @@ def test_missing_configuration_is_inconclusive_and_says_what_to_run():
     v = verdict_of(analyse(study(), runs, ALL_MODELS), "resnet-4gbit")
     assert v.verdict == Verdict.INCONCLUSIVE
     assert v.reason.startswith("not measured") and "--bandwidths=4gbit" in v.reason
+    assert not v.measured  # measured_at_all reads this, not the reason
 
 
 def test_up_to_claim_is_replicated_where_some_configuration_reaches_it():

@@ -110,17 +110,18 @@ class ClaimVerdict:
     engine: str = EMBEDDED  # the engine whose runs it judged (embedded or artifact)
     # The claim's variant over the worker-update baseline where the verdict was judged: shown, never judged
     versus_worker_update: SpeedupFigure | None = None
+    measured: bool = True  # False: no run of the claim's configurations succeeded here (reason: "not measured: ...")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-NOT_MEASURED = "not measured"  # how a verdict's reason begins when no run of its configurations succeeded
+NOT_MEASURED = "not measured"  # how the reason of a verdict that is not measured begins
 
 
 def measured_at_all(claim: str, verdicts: Sequence[ClaimVerdict]) -> bool:
-    """Whether any configuration of the claim has a measured figure; False: every one says "not measured"."""
-    return not all(v.reason.startswith(NOT_MEASURED) for v in verdicts if v.claim == claim)
+    """Whether any configuration of the claim was measured; False: every verdict of the claim is not measured."""
+    return any(v.measured for v in verdicts if v.claim == claim)
 
 
 RATIO_MATCH = 1.25  # a testbed bandwidth stands for the paper's setting when its ratio is within this factor
@@ -272,11 +273,11 @@ def _versus_worker_update(claim: Claim, row, speedup_rows: pd.DataFrame) -> Spee
 def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str],
           engine: str = EMBEDDED) -> ClaimVerdict:
     """The claim's verdict on one setup from the runs of one engine."""
-    def verdict(kind: Verdict, reason: str, row=None, basis: str | None = None) -> ClaimVerdict:
+    def verdict(kind: Verdict, reason: str, row=None, basis: str | None = None, measured: bool = True) -> ClaimVerdict:
         if basis:
             reason = f"{basis}: {reason}"
         if row is None:
-            return ClaimVerdict(claim.id, setup.label, kind, reason, basis=basis, engine=engine)
+            return ClaimVerdict(claim.id, setup.label, kind, reason, basis=basis, engine=engine, measured=measured)
         return ClaimVerdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"],
                             speedup=float(row["speedup"]), ci_low=_float(row["ci_low"]), ci_high=_float(row["ci_high"]),
                             n=int(min(row["n_variant"], row["n_versus"])),
@@ -295,7 +296,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
     if claim.bandwidth and setup.kind == "testbed":  # buildable: the paper's ratio is known
         if rows.empty:
             return verdict(Verdict.INCONCLUSIVE, f"{NOT_MEASURED}: no successful runs of both {claim.variant} and "
-                                                 f"{claim.versus} for {claim.model}{on} ({rerun})")
+                                                 f"{claim.versus} for {claim.model}{on} ({rerun})", measured=False)
         rows, why = _pick_by_ratio(claim, rows)
         if why:
             return verdict(Verdict.INCONCLUSIVE, why)
@@ -305,7 +306,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
         return verdict(Verdict.INCONCLUSIVE,
                        f"{NOT_MEASURED}: no successful runs of both {claim.variant} and {claim.versus} "
                        f"for {claim.model}{where}{on} ({rerun}"
-                       f"{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})")
+                       f"{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})", measured=False)
     admissible, basis, why = _admissible(claim, setup, rows, tol)
     if admissible.empty:
         return verdict(Verdict.INCONCLUSIVE, why, rows.loc[rows["speedup"].idxmax()], basis)
@@ -353,7 +354,8 @@ def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[
     found = setups(df)
     if not found:
         return [ClaimVerdict(c.id, "no runs", Verdict.INCONCLUSIVE,
-                             f"{NOT_MEASURED}: no runs stored yet (ck reproduce study:{study.name})") for c in study.claims]
+                             f"{NOT_MEASURED}: no runs stored yet (ck reproduce study:{study.name})", measured=False)
+                for c in study.claims]
     return [judge(c, s, rows, study.tolerance, program_models, engine) for c in study.claims for s in found
             for engine in engines_of(df[df["setup"] == s.label])]
 
