@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reprokit.bootstrap import ck as ck_cli, isolated_ck
+from reprokit.bootstrap import CPUS_PER_HOST_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.study.store import Store
 
 NAME = "es"
@@ -32,8 +32,7 @@ NAME = "es"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=4)
-    parser.add_argument("--cpus_per_host", type=int, help="pin each host to that many CPUs of its own "
-                        "(ck testbed --cpus_per_host); default: the hosts share every CPU")
+    parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
@@ -53,8 +52,7 @@ def main() -> int:
                                                      ("variants", args.variants), ("engines", args.engines)) if value]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
-    pinned = [f"--cpus_per_host={args.cpus_per_host}"] if args.cpus_per_host else []
-    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", *pinned, env=env, check=True)
+    testbed_up(NAME, args.hosts, args.cpus_per_host, env)
     try:
         hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
         ck_cli("rm", f"machine:{NAME}", "--force", env=env)  # a reused --work keeps the last run's entry

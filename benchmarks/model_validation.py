@@ -55,7 +55,7 @@ from pathlib import Path
 
 from scipy.optimize import least_squares
 
-from reprokit.bootstrap import ck as ck_cli, isolated_ck
+from reprokit.bootstrap import CPUS_PER_HOST_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.store import Store
@@ -206,7 +206,7 @@ def write_check(against: str, observed: Observed, rows: Rows, without_costs: Row
     dilation = {key: k for key, *_, k in observed}
     names = {key: " ".join(key) + (f" (k={dilation[key]:g})" if dilation[key] != 1 else "") for key in rows}
     ordered = dict(sorted(rows.items()))
-    errors, bare = Errors.of(ordered, names), Errors.of({key: without_costs[key] for key in ordered}, names)
+    errors, bare = Errors.of(ordered), Errors.of({key: without_costs[key] for key in ordered})
     data = json.loads(VALIDATION_RECORD.read_text())
     check = next((c for c in data["checks"] if c["against"] == against), None)
     if check is None:
@@ -215,7 +215,7 @@ def write_check(against: str, observed: Observed, rows: Rows, without_costs: Row
                          f"against, measured_on and settings there first")
     check.update({"predicted_by": " ".join(map(shlex.quote, [".venv/bin/python", "benchmarks/model_validation.py",
                                                                *placeholders(sys.argv[1:])])),
-                  "configurations": [name for name, *_ in errors.times],
+                  "configurations": [names[key] for key, *_ in errors.times],
                   "n": [n for _, n, *_ in errors.times],
                   "iteration_time_errors": errors.time_errors(), "speedup_errors": errors.speedup_errors(),
                   "without_stack_costs": {"iteration_time_errors": bare.time_errors(),
@@ -230,23 +230,21 @@ def write_check(against: str, observed: Observed, rows: Rows, without_costs: Row
 
 @dataclass(frozen=True)
 class Errors:
-    """Per configuration (by name) the mean measured and predicted iteration time and n, and per variant other than
-    the baseline its speedup over the baseline measured and predicted; each error is predicted/measured - 1."""
-    times: list[tuple[str, int, float, float]]  # name, n, measured s, predicted s
-    speedups: list[tuple[str, float, float]]  # name, measured x, predicted x
+    """Per configuration the mean measured and predicted iteration time and n, and per variant other than the
+    baseline its speedup over the baseline measured and predicted; each error is predicted/measured - 1."""
+    times: list[tuple[Key, int, float, float]]  # configuration, n, measured s, predicted s
+    speedups: list[tuple[Key, float, float]]  # configuration, measured x, predicted x
 
     @staticmethod
-    def of(rows: Rows, names: dict[Key, str] | None = None) -> Errors:
-        def name(key: Key) -> str:
-            return (names or {}).get(key, " ".join(key))
-        times = [(name(key), len(pairs), *(statistics.mean(p[i] for p in pairs) for i in (0, 1)))
+    def of(rows: Rows) -> Errors:
+        times = [(key, len(pairs), *(statistics.mean(p[i] for p in pairs) for i in (0, 1)))
                  for key, pairs in rows.items()]
         speedups = []
         for (model, rate, variant), pairs in rows.items():
             base = rows.get((model, rate, "baseline"))
             if variant == "baseline" or base is None:
                 continue
-            speedups.append((name((model, rate, variant)),
+            speedups.append(((model, rate, variant),
                              *(statistics.mean(p[i] for p in base) / statistics.mean(p[i] for p in pairs)
                                for i in (0, 1))))
         return Errors(times, speedups)
@@ -264,11 +262,10 @@ def report(rows: Rows) -> None:
     errors = Errors.of(rows)
     print("\nper configuration: mean over n runs (s/iteration), error = predicted/measured - 1")
     print("model   bandwidth  variant           n  measured  predicted   error")
-    for (model, rate, variant), (_, n, meas, pred) in zip(rows, errors.times):
+    for (model, rate, variant), n, meas, pred in errors.times:
         print(f"{model:7s} {rate:9s}  {variant:16s} {n:2d} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
     print("\nspeedup over the baseline (baseline s / variant s): measured against predicted (bar: 15%)")
-    for name, meas, pred in errors.speedups:
-        model, rate, variant = name.split(" ")
+    for (model, rate, variant), meas, pred in errors.speedups:
         print(f"  {model:7s} {rate:9s} {variant:16s} measured {meas:.3f}x  predicted {pred:.3f}x  "
               f"error {pred / meas - 1:+.1%}")
 
@@ -338,8 +335,7 @@ def main() -> int:
     parser.add_argument("--record", metavar="AGAINST", help="with --again or --emulated: write the errors (with and "
                         "without --costs) into that check of src/reprokit/study/model_validation.json")
     parser.add_argument("--hosts", type=int, default=3, help="testbed hosts (a worker and a server on each)")
-    parser.add_argument("--cpus_per_host", type=int, help="pin each host to that many CPUs of its own "
-                        "(ck testbed --cpus_per_host); default: the hosts share every CPU")
+    parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     args = parser.parse_args()
     costs = read_costs(args.costs)
     if args.emulated:
@@ -357,10 +353,9 @@ def main() -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     work, env = isolated_ck("model-validation-")
     print(f"runs kept in {work} (--again {work} predicts them again)", flush=True)
-    pinned = [f"--cpus_per_host={args.cpus_per_host}"] if args.cpus_per_host else []
-    ck_cli("testbed", f"cluster:{NAME}", f"--hosts={args.hosts}", *pinned, env=env, check=True)
+    testbed_up(NAME, args.hosts, args.cpus_per_host, env)
     state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"
-    testbed = (f"{args.hosts} hosts" + (f" pinned to {args.cpus_per_host} CPU(s) each" if pinned else
+    testbed = (f"{args.hosts} hosts" + (f" pinned to {args.cpus_per_host} CPU(s) each" if args.cpus_per_host else
                                         f" sharing {os.cpu_count()} CPUs")
                + f", {args.hosts} workers, {args.hosts} co-located servers, smoke profile")
     print(f"testbed {NAME}: {testbed}", flush=True)

@@ -147,6 +147,17 @@ def isolated_ck(prefix: str, work: Path | None = None) -> tuple[Path, dict]:
     return work, env
 
 
+def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict) -> None:
+    """``ck testbed cluster:NAME --hosts=N`` (for benchmarks), each host pinned to ``cpus_per_host`` CPUs of its own
+    when given (else the hosts share every CPU)."""
+    pinned = [f"--cpus_per_host={cpus_per_host}"] if cpus_per_host else []
+    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, env=env, check=True)
+
+
+CPUS_PER_HOST_HELP = ("pin each host to that many CPUs of its own (ck testbed --cpus_per_host); default: the hosts "
+                      "share every CPU")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args not in ([], ["--repo-only"]):
