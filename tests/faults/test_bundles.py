@@ -530,3 +530,11 @@ def test_an_import_behind_another_says_it_waits_and_one_behind_a_stopped_one_is_
     finally:
         frozen.kill()
         frozen.wait()
+
+
+def test_a_report_on_a_store_that_does_not_exist_is_refused_and_makes_nothing(cli, tmp_path):
+    missing = tmp_path / "no-such-store"
+    code, out = run_ck(cli, "report", STUDY, f"--store={missing}")
+    assert code != 0
+    one_clear_line(out, "there is no study store at", str(missing), "--store")
+    assert not missing.exists()

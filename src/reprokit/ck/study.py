@@ -71,6 +71,9 @@ def report(i: dict) -> dict:
     from reprokit.study.report import write_report
 
     study, store = _study_and_store(i)
+    if i.get("store") and not store.root.is_dir():  # a mistyped --store would otherwise get an empty report made there
+        raise UserError(f"there is no study store at {store.root}; give the --store that ck reproduce or ck import "
+                        f"study wrote, or leave it out for the default store")
     paths = write_report(study, store, program_models(study), options.report_dir(i, store.root),
                          timeline_config=options.timeline_config(i))
     return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"]), "json": str(paths["json"])}
