@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--dilation 20] [--repetitions 3] [--models vgg]
                                                   [--batches 8] [--bandwidths 30gbit --variants baseline,...]
-                                                  [--engines embedded,artifact --work DIR]
+                                                  [--engines embedded,artifact --work DIR] [--env KEY=VALUE ...]
 
 Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included), or in --work DIR (e.g. the one
 benchmarks/artifact_real.py installed the authors' builds into, for --engines=artifact). The study runs the claims stated at a
@@ -42,7 +42,12 @@ def main() -> int:
                         help="batches per run, reported every quarter (default: the study's 20, every 5)")
     parser.add_argument("--engines", default="", help="the study's --engines (default: the study's own)")
     parser.add_argument("--work", type=Path, default=None, help="CK_REPOS/CK_TOOLS live here (reused when given)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a run setting passed on as --env.KEY=VALUE (e.g. WORKER_THREADS=1); repeatable")
     args = parser.parse_args()
+    for setting in args.env:
+        if not setting.partition("=")[0] or not setting.partition("=")[1]:
+            raise SystemExit(f"benchmark: --env takes KEY=VALUE, not {setting!r}")
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces, tc)")
     work, env = isolated_ck("emulated-sweep-", args.work)
@@ -50,6 +55,7 @@ def main() -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; store {store}", flush=True)
     narrow = [f"--{key}={value}" for key, value in (("models", args.models), ("bandwidths", args.bandwidths),
                                                      ("variants", args.variants), ("engines", args.engines)) if value]
+    narrow += [f"--env.{setting}" for setting in args.env]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
     testbed_up(NAME, args.hosts, args.cpus_per_host, env)
