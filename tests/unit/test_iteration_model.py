@@ -65,11 +65,12 @@ def test_p3_hides_communication_where_the_baseline_cannot(layout):
 
 def test_priority_alone_cannot_help_one_big_input_layer():
     """The input layer's gradient is ready last, so priority has nothing to reorder; slicing pipelines its push
-    and its answer (on servers of their own: colocated, both leave through the same NIC, and all four are equal)."""
+    and its answer (on servers of their own: colocated, both leave through the same NIC, and all four are equal).
+    Priority alone (P3 without slicing) even leaves the big array whole on one server, where the baseline splits it."""
     layers = (Layer("big-input", 0.05, 0.1, (40_000_000,)),) + tuple(
         Layer(f"l{i}", 0.05, 0.1, (100_000,)) for i in range(5))
     dedicated = {p: run(layers, p, 2 * GBIT, layout=Layout.DEDICATED).iteration_s for p in Policy}
-    assert dedicated[Policy.PRIORITY_ONLY] == pytest.approx(dedicated[Policy.BASELINE], rel=1e-9)
+    assert dedicated[Policy.PRIORITY_ONLY] > 1.5 * dedicated[Policy.BASELINE]
     assert dedicated[Policy.P3] < 0.8 * dedicated[Policy.BASELINE]
     assert dedicated[Policy.SLICING_ONLY] < 0.8 * dedicated[Policy.BASELINE]
     colocated = [run(layers, p, 2 * GBIT).iteration_s for p in Policy]
@@ -184,3 +185,13 @@ def test_profiles_split_compute_by_flops_and_keep_the_key_order():
     dense = [x for x in layers if "dense" in x.name]
     assert sum(x.bytes for x in dense) / sum(x.bytes for x in layers) > 0.85
     assert sum(x.forward_s for x in dense) / sum(x.forward_s for x in layers) < 0.01
+
+
+def test_priority_alone_places_whole_arrays_round_robin_as_p3storedist_does():
+    """MXNet's P3 without slicing (the study's p3-priority-only): every array one part, the next server each time,
+    big ones too; the baseline's KVStoreDist splits an array of more than 1,000,000 elements over every server."""
+    layers = (Layer("a", 0, 0, (3_000_000, 10)), Layer("b", 0, 0, (20, 30, 40)))
+    prio = messages(layers, Policy.PRIORITY_ONLY, servers=4, slice_elements=50_000)
+    assert [m.parts for m in prio] == [((0, 3_000_000),), ((1, 10),), ((2, 20),), ((3, 30),), ((0, 40),)]
+    base = messages(layers, Policy.BASELINE, servers=4, slice_elements=50_000)
+    assert base[0].parts == tuple((s, 750_000) for s in range(4))

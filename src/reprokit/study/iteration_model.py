@@ -8,9 +8,10 @@ What is simulated (one representative worker; every worker is assumed identical,
   in iteration k waits until every array of layer i is back from iteration k-1 (pull done); iteration 1 waits
   for nothing (the parameters start in place).
 - When backward of layer i ends, its arrays are handed to the worker's sender as messages:
-  `baseline` and `priority-only` send whole arrays placed as MXNet's KVStoreDist places them (an array of more
-  than 1,000,000 elements split evenly over all servers, a smaller one whole on server (key * 9973) % S);
-  `p3` and `slicing-only` cut every array into slices of `slice_elements`, placed round-robin over the servers.
+  `baseline` sends whole arrays placed as MXNet's KVStoreDist places them (an array of more than 1,000,000
+  elements split evenly over all servers, a smaller one whole on server (key * 9973) % S); `p3`, `slicing-only`
+  and `priority-only` are MXNet's P3 (P3StoreDist), which cuts every array into slices of `slice_elements` (for
+  `priority-only` it cuts nothing: each array is one part) placed round-robin over the servers.
   `baseline` and `slicing-only` serve each queue first in, first out; `p3` and `priority-only` serve it by key
   (keys are numbered input layer first, so layers nearer the input go first). A message is never interrupted:
   priority preempts at message (slice) boundaries.
@@ -177,10 +178,12 @@ def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elemen
     round_robin = 0
     for index, layer in enumerate(layers):
         for elements in layer.arrays:
-            if policy.sliced:
-                count = max(1, math.ceil(elements / slice_elements))
+            if policy.sliced or policy is Policy.PRIORITY_ONLY:
+                # P3StoreDist: parts of at most `bound` elements, each on the next server (one counter for all keys).
+                bound = slice_elements if policy.sliced else max(1, elements)
+                count = max(1, math.ceil(elements / bound))
                 for part in range(count):
-                    size = min(slice_elements, elements - part * slice_elements)
+                    size = min(bound, elements - part * bound)
                     out.append(_Message(index, key, part, ((round_robin % servers, size),)))
                     round_robin += 1
             elif elements > BIGARRAY_BOUND and servers > 1:
