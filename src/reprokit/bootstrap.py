@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -147,9 +148,19 @@ def isolated_ck(prefix: str, work: Path | None = None) -> tuple[Path, dict]:
     return work, env
 
 
+def exit_cleanly_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, a CI timeout) end this process as SystemExit(143), so its ``finally`` blocks run: by
+    default Python dies at once, leaving a testbed up and a running ck child to itself."""
+    def terminate(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict) -> None:
     """``ck testbed cluster:NAME --hosts=N`` (for benchmarks), each host pinned to ``cpus_per_host`` CPUs of its own
-    when given (else the hosts share every CPU)."""
+    when given (else the hosts share every CPU). From here on SIGTERM runs the caller's ``finally``, which takes the
+    testbed down."""
+    exit_cleanly_on_sigterm()
     pinned = [f"--cpus_per_host={cpus_per_host}"] if cpus_per_host else []
     ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, env=env, check=True)
 

@@ -65,3 +65,23 @@ def test_pinned_hosts_get_cpus_of_their_own_and_slurm_is_not_pinned(tmp_path):
         testbed.host_cpus(len(cpus), 2)
     with pytest.raises(UserError, match="--cpus_per_host pins the hosts' sshd, not Slurm's job steps"):
         testbed.create("tb", 1, tmp_path, scheduler="slurm", cpus_per_host=1)
+
+
+def test_a_benchmark_killed_with_sigterm_still_runs_its_finally(tmp_path):
+    """testbed_up makes SIGTERM run the caller's finally (which takes the testbed down); without it Python dies at
+    once and leaves the testbed up."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    done = tmp_path / "finally-ran"
+    script = ("import sys, time\nfrom reprokit.bootstrap import exit_cleanly_on_sigterm\nexit_cleanly_on_sigterm()\n"
+              f"try:\n    print('ready', flush=True)\n    time.sleep(60)\nfinally:\n    open({str(done)!r}, 'w').close()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert time.monotonic() - started < 30
+    assert done.exists()
