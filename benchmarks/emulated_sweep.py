@@ -46,7 +46,8 @@ def main() -> int:
                         help="a run setting passed on as --env.KEY=VALUE (e.g. WORKER_THREADS=1); repeatable")
     args = parser.parse_args()
     for setting in args.env:
-        if not setting.partition("=")[0] or not setting.partition("=")[1]:
+        key, sep, _ = setting.partition("=")
+        if not (key and sep):
             raise SystemExit(f"benchmark: --env takes KEY=VALUE, not {setting!r}")
     if os.geteuid() != 0:
         raise SystemExit("benchmark: needs root (network namespaces, tc)")

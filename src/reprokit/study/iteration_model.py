@@ -81,6 +81,11 @@ class Policy(StrEnum):
     def prioritised(self) -> bool:
         return self in (Policy.P3, Policy.PRIORITY_ONLY)
 
+    @property
+    def p3_store(self) -> bool:
+        """Sent by MXNet's P3 (P3StoreDist), which places parts round-robin; the baseline by KVStoreDist."""
+        return self is not Policy.BASELINE
+
 
 # program:p3's VARIANT names, each as the policy it sends by (the worker-update baseline differs from `baseline` in
 # where the optimizer runs, which the model does not time, so it has none here).
@@ -178,8 +183,8 @@ def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elemen
     round_robin = 0
     for index, layer in enumerate(layers):
         for elements in layer.arrays:
-            if policy.sliced or policy is Policy.PRIORITY_ONLY:
-                # P3StoreDist: parts of at most `bound` elements, each on the next server (one counter for all keys).
+            if policy.p3_store:
+                # Parts of at most `bound` elements, each on the next server (one counter for all keys).
                 bound = slice_elements if policy.sliced else max(1, elements)
                 count = max(1, math.ceil(elements / bound))
                 for part in range(count):
