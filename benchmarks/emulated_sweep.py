@@ -1,7 +1,8 @@
 """The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=v100` on a fresh testbed
 (needs root and sshd).
 
-    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--dilation 20] [--repetitions 3] [--models vgg]
+    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--link_sharing fifo|fair]
+                                                  [--dilation 20] [--repetitions 3] [--models vgg]
                                                   [--batches 8] [--bandwidths 30gbit --variants baseline,...]
                                                   [--engines embedded,artifact --work DIR] [--env KEY=VALUE ...]
 
@@ -23,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from reprokit.bootstrap import CPUS_PER_HOST_HELP, ck as ck_cli, isolated_ck, testbed_up
+from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, ck as ck_cli, isolated_ck, testbed_up
+from reprokit.cluster.testbed import LINK_SHARING
 from reprokit.study.store import Store
 
 NAME = "es"
@@ -33,6 +35,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
+    parser.add_argument("--link_sharing", choices=LINK_SHARING, default="fifo", help=LINK_SHARING_HELP)
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
@@ -59,7 +62,7 @@ def main() -> int:
     narrow += [f"--env.{setting}" for setting in args.env]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
-    testbed_up(NAME, args.hosts, args.cpus_per_host, env)
+    testbed_up(NAME, args.hosts, args.cpus_per_host, env, args.link_sharing)
     try:
         hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
         ck_cli("rm", f"machine:{NAME}", "--force", env=env)  # a reused --work keeps the last run's entry
@@ -90,7 +93,8 @@ def main() -> int:
     for row in report["labelled"]:
         print(f"  {row['claim']} at {row['bandwidth']}:\n    measured: {row['measured']}\n"
               f"    emulated: {row['emulated']}\n    predicted: {row['predicted']}")
-    print(f"\nwall time {wall_s / 60:.1f} min, {args.hosts} hosts, k={args.dilation}, n={args.repetitions}")
+    print(f"\nwall time {wall_s / 60:.1f} min, {args.hosts} hosts, k={args.dilation}, n={args.repetitions}, "
+          f"links shared {args.link_sharing}")
     return 0
 
 

@@ -156,17 +156,20 @@ def exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
-def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict) -> None:
+def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict, link_sharing: str = "fifo") -> None:
     """``ck testbed cluster:NAME --hosts=N`` (for benchmarks), each host pinned to ``cpus_per_host`` CPUs of its own
-    when given (else the hosts share every CPU). From here on SIGTERM runs the caller's ``finally``, which takes the
-    testbed down."""
+    when given (else the hosts share every CPU), its shaped links shared as ``link_sharing`` says. From here on
+    SIGTERM runs the caller's ``finally``, which takes the testbed down."""
     exit_cleanly_on_sigterm()
     pinned = [f"--cpus_per_host={cpus_per_host}"] if cpus_per_host else []
-    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, env=env, check=True)
+    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, f"--link_sharing={link_sharing}", env=env,
+       check=True)
 
 
 CPUS_PER_HOST_HELP = ("pin each host to that many CPUs of its own (ck testbed --cpus_per_host); default: the hosts "
                       "share every CPU")
+LINK_SHARING_HELP = ("how each host's shaped egress is shared (ck testbed --link_sharing): fifo, one queue (default), "
+                     "or fair, an equal share per other host")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,16 @@ def shown(value: object, limit: int = SHOWN_CHARACTERS, quoted: bool = True) -> 
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
+TC_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")  # tc's rates, as users give bandwidths
+_TC_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+
+
+def tc_rate_bps(rate: str) -> float | None:
+    """Bits per second of a tc rate like ``4gbit``; None when ``rate`` is not one."""
+    match = TC_RATE.match(rate)
+    return float(match.group(1)) * _TC_UNITS[match.group(2)] if match else None
+
+
 def whole_number(raw: object, name: str, fix: str, low: int = 0, high: int | None = None) -> int:
     """``raw`` as an int in [low, high]; otherwise one line naming ``name``, the value and ``fix``."""
     text = str(raw).strip()

@@ -14,15 +14,16 @@ HOLDS = {"tolerance": 0.10, "models": [{"model": "resnet", "ratio": 1.02, "ci95"
                                         {"model": "vgg", "ratio": 0.99, "ci95": [0.97, 1.01], "n_pairs": 5}]}
 
 
-def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None, dilation=20):
+def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None, dilation=20, variant="p3"):
     return records("resnet", "4gbit", list(baseline), list(p3), emulated=True, host_cpu_busy=host_cpu_busy,
-                   cpu_bound=cpu_bound, dilation=dilation)
+                   cpu_bound=cpu_bound, dilation=dilation, variant=variant)
 
 
 def resnet_4gbit(analysis, check=HOLDS):
     s = study()
     [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check=check,
                                         emulated=analysis.emulated_speedups, tolerance=s.tolerance,
+                                        emulated_runs=analysis.emulated_runs,
                                         verdicts=analysis.verdicts) if v.claim == "resnet-4gbit"]
     return v.emulated
 
@@ -91,6 +92,17 @@ def test_a_failed_self_check_shows_the_figure_and_withholds_the_verdict():
         "--emulate=v100)")
 
 
+def test_a_store_without_the_claims_variant_says_which_variants_it_holds_and_which_is_missing():
+    # A sweep of slicing alone against the baseline (--variants baseline,p3-slicing-only) stores no P3 run.
+    other = resnet_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], variant="p3-slicing-only"),
+                                 ALL_MODELS))
+    assert other == ("not run: the emulated runs of resnet at 4gbit that finished are of baseline, p3-slicing-only; none of "
+                     "p3 (ck reproduce study:sysml19-p3 --target=TESTBED --emulate=v100)")
+    # Runs that failed are not counted: every P3 run failed, so P3 is the one missing.
+    failed = resnet_4gbit(analyse(study(), MEASURED + emulated([None, None, None]), ALL_MODELS))
+    assert failed.startswith("not run: the emulated runs of resnet at 4gbit that finished are of baseline; none of p3 (")
+
+
 def test_the_self_check_holds_only_when_every_model_and_both_ends_of_its_interval_are_within_tolerance():
     assert emulation_status(HOLDS) == ""
     wide = {**HOLDS, "models": [{**HOLDS["models"][0], "ci95": [0.85, 1.08]}, HOLDS["models"][1]]}
@@ -144,11 +156,34 @@ def test_a_claim_with_only_emulated_runs_reads_not_measured_beside_them_and_a_me
     assert measured_column(both)["resnet-4gbit"] == both.overall["resnet-4gbit"] != "not measured"
 
 
-def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=2.6e-9, per_message=42e-6):
+def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=2.6e-9, per_message=42e-6,
+               hosts=4, links="fair", more=()):
     from reprokit.study.labelled import ModelValidation
 
     return ModelValidation(0.10, 0.15, ({"against": "real runs", "iteration_time_errors": list(iteration_errors),
-                                         "speedup_errors": list(speedup_errors)},), per_byte, per_message)
+                                         "speedup_errors": list(speedup_errors), "hosts": hosts, "links": links},
+                                        *more), per_byte, per_message)
+
+
+def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside_the_models_assumption():
+    from reprokit.study.labelled import predicted_verdict
+
+    vgg = claim("vgg-15gbit")
+    uneven = {"against": "emulated, 4 hosts, one queue each", "iteration_time_errors": [-0.18, -0.05],
+              "speedup_errors": [-0.14], "hosts": 4, "links": "fifo"}
+    holds = validation(more=(uneven,))
+    assert holds.outside() == [uneven] and holds.missed(4) == []
+    assert "(predicted)" in predicted_verdict(vgg, study().tolerance, holds)
+    assert "links shared evenly among them" in predicted_verdict(vgg, study().tolerance, holds)
+    # The same errors on fair links are inside it and close the gate; so do they on 2 hosts of one queue each.
+    for inside in ({**uneven, "links": "fair"}, {**uneven, "hosts": 2}):
+        closed = predicted_verdict(vgg, study().tolerance, validation(more=(inside,)))
+        assert closed.startswith("not given: the iteration model is not validated (emulated, 4 hosts, one queue "
+                                 "each: iteration time within 10% in 1 of 2")
+    # Checks that hold only on fewer hosts than the claim's cluster validate nothing for it.
+    assert predicted_verdict(vgg, study().tolerance, validation(hosts=2, links="fifo")) == (
+        "not given: the iteration model is not validated (no check on links shared evenly has 4 hosts; "
+        "docs/study.md)")
 
 
 def claim(claim_id):

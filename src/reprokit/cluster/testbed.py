@@ -4,7 +4,8 @@ Layout of testbed NAME with N hosts:
 
 * namespace ``rk-NAME-sw`` holds bridge ``br0`` (10.77.0.254/24): the switch;
 * namespace ``rk-NAME-hI`` (I = 1..N) holds ``eth0`` at 10.77.0.I/24, a veth
-  whose peer ``vI`` is a port of the bridge; ``tc`` shapes ``eth0`` when a rate is set;
+  whose peer ``vI`` is a port of the bridge; ``tc`` shapes ``eth0`` when a rate is set, with the
+  testbed's link sharing (``LINK_SHARING``);
 * an sshd per host, listening on 10.77.0.I:22, key authentication only, with the SFTP subsystem
   except on the hosts listed in ``no_sftp`` (as some sites run it: files then go over the exec channel).
 
@@ -42,17 +43,22 @@ from typing import Any
 
 from reprokit.cluster.slurm_testbed import SlurmState
 from reprokit.errors import UserError
-from reprokit.values import shown
+from reprokit.values import shown, tc_rate_bps
 from reprokit.paths import SRC_DIR
 
 SUBNET = "10.77.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"
 MAX_HOSTS = 32
 _NAME = re.compile(r"^[a-z0-9]{1,8}$")
-_RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit)$")
 COMMAND_TIMEOUT_S = 30
 SSHD_START_TIMEOUT_S = 10
 SCHEDULERS = ("slurm",)  # besides none
+# How a host's shaped egress is shared among its flows. "fifo": one tbf queue, so TCP's flows share it as their
+# congestion control makes them (unevenly when many flows fill one queue). "fair": htb with a class per other host,
+# equal shares, each lending what it leaves unused: the destinations share the link evenly, as a host's default
+# fair queueing (fq_codel) shares it among flows. This kernel has no fq, fq_codel or sfq to shape with.
+LINK_SHARING = ("fifo", "fair")
+SHAPING_BURST = "256kb"
 
 STATE_FILE = "testbed.json"
 
@@ -75,7 +81,7 @@ def check_name(name: str) -> None:
 
 
 def check_rate(rate: str) -> None:
-    if not _RATE.match(rate):
+    if tc_rate_bps(rate) is None:
         raise UserError(f"rate {shown(rate)} is not a tc rate like 100mbit, 1gbit or 500kbit")
 
 
@@ -164,16 +170,51 @@ def _start_sshd(sshd: str, ns: str, host_dir: Path, cpus: list[int] | None = Non
         time.sleep(0.05)
 
 
-def shape(name: str, num_hosts: int, rate: str | None) -> None:
-    """Limit every host's egress to ``rate`` (tc tbf), or remove the limit when rate is None."""
+def shape(name: str, num_hosts: int, rate: str | None, sharing: str = "fifo") -> None:
+    """Limit every host's egress to ``rate``, shared as ``sharing`` says (LINK_SHARING), or remove the limit when
+    rate is None."""
+    check_link_sharing(sharing)
     for index in range(1, num_hosts + 1):
         ns = host_ns(name, index)
         if rate is None:
             _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+            continue
+        check_rate(rate)
+        if sharing == "fair":
+            _shape_fairly(ns, index, num_hosts, rate)
         else:
-            check_rate(rate)
             _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root",
-                 "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
+                 "tbf", "rate", rate, "burst", SHAPING_BURST, "latency", "50ms")
+
+
+def _shape_fairly(ns: str, index: int, num_hosts: int, rate: str) -> None:
+    """htb on host ``index``'s eth0: class 1:1 at ``rate``; under it a class 1:(10+J) per other host J, filtered
+    by destination address, guaranteed an equal share of 99% and allowed the whole rate (a pfifo each); the rest
+    (the switch's relay, ARP) in 1:99 with 1%."""
+    check_rate(rate)
+    bps = int(tc_rate_bps(rate) or 0)
+    others = [j for j in range(1, num_hosts + 1) if j != index]
+    tc = ("ip", "netns", "exec", ns, "tc")
+    whole = ("ceil", f"{bps}bit", "burst", SHAPING_BURST, "cburst", SHAPING_BURST)
+    # Ten full frames per turn: fine enough to interleave the destinations, coarse enough for htb's own cost.
+    quantum = ("quantum", "15140")
+    _run(*tc, "qdisc", "del", "dev", "eth0", "root", check=False)
+    _run(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "99")
+    _run(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", f"{bps}bit", *whole)
+    for j in others:
+        _run(*tc, "class", "add", "dev", "eth0", "parent", "1:1", "classid", f"1:{10 + j}", "htb",
+             "rate", f"{bps * 99 // (100 * len(others))}bit", *whole, *quantum)
+        _run(*tc, "qdisc", "add", "dev", "eth0", "parent", f"1:{10 + j}", "pfifo", "limit", "1500")
+        _run(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+             "ip", "dst", f"{host_address(j)}/32", "flowid", f"1:{10 + j}")
+    _run(*tc, "class", "add", "dev", "eth0", "parent", "1:1", "classid", "1:99", "htb", "rate",
+         f"{max(bps // 100, 8000)}bit", *whole, *quantum)
+
+
+def check_link_sharing(sharing: str) -> None:
+    if sharing not in LINK_SHARING:
+        raise UserError(f"link sharing {shown(sharing)} is not one the testbed shapes; give --link_sharing=fifo "
+                        f"(one queue per host, the default) or --link_sharing=fair (an equal share per destination)")
 
 
 def check_scheduler(scheduler: str | None) -> None:
@@ -184,13 +225,15 @@ def check_scheduler(scheduler: str | None) -> None:
 
 def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
            no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None,
-           cpus_per_host: int | None = None) -> Path:
+           cpus_per_host: int | None = None, link_sharing: str = "fifo") -> Path:
     """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
+    ``link_sharing``: how each host's shaped egress is shared (LINK_SHARING), now and whenever it is shaped again.
     ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem.
     ``cpus_per_host``: pin each host to that many CPUs of its own; None: every host shares every CPU.
     ``scheduler``: "slurm" to run a Slurm cluster over the hosts too (cluster/slurm_testbed.py)."""
     check_name(name)
     check_scheduler(scheduler)
+    check_link_sharing(link_sharing)
     if not 1 <= num_hosts <= MAX_HOSTS:
         raise UserError(f"a testbed has 1 to {MAX_HOSTS} hosts, not {num_hosts}")
     beyond = sorted(i for i in no_sftp if not 1 <= i <= num_hosts)
@@ -266,9 +309,9 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             slurm = slurm_testbed.start(name, num_hosts, state, sw, [host_ns(name, i) for i in range(1, num_hosts + 1)],
                                         SWITCH_ADDRESS, SUBNET)
         (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
-        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm, cpus or []).save(state)
+        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm, cpus or [], link_sharing).save(state)
         if rate is not None:
-            shape(name, num_hosts, rate)
+            shape(name, num_hosts, rate, link_sharing)
     except BaseException:
         destroy(name, state_dir)
         raise
@@ -284,6 +327,7 @@ class TestbedState:
     no_sftp: list[int] = field(default_factory=list)  # hosts whose sshd offers no SFTP
     scheduler: SlurmState | None = None  # a Slurm testbed's daemons and client prefix
     cpus: list[list[int]] = field(default_factory=list)  # per host the CPUs it is pinned to; empty: all shared
+    link_sharing: str = "fifo"  # how each host's shaped egress is shared (LINK_SHARING)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -297,7 +341,8 @@ class TestbedState:
         return cls(name=str(data["name"]), hosts=int(data["hosts"]), rate=data.get("rate"),
                    no_sftp=list(data.get("no_sftp", [])),
                    scheduler=SlurmState.from_dict(scheduler) if scheduler else None,
-                   cpus=[[int(c) for c in host] for host in data.get("cpus", [])])
+                   cpus=[[int(c) for c in host] for host in data.get("cpus", [])],
+                   link_sharing=str(data.get("link_sharing", "fifo")))
 
     def save(self, state_dir: Path) -> None:
         (state_dir / STATE_FILE).write_text(json.dumps(self.to_dict()) + "\n")

@@ -11,7 +11,6 @@ every shaped bandwidth (``dilated_rate``); throughput is reported as measured an
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -21,7 +20,7 @@ from typing import Any
 from reprokit import schema as s
 from reprokit.errors import UserError
 from reprokit.jsonfile import read_json
-from reprokit.values import shown
+from reprokit.values import shown, tc_rate_bps
 
 REAL, EMULATED = "real", "emulated"
 COMPUTE_MODES = (REAL, EMULATED)
@@ -272,9 +271,6 @@ def check_compute(raw: str) -> str:
                                                   "waits")
 
 
-_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
-
-
 # An emulated run stands for its device only while the hosts have CPU to spare for the communication stack: above
 # this share of all cores busy over the training loop (averaged, so bursts were saturated), the host's CPU, not the
 # shaped links, may have set the pace.
@@ -301,10 +297,10 @@ def dilation_of(env: Mapping[str, Any]) -> float:
 
 def dilated_rate(rate: str, dilation: float) -> str:
     """A tc rate (``1gbit``) divided by the dilation, as a tc rate in bit/s (``250000000bit`` for k=4)."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)", rate)
-    if not match:
+    whole = tc_rate_bps(rate)
+    if whole is None:
         raise UserError(f"rate {shown(rate)} is not a tc rate like 100mbit, 1gbit or 500kbit")
-    bps = float(match.group(1)) * _UNITS[match.group(2)] / dilation
+    bps = whole / dilation
     if bps < 8:
         raise UserError(f"rate {rate} divided by DILATION={dilation:g} is below 8 bit/s; lower --env.DILATION")
     return f"{round(bps)}bit"

@@ -122,6 +122,7 @@ class Analysis:
     overall_by_engine: dict[str, dict[str, Verdict]] = field(default_factory=dict)  # engine -> claim -> verdict
     decided: dict[str, str] = field(default_factory=dict)  # claim -> the engine the badge judges it on
     emulated_speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # of emulated runs: never in the above
+    emulated_runs: pd.DataFrame = field(default_factory=pd.DataFrame)  # each emulated run (never in runs)
     untested: str = ""  # when no claim could be tested on these runs: why and how to (the report's first line)
 
 
@@ -164,4 +165,5 @@ def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -
         overall_by_engine={e: {c.id: overall(verdicts, c.id, e) for c in study.claims} for e in engines_of(df)},
         decided=decided, untested=nothing_tested(study, verdicts, setups(df), len(emulated)),
         emulated_speedups=speedups(emulated, claim_pairs(study), study.tolerance.confidence),
+        emulated_runs=emulated,
     )

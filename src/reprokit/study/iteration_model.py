@@ -45,8 +45,12 @@ and the stack per byte, and pays the cost per message on top (system calls, the 
 CPU keeps up with its NIC loses only the cost per message. (The rule first tried, costs in series with the wire, put
 real runs on testbed hosts with a core each well above their measured iteration time: docs/study.md.)
 
-Left out: the CPU the stack takes from compute (a measured profile already carries it), TCP dynamics (flows
-share a link by the queue's order, not by fair share; no loss, no congestion window), the water mark (ZeroMQ's
+Assumed: each host's egress is shared evenly among the hosts it sends to, as fair queueing shares it (the testbed's
+`ck testbed --link_sharing=fair`). On one first-in-first-out queue per host (tbf) with 3 or more hosts, TCP's flows
+share it unevenly: whole-array variants then ran up to 18% slower than predicted, with P3 unharmed (docs/study.md).
+
+Left out: the CPU the stack takes from compute (a measured profile already carries it), TCP dynamics (no loss, no
+congestion window), the water mark (ZeroMQ's
 queue ahead of the sender), the push/pull request messages (only payloads are sent), compute slowed by
 communication, stragglers and any variance.
 """

@@ -1,13 +1,9 @@
 """Bandwidths as tc rates (``100mbit``, ``4gbit``) and ``native``: links whose capacity is not known."""
 from __future__ import annotations
 
-import re
-
 from reprokit.errors import UserError
-from reprokit.values import shown
+from reprokit.values import shown, tc_rate_bps
 
-RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")
-_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 NATIVE = "native"  # a configuration whose links were not shaped and whose capacity is not known
 
 
@@ -15,10 +11,10 @@ def rate_bps(rate: str) -> float | None:
     """Bits per second of a tc rate like ``4gbit``; None for ``native``."""
     if rate == NATIVE:
         return None
-    match = RATE.match(rate)
-    if not match:
+    bps = tc_rate_bps(rate)
+    if bps is None:
         raise UserError(f"bandwidth {shown(rate)} is not a rate like 100mbit, 1gbit or 4gbit (or 'native')")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    return bps
 
 
 def shaped_bps(rate: str) -> float:

@@ -374,7 +374,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
     labelled = [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, study.name,
                                                        tolerance=study.tolerance, verdicts=analysis.verdicts,
-                                                       emulated=analysis.emulated_speedups)]
+                                                       emulated=analysis.emulated_speedups,
+                                                       emulated_runs=analysis.emulated_runs)]
     context = {
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),

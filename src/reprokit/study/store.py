@@ -43,10 +43,11 @@ from collections.abc import Callable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from reprokit.cluster.testbed import LINK_SHARING
 from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.errors import UserError
-from reprokit.values import shown
+from reprokit.values import shown, tc_rate_bps
 from reprokit.jsonfile import read_json
 from reprokit.paths import MB, check_room, disk_errors
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
@@ -56,7 +57,7 @@ from reprokit import schema as s
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.forecast import Forecast
 from reprokit.study.planning import RunConfig, plan_runs
-from reprokit.study.rates import NATIVE, RATE
+from reprokit.study.rates import NATIVE
 from reprokit.study.target import Target
 from reprokit.vocabulary import RunStatus
 
@@ -152,12 +153,13 @@ def _parse(cls: type, data: Any, what: str, parse: Callable[[Mapping[str, Any]],
 # --- what a record may hold (checked before a Record is built from JSON) ---------------------------
 
 NAME = s.Name()
-BANDWIDTH = s.Where(s.Text(32), lambda v: v == NATIVE or bool(RATE.match(v)), "a rate like 100mbit or 4gbit, or native")
+BANDWIDTH = s.Where(s.Text(32), lambda v: v == NATIVE or tc_rate_bps(v) is not None, "a rate like 100mbit or 4gbit, or native")
 ORIGIN_SCHEMA = s.Obj(required={"id": NAME, "host": s.Host(), "study": NAME})
 TARGET_SCHEMA = s.Obj(
     required={"name": s.Name(allow_empty=True), "kind": s.OneOf(("embedded", "testbed", "cluster")),
               "hosts": s.ListOf(s.Host(), max_items=1024, min_items=1), "shaping": s.Bool()},
-    optional={"link_capacity": s.Optional(BANDWIDTH), "testbed": s.Optional(NAME), "label": s.Text(200)})
+    optional={"link_capacity": s.Optional(BANDWIDTH), "testbed": s.Optional(NAME), "label": s.Text(200),
+              "link_sharing": s.OneOf(LINK_SHARING)})
 CONFIG_SCHEMA = s.Obj(required={"model": NAME, "variant": NAME, "bandwidth": BANDWIDTH,
                                 "repetition": s.Int(1, 100_000), "profile": NAME, "target": TARGET_SCHEMA},
                       optional={"engine": s.OneOf(tuple(ENGINE_KINDS))})  # records before engines: none

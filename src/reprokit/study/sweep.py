@@ -352,10 +352,10 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
         return None
     from reprokit.cluster import testbed as testbed
 
-    name, hosts = target.testbed, len(target.hosts)
+    name, hosts, sharing = target.testbed, len(target.hosts), target.link_sharing
 
     def shape(rate: str | None) -> None:
-        testbed.shape(name, hosts, rate)
+        testbed.shape(name, hosts, rate, sharing)
 
     return shape
 

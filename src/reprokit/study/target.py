@@ -22,26 +22,34 @@ class Target:
     shaping: bool  # the links can be limited per configuration
     link_capacity: str | None  # the links' native rate when known (--link_capacity)
     testbed: str | None = None  # the testbed's name (its namespaces are rk-NAME-*)
+    link_sharing: str = "fifo"  # a testbed's: how each host's shaped egress is shared (cluster/testbed.py)
 
     @property
     def label(self) -> str:
-        return self.name or "embedded default"
+        """Names the links' sharing when it is not the default, so runs on fair links are never pooled with others."""
+        fair = " (links shared fairly)" if self.link_sharing == "fair" else ""
+        return f"{self.name or 'embedded default'}{fair}"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "hosts": list(self.hosts), "label": self.label}
+        data = {**asdict(self), "hosts": list(self.hosts), "label": self.label}
+        if self.link_sharing == "fifo":  # the default, which records written before the choice existed had
+            data.pop("link_sharing")
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Target:
         """The target as to_dict wrote it (its label is derived from the name again)."""
         return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
                    shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),
-                   testbed=data.get("testbed"))
+                   testbed=data.get("testbed"), link_sharing=str(data.get("link_sharing", "fifo")))
 
     def bandwidth_note(self) -> str:
         if self.kind == "embedded":
             return "every role on this host over loopback, at native bandwidth (it cannot be shaped)"
         if self.kind == "testbed":
-            return f"testbed {self.testbed}: each host's egress is limited with tc (tbf) per configuration"
+            how = ("htb, an equal share per other host" if self.link_sharing == "fair"
+                   else "tbf, one queue")
+            return f"testbed {self.testbed}: each host's egress is limited with tc ({how}) per configuration"
         return (f"cluster {self.name}: runs at native bandwidth ({self.link_capacity or 'capacity not given'}); "
                 f"shaping a real cluster's links needs root on its hosts and is not done here")
 
@@ -59,7 +67,7 @@ def make_target(name: str, cluster_config: object, link_capacity: str | None) ->
     state = testbed_of(cluster_config)
     if state is not None:
         return Target(name=name, kind="testbed", hosts=tuple(cluster.names), shaping=True,
-                      link_capacity=link_capacity, testbed=state.name)
+                      link_capacity=link_capacity, testbed=state.name, link_sharing=state.link_sharing)
     return Target(name=name, kind="cluster", hosts=tuple(cluster.names), shaping=False, link_capacity=link_capacity)
 
 
