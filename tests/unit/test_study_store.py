@@ -88,6 +88,24 @@ def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(t
     assert again.record_path(record.record_id).read_bytes() == path.read_bytes()
 
 
+def test_runs_on_fairly_shared_links_say_so_in_their_record_and_are_a_setup_of_their_own(tmp_path):
+    fair = json.loads(json.dumps(STORED_RECORD))
+    fair["record_id"] = fair["record_id"].replace("r1", "r2")
+    fair["config"]["repetition"] = 2
+    fair["run_folder"] = fair["run_folder"].replace("r1", "r2")
+    fair["config"]["target"].update(link_sharing="fair", label=f"{fair['config']['target']['name']} (links shared "
+                                                                f"fairly)")
+    write_once(tmp_path / "records" / f"{STORED_RECORD['record_id']}.json", STORED_RECORD)
+    write_once(tmp_path / "records" / f"{fair['record_id']}.json", fair)
+    read = {r.record_id: r for r in Store(tmp_path, "sysml19-p3").local_records()}
+    shared = read[fair["record_id"]]
+    assert shared.config.target.link_sharing == "fair" and shared.to_dict() == fair  # written back as read
+    assert read[STORED_RECORD["record_id"]].config.target.link_sharing == "fifo"  # the default, not written
+    assert "link_sharing" not in read[STORED_RECORD["record_id"]].to_dict()["config"]["target"]
+    summary = analyse(study(), list(read.values()), ALL_MODELS).summary
+    assert sorted(summary["setup"]) == ["stb2 (links shared fairly) [here]", "stb2 [here]"]  # never pooled
+
+
 def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_the_authors_build(tmp_path):
     old = json.loads(json.dumps(STORED_RECORD))
     del old["config"]["engine"]  # as records were stored before sweeps had engines
@@ -116,6 +134,8 @@ def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_
     (lambda r: r.update(format="reprokit-study-run/9"), "has format 'reprokit-study-run/9', not reprokit-study-run/1"),
     (lambda r: r["provenance"].update(env_overrides={"COMPUTE": "emulated", "DILATION": "fast"}),
      "provenance.env_overrides.DILATION must be a number above 0 and at most 1000, got 'fast'"),
+    (lambda r: r["config"]["target"].update(link_sharing="even"),
+     "config.target.link_sharing must be one of fifo, fair; got 'even'"),
 ])
 def test_a_malformed_record_is_one_line_naming_its_file(tmp_path, change, message):
     record = json.loads(json.dumps(STORED_RECORD))

@@ -89,11 +89,6 @@ class ModelValidation:
         is as even). On one queue per host with more destinations, TCP's flows share it unevenly (docs/study.md)."""
         return [c for c in self.checks if c.get("links", "fifo") == "fair" or int(c["hosts"]) <= 2]
 
-    def outside(self) -> list[Mapping]:
-        """The checks outside the model's assumption (within): kept in the record, never in the gate."""
-        kept = self.within()
-        return [c for c in self.checks if c not in kept]
-
     def missed(self, hosts: int = 0) -> list[str]:
         """Each check inside the model's assumption whose errors are not all within the bars, said in a few words;
         and, when none of them has at least ``hosts`` hosts, that too. Empty: validated."""
