@@ -161,7 +161,8 @@ def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=
     from reprokit.study.labelled import ModelValidation
 
     return ModelValidation(0.10, 0.15, ({"against": "real runs", "iteration_time_errors": list(iteration_errors),
-                                         "speedup_errors": list(speedup_errors), "hosts": hosts, "links": links},
+                                         "speedup_errors": list(speedup_errors), "hosts": hosts, "links": links,
+                                         "configurations": ["vgg 15gbit baseline", "vgg 15gbit p3"]},
                                         *more), per_byte, per_message)
 
 
@@ -170,7 +171,8 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
 
     vgg = claim("vgg-15gbit")
     uneven = {"against": "emulated, 4 hosts, one queue each", "iteration_time_errors": [-0.18, -0.05],
-              "speedup_errors": [-0.14], "hosts": 4, "links": "fifo"}
+              "speedup_errors": [-0.14], "hosts": 4, "links": "fifo",
+              "configurations": ["vgg 15gbit baseline (k=40)", "vgg 15gbit p3 (k=40)"]}
     holds = validation(more=(uneven,))
     assert uneven not in holds.within() and holds.missed(4) == []
     assert "(predicted)" in predicted_verdict(vgg, study().tolerance, holds)
@@ -198,6 +200,23 @@ def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_wh
                     "speedup within 15% in 1 of 1; docs/study.md)")
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(speedup_errors=(-0.16,))).startswith(
         "not given: the iteration model is not validated")
+
+
+def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_claims_about_it():
+    from reprokit.study.labelled import predicted_verdict
+
+    sliced = {"against": "slicing alone, fair links", "hosts": 4, "links": "fair",
+              "configurations": ["vgg 30gbit baseline (k=80)", "vgg 30gbit p3-slicing-only (k=80)"],
+              "iteration_time_errors": [-0.039, -0.228], "speedup_errors": [0.244]}
+    checks = validation(more=(sliced,))
+    assert predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance, checks) == (
+        "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 1 "
+        "of 2, speedup within 15% in 0 of 1; docs/study.md)")
+    assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)  # its baseline holds
+    baseline_missed = {**sliced, "iteration_time_errors": [-0.16, -0.05], "speedup_errors": [0.05]}
+    assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(more=(baseline_missed,))).startswith(
+        "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 0 "
+        "of 1, speedup within 15% in 0 of 0")
 
 
 def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error():

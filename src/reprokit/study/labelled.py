@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -25,7 +25,7 @@ from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.iteration_model import VARIANT_POLICY, Layer, ModelInput, Policy, simulate
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.rates import shaped_bps
-from reprokit.study.speedup import ENGINE_NAMES
+from reprokit.study.speedup import BASELINE, ENGINE_NAMES
 from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, measured_at_all
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
@@ -89,18 +89,26 @@ class ModelValidation:
         is as even). On one queue per host with more destinations, TCP's flows share it unevenly (docs/study.md)."""
         return [c for c in self.checks if c.get("links", "fifo") == "fair" or int(c["hosts"]) <= 2]
 
-    def missed(self, hosts: int = 0) -> list[str]:
+    def missed(self, hosts: int = 0, variants: Collection[str] = ()) -> list[str]:
         """Each check inside the model's assumption whose errors are not all within the bars, said in a few words;
-        and, when none of them has at least ``hosts`` hosts, that too. Empty: validated."""
+        and, when none of them has at least ``hosts`` hosts, that too. Empty: validated. ``variants``: judge only
+        the configurations of these variants and their speedups (a claim's variant and its baseline); every one
+        when empty."""
         out = []
-        within = self.within()
-        for c in within:
-            times, speedups = c["iteration_time_errors"], c["speedup_errors"]
+        relevant = []
+        for c in self.within():
+            names = [configuration.split()[2] for configuration in c["configurations"]]  # "MODEL RATE VARIANT ..."
+            times = [e for e, v in zip(c["iteration_time_errors"], names) if not variants or v in variants]
+            speedups = [e for e, v in zip(c["speedup_errors"], [v for v in names if v != BASELINE])
+                        if not variants or v in variants]
+            if not times and not speedups:
+                continue
+            relevant.append(c)
             inside = (sum(abs(e) <= self.iteration_bar for e in times), sum(abs(e) <= self.speedup_bar for e in speedups))
             if inside != (len(times), len(speedups)):
                 out.append(f"{c['against']}: iteration time within {self.iteration_bar:.0%} in {inside[0]} of "
                            f"{len(times)}, speedup within {self.speedup_bar:.0%} in {inside[1]} of {len(speedups)}")
-        if hosts and not any(int(c["hosts"]) >= hosts for c in within):
+        if hosts and not any(int(c["hosts"]) >= hosts for c in relevant):
             out.append(f"no check on links shared evenly has {hosts} hosts")
         return out
 
@@ -126,7 +134,7 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
     known: the speedup is predicted with none and with a one-core testbed host's, and widened by the model's
     validated error; the verdict holds only where that whole range says the same (wholly below or above the
     claim's band: not replicated; wholly inside: replicated; else inconclusive)."""
-    missed = validation.missed(claim.cluster_size or 0)
+    missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus))
     if missed:
         return f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)"
     if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
