@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, ck as ck_cli, isolated_ck, testbed_up
-from reprokit.cluster.testbed import LINK_SHARING
+from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.study.store import Store
 
 NAME = "es"
@@ -35,7 +35,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
-    parser.add_argument("--link_sharing", choices=LINK_SHARING, default="fifo", help=LINK_SHARING_HELP)
+    parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")

@@ -57,7 +57,7 @@ from pathlib import Path
 from scipy.optimize import least_squares
 
 from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, ck as ck_cli, isolated_ck, testbed_up
-from reprokit.cluster.testbed import LINK_SHARING
+from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.store import Store
@@ -218,6 +218,8 @@ def write_check(against: str, observed: Observed, rows: Rows, without_costs: Row
     check.update({"predicted_by": " ".join(map(shlex.quote, [".venv/bin/python", "benchmarks/model_validation.py",
                                                                *placeholders(sys.argv[1:])])),
                   "configurations": [names[key] for key, *_ in errors.times],
+                  "variants": [variant for (_, _, variant), *_ in errors.times],
+                  "speedup_variants": [variant for (_, _, variant), *_ in errors.speedups],
                   "n": [n for _, n, *_ in errors.times],
                   "iteration_time_errors": errors.time_errors(), "speedup_errors": errors.speedup_errors(),
                   "without_stack_costs": {"iteration_time_errors": bare.time_errors(),
@@ -338,7 +340,7 @@ def main() -> int:
                         "without --costs) into that check of src/reprokit/study/model_validation.json")
     parser.add_argument("--hosts", type=int, default=3, help="testbed hosts (a worker and a server on each)")
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
-    parser.add_argument("--link_sharing", choices=LINK_SHARING, default="fifo", help=LINK_SHARING_HELP)
+    parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
     args = parser.parse_args()
     costs = read_costs(args.costs)
     if args.emulated:

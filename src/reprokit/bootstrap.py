@@ -156,14 +156,15 @@ def exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
-def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict, link_sharing: str = "fifo") -> None:
+def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict, link_sharing: str | None = None) -> None:
     """``ck testbed cluster:NAME --hosts=N`` (for benchmarks), each host pinned to ``cpus_per_host`` CPUs of its own
-    when given (else the hosts share every CPU), its shaped links shared as ``link_sharing`` says. From here on
+    when given (else the hosts share every CPU), its shaped links shared as ``link_sharing`` says (else as ck
+    testbed's default). From here on
     SIGTERM runs the caller's ``finally``, which takes the testbed down."""
     exit_cleanly_on_sigterm()
     pinned = [f"--cpus_per_host={cpus_per_host}"] if cpus_per_host else []
-    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, f"--link_sharing={link_sharing}", env=env,
-       check=True)
+    sharing = [f"--link_sharing={link_sharing}"] if link_sharing else []
+    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, *sharing, env=env, check=True)
 
 
 CPUS_PER_HOST_HELP = ("pin each host to that many CPUs of its own (ck testbed --cpus_per_host); default: the hosts "

@@ -163,7 +163,8 @@ def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=
     return ModelValidation(0.10, 0.15, ({"against": "real runs", "iteration_time_errors": list(iteration_errors),
                                          "speedup_errors": list(speedup_errors), "hosts": hosts, "links": links,
                                          "compute": compute, "cores": cores,
-                                         "configurations": ["vgg 15gbit baseline", "vgg 15gbit p3"]},
+                                         "configurations": ["vgg 15gbit baseline", "vgg 15gbit p3"],
+                                         "variants": ["baseline", "p3"], "speedup_variants": ["p3"]},
                                         *more), per_byte, per_message)
 
 
@@ -173,7 +174,8 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
     vgg = claim("vgg-15gbit")
     uneven = {"against": "emulated, 4 hosts, one queue each", "iteration_time_errors": [-0.18, -0.05],
               "speedup_errors": [-0.14], "hosts": 4, "links": "fifo", "compute": "emulated", "cores": "shared",
-              "configurations": ["vgg 15gbit baseline (k=40)", "vgg 15gbit p3 (k=40)"]}
+              "configurations": ["vgg 15gbit baseline (k=40)", "vgg 15gbit p3 (k=40)"],
+              "variants": ["baseline", "p3"], "speedup_variants": ["p3"]}
     holds = validation(more=(uneven,))
     assert uneven not in holds.within() and holds.missed(4) == []
     assert "(predicted)" in predicted_verdict(vgg, study().tolerance, holds)
@@ -214,6 +216,7 @@ def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_cla
     sliced = {"against": "slicing alone, fair links", "hosts": 4, "links": "fair", "compute": "emulated",
               "cores": "shared",
               "configurations": ["vgg 30gbit baseline (k=80)", "vgg 30gbit p3-slicing-only (k=80)"],
+              "variants": ["baseline", "p3-slicing-only"], "speedup_variants": ["p3-slicing-only"],
               "iteration_time_errors": [-0.039, -0.228], "speedup_errors": [0.244]}
     checks = validation(more=(sliced,))
     assert predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance, checks) == (

@@ -173,7 +173,7 @@ def testbed(i: dict) -> dict:
     namespaces.check_scheduler(scheduler)
     given_cpus = str(i.get("cpus_per_host", "")).strip()
     cpus_per_host = whole_number(given_cpus, "--cpus_per_host", "--cpus_per_host=C", low=1) if given_cpus else None
-    link_sharing = str(i.get("link_sharing", "")).strip() or "fifo"
+    link_sharing = str(i.get("link_sharing", "")).strip() or namespaces.DEFAULT_LINK_SHARING
     namespaces.check_link_sharing(link_sharing)
     hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp,
                                    scheduler=scheduler, cpus_per_host=cpus_per_host, link_sharing=link_sharing)

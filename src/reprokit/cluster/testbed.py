@@ -58,6 +58,7 @@ SCHEDULERS = ("slurm",)  # besides none
 # equal shares, each lending what it leaves unused: the destinations share the link evenly, as a host's default
 # fair queueing (fq_codel) shares it among flows. This kernel has no fq, fq_codel or sfq to shape with.
 LINK_SHARING = ("fifo", "fair")
+DEFAULT_LINK_SHARING = "fifo"  # existing stores, tests and figures were made on one queue
 SHAPING_BURST = "256kb"
 
 STATE_FILE = "testbed.json"
@@ -170,7 +171,7 @@ def _start_sshd(sshd: str, ns: str, host_dir: Path, cpus: list[int] | None = Non
         time.sleep(0.05)
 
 
-def shape(name: str, num_hosts: int, rate: str | None, sharing: str = "fifo") -> None:
+def shape(name: str, num_hosts: int, rate: str | None, sharing: str = DEFAULT_LINK_SHARING) -> None:
     """Limit every host's egress to ``rate``, shared as ``sharing`` says (LINK_SHARING), or remove the limit when
     rate is None."""
     check_link_sharing(sharing)
@@ -190,8 +191,7 @@ def shape(name: str, num_hosts: int, rate: str | None, sharing: str = "fifo") ->
 def _shape_fairly(ns: str, index: int, num_hosts: int, rate: str) -> None:
     """htb on host ``index``'s eth0: class 1:1 at ``rate``; under it a class 1:(10+J) per other host J, filtered
     by destination address, guaranteed an equal share of 99% and allowed the whole rate (a pfifo each); the rest
-    (the switch's relay, ARP) in 1:99 with 1%."""
-    check_rate(rate)
+    (the switch's relay, ARP) in 1:99 with 1%. ``rate`` was checked by shape()."""
     bps = int(tc_rate_bps(rate) or 0)
     others = [j for j in range(1, num_hosts + 1) if j != index]
     tc = ("ip", "netns", "exec", ns, "tc")
@@ -225,7 +225,7 @@ def check_scheduler(scheduler: str | None) -> None:
 
 def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
            no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None,
-           cpus_per_host: int | None = None, link_sharing: str = "fifo") -> Path:
+           cpus_per_host: int | None = None, link_sharing: str = DEFAULT_LINK_SHARING) -> Path:
     """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
     ``link_sharing``: how each host's shaped egress is shared (LINK_SHARING), now and whenever it is shaped again.
     ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem.
@@ -327,7 +327,7 @@ class TestbedState:
     no_sftp: list[int] = field(default_factory=list)  # hosts whose sshd offers no SFTP
     scheduler: SlurmState | None = None  # a Slurm testbed's daemons and client prefix
     cpus: list[list[int]] = field(default_factory=list)  # per host the CPUs it is pinned to; empty: all shared
-    link_sharing: str = "fifo"  # how each host's shaped egress is shared (LINK_SHARING)
+    link_sharing: str = DEFAULT_LINK_SHARING  # how each host's shaped egress is shared (LINK_SHARING)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -342,7 +342,7 @@ class TestbedState:
                    no_sftp=list(data.get("no_sftp", [])),
                    scheduler=SlurmState.from_dict(scheduler) if scheduler else None,
                    cpus=[[int(c) for c in host] for host in data.get("cpus", [])],
-                   link_sharing=str(data.get("link_sharing", "fifo")))
+                   link_sharing=str(data.get("link_sharing", DEFAULT_LINK_SHARING)))
 
     def save(self, state_dir: Path) -> None:
         (state_dir / STATE_FILE).write_text(json.dumps(self.to_dict()) + "\n")

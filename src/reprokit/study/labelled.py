@@ -25,7 +25,7 @@ from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.iteration_model import VARIANT_POLICY, Layer, ModelInput, Policy, simulate
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.rates import shaped_bps
-from reprokit.study.speedup import BASELINE, ENGINE_NAMES
+from reprokit.study.speedup import ENGINE_NAMES
 from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, measured_at_all
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
@@ -100,10 +100,8 @@ class ModelValidation:
         out = []
         relevant = []
         for c in self.within():
-            names = [configuration.split()[2] for configuration in c["configurations"]]  # "MODEL RATE VARIANT ..."
-            times = [e for e, v in zip(c["iteration_time_errors"], names) if not variants or v in variants]
-            speedups = [e for e, v in zip(c["speedup_errors"], [v for v in names if v != BASELINE])
-                        if not variants or v in variants]
+            times = [e for e, v in zip(c["iteration_time_errors"], c["variants"]) if not variants or v in variants]
+            speedups = [e for e, v in zip(c["speedup_errors"], c["speedup_variants"]) if not variants or v in variants]
             if not times and not speedups:
                 continue
             relevant.append(c)

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 from collections.abc import Iterable, Mapping
 
-from reprokit.cluster.testbed import testbed_of
+from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, testbed_of
 from reprokit.errors import UserError
 from reprokit.study.rates import NATIVE, rate_bps, same_rate, shaped_bps
 
@@ -22,7 +22,7 @@ class Target:
     shaping: bool  # the links can be limited per configuration
     link_capacity: str | None  # the links' native rate when known (--link_capacity)
     testbed: str | None = None  # the testbed's name (its namespaces are rk-NAME-*)
-    link_sharing: str = "fifo"  # a testbed's: how each host's shaped egress is shared (cluster/testbed.py)
+    link_sharing: str = DEFAULT_LINK_SHARING  # a testbed's: how each host's shaped egress is shared (cluster/testbed.py)
 
     @property
     def label(self) -> str:
@@ -32,7 +32,7 @@ class Target:
 
     def to_dict(self) -> dict:
         data = {**asdict(self), "hosts": list(self.hosts), "label": self.label}
-        if self.link_sharing == "fifo":  # the default, which records written before the choice existed had
+        if self.link_sharing == DEFAULT_LINK_SHARING:  # the default, which records written before the choice existed had
             data.pop("link_sharing")
         return data
 
@@ -41,7 +41,7 @@ class Target:
         """The target as to_dict wrote it (its label is derived from the name again)."""
         return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
                    shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),
-                   testbed=data.get("testbed"), link_sharing=str(data.get("link_sharing", "fifo")))
+                   testbed=data.get("testbed"), link_sharing=str(data.get("link_sharing", DEFAULT_LINK_SHARING)))
 
     def bandwidth_note(self) -> str:
         if self.kind == "embedded":
