@@ -190,8 +190,8 @@ def iteration_s(spec: ModelInput) -> float:
 def second_rule(observed: Observed) -> Rows:
     rows: Rows = {}
     for key, result, profile_file, link_rate, dilation in observed:
-        rows.setdefault(key, []).append((measured_s(result), iteration_s(model_input(result, profile_file, link_rate,
-                                                                           dilation))))
+        rows.setdefault(key, []).append((measured_s(result), iteration_s(model_input(result, key[2], profile_file,
+                                                                           link_rate, dilation))))
     return rows
 
 

@@ -96,22 +96,24 @@ class StackCosts:
     per_message: float = 0.0
 
 
-def model_input(result: Result, profile_file: Path, link_rate: str, dilation: float = 1.0,
+def model_input(result: Result, variant: str, profile_file: Path, link_rate: str, dilation: float = 1.0,
                 costs: StackCosts = StackCosts()) -> ModelInput:
     """What the model is given for a run: each layer's time from ``profile_file`` times ``dilation``, the links at
-    ``link_rate`` (the rate they were shaped to; off: none), the run's workers, servers, slice and policy."""
+    ``link_rate`` (the rate they were shaped to; off: none), the run's workers, servers and slice, and the policy of
+    ``variant``, the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with
+    P3_PRIORITY=0)."""
     profile = ComputeProfile.from_dict(json.loads(profile_file.read_text()), profile_file.name)
     layers = tuple(Layer(x.name, x.forward_s * dilation, x.backward_s * dilation, x.arrays) for x in profile.layers)
     assert result.num_workers is not None and result.num_servers is not None and result.variant is not None
     return ModelInput(layers, result.num_workers, result.num_servers,
-                      math.inf if link_rate == UNSHAPED else shaped_bps(link_rate), POLICY[result.variant],
+                      math.inf if link_rate == UNSHAPED else shaped_bps(link_rate), POLICY[variant],
                       slice_elements=result.p3_slice_size or 50_000, stack_s_per_byte=costs.per_byte,
                       stack_s_per_message=costs.per_message)
 
 
-def predicted_s(result: Result, profile_file: Path, link_rate: str, dilation: float = 1.0,
+def predicted_s(result: Result, variant: str, profile_file: Path, link_rate: str, dilation: float = 1.0,
                 costs: StackCosts = StackCosts()) -> float:
-    return simulate(model_input(result, profile_file, link_rate, dilation, costs)).iteration_s
+    return simulate(model_input(result, variant, profile_file, link_rate, dilation, costs)).iteration_s
 
 
 def measured_s(result: Result) -> float:
@@ -125,7 +127,7 @@ def compared(observed: Iterable[tuple[Key, Result, Path, str, float]], costs: St
     rows: Rows = {}
     for key, result, profile_file, link_rate, dilation in observed:
         rows.setdefault(key, []).append((measured_s(result),
-                                         predicted_s(result, profile_file, link_rate, dilation, costs)))
+                                         predicted_s(result, key[2], profile_file, link_rate, dilation, costs)))
     return rows
 
 
@@ -286,11 +288,11 @@ def read_costs(path: str | None) -> StackCosts:
     return StackCosts(float(data["stack_s_per_byte"]), float(data["stack_s_per_message"]))
 
 
-def fitted_costs(runs: list[tuple[Result, Path]]) -> StackCosts:
+def fitted_costs(runs: list[tuple[str, Result, Path]]) -> StackCosts:
     """The per-byte and per-message costs with which the model best predicts ``runs`` (no compute, no shaping):
     least squares over the runs' log errors, both costs >= 0."""
-    inputs = [(model_input(result, profile, UNSHAPED, result.dilation or 1.0), measured_s(result))
-              for result, profile in runs]
+    inputs = [(model_input(result, variant, profile, UNSHAPED, result.dilation or 1.0), measured_s(result))
+              for variant, result, profile in runs]
 
     def log_errors(x: Sequence[float]) -> list[float]:
         costs = {"stack_s_per_byte": x[0] * 1e-9, "stack_s_per_message": x[1] * 1e-6}  # scaled near 1
@@ -306,12 +308,12 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int, testbed: s
     WORK/stack.json (``--costs`` reads it)."""
     ck_cli("testbed", f"cluster:{NAME}", "--shape=off", env=env, check=True)
     configs = [(m, v) for m in models for v in VALIDATED]
-    runs: list[tuple[Result, Path]] = []
+    runs: list[tuple[str, Result, Path]] = []  # variant, result, profile
     for rep in range(repetitions):
         for model, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
             run_dir = work / f"{model}-{UNSHAPED}-{variant}-{rep}"
             result = one_run(env, model, variant, run_dir, NO_COMPUTE)
-            runs.append((result, run_dir / PROFILE_FILE))
+            runs.append((variant, result, run_dir / PROFILE_FILE))
             print(f"rep {rep + 1} {model} {variant}: {measured_s(result):.3f} s/iteration", flush=True)
     costs = fitted_costs(runs)
     (work / "stack.json").write_text(json.dumps(
@@ -320,8 +322,7 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int, testbed: s
                      f"{NAME}: {testbed}",
          "load_average_at_end": os.getloadavg()}, indent=1) + "\n")
     print(f"\nfitted{stack_clause(costs)} (written to {work / 'stack.json'})")
-    report(compared([((r.model or "", UNSHAPED, r.variant or ""), r, p, UNSHAPED, r.dilation or 1.0) for r, p in runs],
-                    costs))
+    report(compared([((r.model or "", UNSHAPED, v), r, p, UNSHAPED, r.dilation or 1.0) for v, r, p in runs], costs))
     return 0
 
 
@@ -377,7 +378,7 @@ def main() -> int:
                 ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
                 run_dir = work / f"{model}-{rate}-{variant}-{rep}"
                 result = one_run(env, model, variant, run_dir)
-                pair = (measured_s(result), predicted_s(result, run_dir / MEASURED_FILE, rate, costs=costs))
+                pair = (measured_s(result), predicted_s(result, variant, run_dir / MEASURED_FILE, rate, costs=costs))
                 rows.setdefault((model, rate, variant), []).append(pair)
                 print(f"rep {rep + 1} {model} {rate} {variant}: measured {pair[0]:.3f} s/iteration, predicted "
                       f"{pair[1]:.3f} s ({pair[1] / pair[0] - 1:+.1%})", flush=True)
