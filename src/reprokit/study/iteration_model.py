@@ -13,10 +13,10 @@ What is simulated (one representative worker; every worker is assumed identical,
   and `priority-only` are MXNet's P3 (P3StoreDist), which cuts every array into slices of `slice_elements` (for
   `priority-only` it cuts nothing: each array is one part) placed round-robin over the servers.
   `baseline` and `slicing-only` serve each queue first in, first out; `p3` and `priority-only` serve it by key
-  (keys are numbered input layer first, so layers nearer the input go first). MXNet's slicing alone is not first
-  in, first out: it goes through P3's van at one priority, and ps-lite's queue there (a std::priority_queue
-  comparing with <=) keeps no order among equal priorities; the model is 22% short of it (docs/study.md). A message is never interrupted:
-  priority preempts at message (slice) boundaries.
+  (keys are numbered input layer first, so layers nearer the input go first). MXNet's slicing alone sends through
+  P3's van at one priority, whose queue (a std::priority_queue comparing with <=) keeps no first-in-first-out order
+  among equal priorities; first in, first out predicts it within 5% on fair links, and following that queue's heap
+  did worse (docs/study.md). A message is never interrupted: priority preempts at message (slice) boundaries.
 - Every link is one queue served at the link's bandwidth times `wire_efficiency` (the payload's share of what
   the link's rate counts: by default TCP over Ethernet at MTU 1500, 1448 of 1514 bytes), full duplex (each
   direction its own queue). A message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
