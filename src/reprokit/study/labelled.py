@@ -92,16 +92,21 @@ class ModelValidation:
         return [c for c in self.checks
                 if (c["links"] == "fair" or int(c["hosts"]) <= 2) and (c["compute"] == "emulated" or c["cores"] == "own")]
 
-    def missed(self, hosts: int = 0, variants: Collection[str] = ()) -> list[str]:
+    def missed(self, hosts: int = 0, variants: Collection[str] = (), model: str = "") -> list[str]:
         """Each check inside the model's assumption whose errors are not all within the bars, said in a few words;
-        and, when none of them has at least ``hosts`` hosts, that too. Empty: validated. ``variants``: judge only
-        the configurations of these variants and their speedups (a claim's variant and its baseline); every one
-        when empty."""
+        and, when none of them has at least ``hosts`` hosts, that too. Empty: validated. ``variants`` and
+        ``model``: judge only the configurations of these variants of this model and their speedups (a claim's
+        variant and its baseline, of the claim's network: the model's error depends on the network's layers);
+        every one when empty."""
+        def judged(m: str, v: str) -> bool:
+            return (not variants or v in variants) and (not model or m == model)
+
         out = []
         relevant = []
         for c in self.within():
-            times = [e for e, v in zip(c["iteration_time_errors"], c["variants"]) if not variants or v in variants]
-            speedups = [e for e, v in zip(c["speedup_errors"], c["speedup_variants"]) if not variants or v in variants]
+            times = [e for e, m, v in zip(c["iteration_time_errors"], c["models"], c["variants"]) if judged(m, v)]
+            speedups = [e for e, m, v in zip(c["speedup_errors"], c["speedup_models"], c["speedup_variants"])
+                        if judged(m, v)]
             if not times and not speedups:
                 continue
             relevant.append(c)
@@ -135,7 +140,7 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
     known: the speedup is predicted with none and with a one-core testbed host's, and widened by the model's
     validated error; the verdict holds only where that whole range says the same (wholly below or above the
     claim's band: not replicated; wholly inside: replicated; else inconclusive)."""
-    missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus))
+    missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model)
     if missed:
         return f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)"
     if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
