@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_validation import (Observed, Rows, StackCosts, compared, measured_s, model_input, stored_again,
-                              stored_emulated)
+from model_validation import emulated_in, stored_again
 
 from reprokit.study.iteration_model import BYTES_PER_ELEMENT, ModelInput, messages
+from reprokit.study.model_check import ObservedRun, Rows, compared, measured_s, model_input
 
 Stream = tuple[int, int, str]  # (from host, to host, "push" or "answer")
 Done = Callable[[float], None]
@@ -187,11 +187,10 @@ def iteration_s(spec: ModelInput) -> float:
     return max(ends[-1] - ends[-2] for ends in backward_end)
 
 
-def second_rule(observed: Observed) -> Rows:
+def second_rule(observed: list[ObservedRun]) -> Rows:
     rows: Rows = {}
-    for key, result, profile_file, link_rate, dilation in observed:
-        rows.setdefault(key, []).append((measured_s(result), iteration_s(model_input(result, key[2], profile_file,
-                                                                           link_rate, dilation))))
+    for run in observed:
+        rows.setdefault(run.config, []).append((measured_s(run.result), iteration_s(model_input(run))))
     return rows
 
 
@@ -201,26 +200,24 @@ def main() -> int:
     source.add_argument("--emulated", metavar="STORE", nargs="+", help="the emulated runs of these study stores")
     source.add_argument("--again", metavar="WORK", help="the runs benchmarks/model_validation.py left in WORK")
     args = parser.parse_args()
-    observed = ([run for store in args.emulated for run in stored_emulated(Path(store))] if args.emulated
-                else stored_again(Path(args.again)))
-    model, second = compared(observed, StackCosts()), second_rule(observed)
+    observed = emulated_in(args.emulated) if args.emulated else stored_again(Path(args.again))
+    model, second = compared(observed), second_rule(observed)
     mean = statistics.mean
     print("no stack costs; error = predicted/measured - 1; n runs per configuration")
     print("model   bandwidth  variant          n  measured   model  error   second rule  error")
-    for key, pairs in model.items():
-        meas, pred, alt = mean(p[0] for p in pairs), mean(p[1] for p in pairs), mean(p[1] for p in second[key])
-        print(f"{key[0]:7s} {key[1]:9s}  {key[2]:15s} {len(pairs):2d} {meas:9.3f} {pred:7.3f} {pred / meas - 1:+6.1%}"
-              f" {alt:12.3f} {alt / meas - 1:+6.1%}")
+    for c, pairs in sorted(model.items()):
+        meas, pred, alt = mean(p[0] for p in pairs), mean(p[1] for p in pairs), mean(p[1] for p in second[c])
+        print(f"{c.model:7s} {c.bandwidth:9s}  {c.variant:15s} {len(pairs):2d} {meas:9.3f} {pred:7.3f} "
+              f"{pred / meas - 1:+6.1%} {alt:12.3f} {alt / meas - 1:+6.1%}")
     print("\nspeedup over the baseline: measured, model, second rule")
-    for (name, rate, variant), pairs in model.items():
-        base = (name, rate, "baseline")
-        if variant == "baseline" or base not in model:
+    for c, pairs in sorted(model.items()):
+        if c.variant == "baseline" or c.baseline not in model:
             continue
-        measured = mean(p[0] for p in model[base]) / mean(p[0] for p in pairs)
-        by_model = mean(p[1] for p in model[base]) / mean(p[1] for p in pairs)
-        by_second = mean(p[1] for p in second[base]) / mean(p[1] for p in second[(name, rate, variant)])
-        print(f"  {name:7s} {rate:9s} {variant:15s} {measured:.3f}x  {by_model:.3f}x ({by_model / measured - 1:+.1%})"
-              f"  {by_second:.3f}x ({by_second / measured - 1:+.1%})")
+        measured = mean(p[0] for p in model[c.baseline]) / mean(p[0] for p in pairs)
+        by_model = mean(p[1] for p in model[c.baseline]) / mean(p[1] for p in pairs)
+        by_second = mean(p[1] for p in second[c.baseline]) / mean(p[1] for p in second[c])
+        print(f"  {c.model:7s} {c.bandwidth:9s} {c.variant:15s} {measured:.3f}x  {by_model:.3f}x "
+              f"({by_model / measured - 1:+.1%})  {by_second:.3f}x ({by_second / measured - 1:+.1%})")
     return 0
 
 

@@ -47,36 +47,29 @@ import json
 import math
 import os
 import shlex
-import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from scipy.optimize import least_squares
 
 from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
-from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
+from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import RESULT_FILE, Result
-from reprokit.study.store import Store
-from reprokit.study.iteration_model import VARIANT_POLICY as POLICY, Layer, ModelInput, simulate
-from reprokit.study.rates import shaped_bps
+from reprokit.study.iteration_model import simulate
+from reprokit.study.model_check import (UNSHAPED, Configuration, Errors, ObservedRun, Rows, StackCosts, compared,
+                                        interval_spreads, measured_s, model_input, recorded_errors, stored_emulated)
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
 BATCHES = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2"]
 RUN = [*BATCHES, "--env.TIMELINE=1"]
-UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
 # Communication alone: every layer waits the V100 profile's time divided by 1000 (microseconds).
 NO_COMPUTE = [*BATCHES, "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=v100", "--env.DILATION=0.001"]
 VALIDATED = ("baseline", "p3")  # the variants the testbed runs
-STUDY = "sysml19-p3"
-
-
-Key = tuple[str, str, str]  # model, bandwidth, variant
-Rows = dict[Key, list[tuple[float, float]]]  # per configuration: (measured, predicted) s per iteration, per run
 
 
 def one_run(env: dict, model: str, variant: str, run_dir: Path, settings: Sequence[str] = tuple(RUN)) -> Result:
@@ -89,75 +82,25 @@ def one_run(env: dict, model: str, variant: str, run_dir: Path, settings: Sequen
     return Result.load(run_dir)
 
 
-@dataclass(frozen=True)
-class StackCosts:
-    """The hosts' own cost per payload byte and per message (ModelInput.stack_s_*), as --stack measured it."""
-    per_byte: float = 0.0
-    per_message: float = 0.0
-
-
-def model_input(result: Result, variant: str, profile_file: Path, link_rate: str, dilation: float = 1.0,
-                costs: StackCosts = StackCosts()) -> ModelInput:
-    """What the model is given for a run: each layer's time from ``profile_file`` times ``dilation``, the links at
-    ``link_rate`` (the rate they were shaped to; off: none), the run's workers, servers and slice, and the policy of
-    ``variant``, the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with
-    P3_PRIORITY=0)."""
-    profile = ComputeProfile.from_dict(json.loads(profile_file.read_text()), profile_file.name)
-    layers = tuple(Layer(x.name, x.forward_s * dilation, x.backward_s * dilation, x.arrays) for x in profile.layers)
-    assert result.num_workers is not None and result.num_servers is not None and result.variant is not None
-    return ModelInput(layers, result.num_workers, result.num_servers,
-                      math.inf if link_rate == UNSHAPED else shaped_bps(link_rate), POLICY[variant],
-                      slice_elements=result.p3_slice_size or 50_000, stack_s_per_byte=costs.per_byte,
-                      stack_s_per_message=costs.per_message)
-
-
-def predicted_s(result: Result, variant: str, profile_file: Path, link_rate: str, dilation: float = 1.0,
-                costs: StackCosts = StackCosts()) -> float:
-    return simulate(model_input(result, variant, profile_file, link_rate, dilation, costs)).iteration_s
-
-
-def measured_s(result: Result) -> float:
-    assert result.batch_size is not None and result.throughput_per_worker
-    return result.batch_size / statistics.mean(result.throughput_per_worker)
-
-
-def compared(observed: Iterable[tuple[Key, Result, Path, str, float]], costs: StackCosts) -> Rows:
-    """Each run's measured and predicted iteration time, by configuration. ``observed``: per run its configuration,
-    result, the profile it computed or waited, the rate its links were shaped to, and its dilation k."""
-    rows: Rows = {}
-    for key, result, profile_file, link_rate, dilation in observed:
-        rows.setdefault(key, []).append((measured_s(result),
-                                         predicted_s(result, key[2], profile_file, link_rate, dilation, costs)))
-    return rows
-
-
-Observed = list[tuple[Key, Result, Path, str, float]]  # per run: see compared()
-
-
-def stored_again(work: Path) -> Observed:
+def stored_again(work: Path) -> list[ObservedRun]:
     """The runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP)."""
     folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
                if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]  # older runs measured no profile
-    observed = [((model, rate, variant), Result.load(d), d / MEASURED_FILE, rate, 1.0)
+    observed = [ObservedRun(Configuration(model, rate, variant), Result.load(d), d / MEASURED_FILE, rate)
                 for d, (model, rate, variant, _) in folders]
     if not observed:
         raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
     return observed
 
 
-def stored_emulated(root: Path) -> Observed:
-    """Every emulated run stored in the study store ``root`` whose variant the model has a policy for."""
-    runs = [(r, r.run_result) for r in Store(root, STUDY).all_records()
-            if r.ok and r.emulated and r.run_folder and r.config.variant in POLICY]  # the model has no optimizer
-    observed = [((r.config.model, r.config.bandwidth, r.config.variant), result,
-                 root / str(r.run_folder) / PROFILE_FILE, r.provenance["links_shaped_to"], result.dilation or 1.0)
-                for r, result in runs if result is not None]
+def emulated_in(stores: list[str]) -> list[ObservedRun]:
+    observed = [run for store in stores for run in stored_emulated(Path(store))]
     if not observed:
-        raise SystemExit(f"benchmark: no emulated runs are stored in {root}")
+        raise SystemExit(f"benchmark: no emulated runs are stored in {', '.join(stores)}")
     return observed
 
 
-def predict_again(observed: Observed, heading: str, costs: StackCosts, record: str | None) -> int:
+def predict_again(observed: list[ObservedRun], heading: str, costs: StackCosts, record: str | None) -> int:
     """Predict ``observed`` with the model as it is now, print the errors, and with ``record`` write them (with
     and without the stack costs) as that check of the validation record (runs nothing)."""
     rows = compared(observed, costs)
@@ -166,25 +109,12 @@ def predict_again(observed: Observed, heading: str, costs: StackCosts, record: s
     spreads = interval_spreads(observed, rows)
     print("\nper configuration: the runs' speedometer intervals (steady state, every worker): the fastest, and the "
           "mean coefficient of variation of each worker's intervals; the model predicts an undisturbed iteration")
-    for (model, rate, variant), (fastest, error, cv) in spreads.items():
-        print(f"{model:7s} {rate:9s}  {variant:16s} fastest {fastest:8.3f} s (predicted {error:+6.1%})  cv {cv:5.1%}")
+    for c, (fastest, error, cv) in sorted(spreads.items()):
+        print(f"{c.model:7s} {c.bandwidth:9s}  {c.variant:16s} fastest {fastest:8.3f} s (predicted {error:+6.1%})  "
+              f"cv {cv:5.1%}")
     if record:
-        write_check(record, observed, rows, compared(observed, StackCosts()), spreads)
+        write_check(record, observed, costs)
     return 0
-
-
-def interval_spreads(observed: Observed, rows: Rows) -> dict[Key, tuple[float, float, float]]:
-    """Per configuration: its fastest interval (s per iteration, over every run and worker), the mean prediction's
-    error against it, and the mean over runs and workers of the intervals' coefficient of variation."""
-    fastest: dict[Key, float] = {}
-    cvs: dict[Key, list[float]] = {}
-    for key, result, *_ in observed:
-        assert result.batch_size and result.throughput_max and result.throughput_per_worker
-        fastest[key] = min(fastest.get(key, math.inf), result.batch_size / result.throughput_max)
-        cvs.setdefault(key, []).extend(std / mean for std, mean in zip(result.throughput_std_per_worker or [],
-                                                                       result.throughput_per_worker))
-    return {key: (fastest[key], statistics.mean(p[1] for p in pairs) / fastest[key] - 1,
-                  statistics.mean(cvs[key]) if cvs[key] else math.nan) for key, pairs in rows.items()}
 
 
 VALIDATION_RECORD = Path(__file__).resolve().parents[1] / "src" / "reprokit" / "study" / "model_validation.json"
@@ -203,14 +133,10 @@ def placeholders(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def write_check(against: str, observed: Observed, rows: Rows, without_costs: Rows,
-                spreads: dict[Key, tuple[float, float, float]]) -> None:
-    """Write the errors of ``rows`` (and of ``without_costs``) into the check ``against`` of the validation record,
-    keeping what it says of the runs (command, measured_on, settings); predicted_by is this command."""
-    dilation = {key: k for key, *_, k in observed}
-    names = {key: " ".join(key) + (f" (k={dilation[key]:g})" if dilation[key] != 1 else "") for key in rows}
-    ordered = dict(sorted(rows.items()))
-    errors, bare = Errors.of(ordered), Errors.of({key: without_costs[key] for key in ordered})
+def write_check(against: str, observed: list[ObservedRun], costs: StackCosts) -> None:
+    """Write the errors of ``observed`` predicted with ``costs`` (and without) into the check ``against`` of the
+    validation record, keeping what it says of the runs (command, measured_on, settings); predicted_by is this
+    command."""
     data = json.loads(VALIDATION_RECORD.read_text())
     check = next((c for c in data["checks"] if c["against"] == against), None)
     if check is None:
@@ -219,49 +145,9 @@ def write_check(against: str, observed: Observed, rows: Rows, without_costs: Row
                          f"against, measured_on and settings there first")
     check.update({"predicted_by": " ".join(map(shlex.quote, [".venv/bin/python", "benchmarks/model_validation.py",
                                                                *placeholders(sys.argv[1:])])),
-                  "configurations": [names[key] for key, *_ in errors.times],
-                  "models": [model for (model, _, _), *_ in errors.times],
-                  "variants": [variant for (_, _, variant), *_ in errors.times],
-                  "speedup_models": [model for (model, _, _), *_ in errors.speedups],
-                  "speedup_variants": [variant for (_, _, variant), *_ in errors.speedups],
-                  "n": [n for _, n, *_ in errors.times],
-                  "iteration_time_errors": errors.time_errors(), "speedup_errors": errors.speedup_errors(),
-                  "without_stack_costs": {"iteration_time_errors": bare.time_errors(),
-                                          "speedup_errors": bare.speedup_errors()},
-                  "intervals": {"what": "not part of the check: the error against each configuration's fastest "
-                                        "interval, and its intervals' mean coefficient of variation",
-                                "errors_against_fastest": [round(spreads[key][1], 4) for key in ordered],
-                                "cv": [round(spreads[key][2], 4) for key in ordered]}})
+                  **recorded_errors(observed, costs)})
     VALIDATION_RECORD.write_text(json.dumps(data, indent=1) + "\n")
     print(f"\nrecorded as the check {against!r} of {VALIDATION_RECORD}")
-
-
-@dataclass(frozen=True)
-class Errors:
-    """Per configuration the mean measured and predicted iteration time and n, and per variant other than the
-    baseline its speedup over the baseline measured and predicted; each error is predicted/measured - 1."""
-    times: list[tuple[Key, int, float, float]]  # configuration, n, measured s, predicted s
-    speedups: list[tuple[Key, float, float]]  # configuration, measured x, predicted x
-
-    @staticmethod
-    def of(rows: Rows) -> Errors:
-        times = [(key, len(pairs), *(statistics.mean(p[i] for p in pairs) for i in (0, 1)))
-                 for key, pairs in rows.items()]
-        speedups = []
-        for (model, rate, variant), pairs in rows.items():
-            base = rows.get((model, rate, "baseline"))
-            if variant == "baseline" or base is None:
-                continue
-            speedups.append(((model, rate, variant),
-                             *(statistics.mean(p[i] for p in base) / statistics.mean(p[i] for p in pairs)
-                               for i in (0, 1))))
-        return Errors(times, speedups)
-
-    def time_errors(self) -> list[float]:
-        return [round(pred / meas - 1, 4) for _, _, meas, pred in self.times]
-
-    def speedup_errors(self) -> list[float]:
-        return [round(pred / meas - 1, 4) for _, meas, pred in self.speedups]
 
 
 def report(rows: Rows) -> None:
@@ -270,11 +156,11 @@ def report(rows: Rows) -> None:
     errors = Errors.of(rows)
     print("\nper configuration: mean over n runs (s/iteration), error = predicted/measured - 1")
     print("model   bandwidth  variant           n  measured  predicted   error")
-    for (model, rate, variant), n, meas, pred in errors.times:
-        print(f"{model:7s} {rate:9s}  {variant:16s} {n:2d} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
+    for c, n, meas, pred in errors.times:
+        print(f"{c.model:7s} {c.bandwidth:9s}  {c.variant:16s} {n:2d} {meas:9.3f} {pred:10.3f} {pred / meas - 1:+7.1%}")
     print("\nspeedup over the baseline (baseline s / variant s): measured against predicted (bar: 15%)")
-    for (model, rate, variant), meas, pred in errors.speedups:
-        print(f"  {model:7s} {rate:9s} {variant:16s} measured {meas:.3f}x  predicted {pred:.3f}x  "
+    for c, meas, pred in errors.speedups:
+        print(f"  {c.model:7s} {c.bandwidth:9s} {c.variant:16s} measured {meas:.3f}x  predicted {pred:.3f}x  "
               f"error {pred / meas - 1:+.1%}")
 
 
@@ -290,11 +176,10 @@ def read_costs(path: str | None) -> StackCosts:
     return StackCosts(float(data["stack_s_per_byte"]), float(data["stack_s_per_message"]))
 
 
-def fitted_costs(runs: list[tuple[str, Result, Path]]) -> StackCosts:
+def fitted_costs(runs: list[ObservedRun]) -> StackCosts:
     """The per-byte and per-message costs with which the model best predicts ``runs`` (no compute, no shaping):
     least squares over the runs' log errors, both costs >= 0."""
-    inputs = [(model_input(result, variant, profile, UNSHAPED, result.dilation or 1.0), measured_s(result))
-              for variant, result, profile in runs]
+    inputs = [(model_input(run), measured_s(run.result)) for run in runs]
 
     def log_errors(x: Sequence[float]) -> list[float]:
         costs = {"stack_s_per_byte": x[0] * 1e-9, "stack_s_per_message": x[1] * 1e-6}  # scaled near 1
@@ -310,12 +195,13 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int, testbed: s
     WORK/stack.json (``--costs`` reads it)."""
     ck_cli("testbed", f"cluster:{NAME}", "--shape=off", env=env, check=True)
     configs = [(m, v) for m in models for v in VALIDATED]
-    runs: list[tuple[str, Result, Path]] = []  # variant, result, profile
+    runs: list[ObservedRun] = []
     for rep in range(repetitions):
         for model, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
             run_dir = work / f"{model}-{UNSHAPED}-{variant}-{rep}"
             result = one_run(env, model, variant, run_dir, NO_COMPUTE)
-            runs.append((variant, result, run_dir / PROFILE_FILE))
+            runs.append(ObservedRun(Configuration(model, UNSHAPED, variant, result.dilation or 1.0), result,
+                                    run_dir / PROFILE_FILE, UNSHAPED))
             print(f"rep {rep + 1} {model} {variant}: {measured_s(result):.3f} s/iteration", flush=True)
     costs = fitted_costs(runs)
     (work / "stack.json").write_text(json.dumps(
@@ -324,7 +210,7 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int, testbed: s
                      f"{NAME}: {testbed}",
          "load_average_at_end": os.getloadavg()}, indent=1) + "\n")
     print(f"\nfitted{stack_clause(costs)} (written to {work / 'stack.json'})")
-    report(compared([((r.model or "", UNSHAPED, v), r, p, UNSHAPED, r.dilation or 1.0) for v, r, p in runs], costs))
+    report(compared(runs, costs))
     return 0
 
 
@@ -347,7 +233,7 @@ def main() -> int:
     args = parser.parse_args()
     costs = read_costs(args.costs)
     if args.emulated:
-        return predict_again([run for store in args.emulated for run in stored_emulated(Path(store))],
+        return predict_again(emulated_in(args.emulated),
                              f"emulated runs of {', '.join(args.emulated)}; bandwidth: the paper's (links shaped to "
                              f"it divided by k)", costs, args.record)
     if args.again:
@@ -379,9 +265,10 @@ def main() -> int:
             for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
                 ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
                 run_dir = work / f"{model}-{rate}-{variant}-{rep}"
-                result = one_run(env, model, variant, run_dir)
-                pair = (measured_s(result), predicted_s(result, variant, run_dir / MEASURED_FILE, rate, costs=costs))
-                rows.setdefault((model, rate, variant), []).append(pair)
+                run = ObservedRun(Configuration(model, rate, variant), one_run(env, model, variant, run_dir),
+                                  run_dir / MEASURED_FILE, rate)
+                pair = (measured_s(run.result), simulate(model_input(run, costs)).iteration_s)
+                rows.setdefault(run.config, []).append(pair)
                 print(f"rep {rep + 1} {model} {rate} {variant}: measured {pair[0]:.3f} s/iteration, predicted "
                       f"{pair[1]:.3f} s ({pair[1] / pair[0] - 1:+.1%})", flush=True)
     finally:

@@ -156,16 +156,23 @@ def test_a_claim_with_only_emulated_runs_reads_not_measured_beside_them_and_a_me
     assert measured_column(both)["resnet-4gbit"] == both.overall["resnet-4gbit"] != "not measured"
 
 
+def check(against, names, iteration_errors, speedup_errors, hosts=4, links="fair", compute="emulated",
+          cores="shared"):
+    """A check of the validation record: ``names`` "MODEL BANDWIDTH VARIANT" per configuration, in the order of
+    ``iteration_errors``; a speedup per configuration other than a baseline, in the order of ``speedup_errors``."""
+    rows = [dict(zip(("model", "bandwidth", "variant"), name.split())) for name in names]
+    others = [r for r in rows if r["variant"] != "baseline"]
+    return {"against": against, "hosts": hosts, "links": links, "compute": compute, "cores": cores,
+            "configurations": [{**r, "iteration_time_error": e} for r, e in zip(rows, iteration_errors)],
+            "speedups": [{**r, "error": e} for r, e in zip(others, speedup_errors)]}
+
+
 def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=2.6e-9, per_message=42e-6,
                hosts=4, links="fair", compute="emulated", cores="shared", more=()):
-    from reprokit.study.labelled import ModelValidation
+    from reprokit.study.model_check import ModelValidation
 
-    return ModelValidation(0.10, 0.15, ({"against": "real runs", "iteration_time_errors": list(iteration_errors),
-                                         "speedup_errors": list(speedup_errors), "hosts": hosts, "links": links,
-                                         "compute": compute, "cores": cores,
-                                         "configurations": ["vgg 15gbit baseline", "vgg 15gbit p3"],
-                                         "models": ["vgg", "vgg"], "variants": ["baseline", "p3"],
-                                         "speedup_models": ["vgg"], "speedup_variants": ["p3"]},
+    return ModelValidation(0.10, 0.15, (check("real runs", ["vgg 15gbit baseline", "vgg 15gbit p3"],
+                                              iteration_errors, speedup_errors, hosts, links, compute, cores),
                                         *more), per_byte, per_message)
 
 
@@ -173,11 +180,8 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
     from reprokit.study.labelled import predicted_verdict
 
     vgg = claim("vgg-15gbit")
-    uneven = {"against": "emulated, 4 hosts, one queue each", "iteration_time_errors": [-0.18, -0.05],
-              "speedup_errors": [-0.14], "hosts": 4, "links": "fifo", "compute": "emulated", "cores": "shared",
-              "configurations": ["vgg 15gbit baseline (k=40)", "vgg 15gbit p3 (k=40)"],
-              "models": ["vgg", "vgg"], "variants": ["baseline", "p3"], "speedup_models": ["vgg"],
-              "speedup_variants": ["p3"]}
+    uneven = check("emulated, 4 hosts, one queue each", ["vgg 15gbit baseline", "vgg 15gbit p3"], [-0.18, -0.05],
+                   [-0.14], links="fifo")
     holds = validation(more=(uneven,))
     assert uneven not in holds.within() and holds.missed(4) == []
     assert "(predicted)" in predicted_verdict(vgg, study().tolerance, holds)
@@ -215,18 +219,14 @@ def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_wh
 def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_claims_about_it():
     from reprokit.study.labelled import predicted_verdict
 
-    sliced = {"against": "slicing alone, fair links", "hosts": 4, "links": "fair", "compute": "emulated",
-              "cores": "shared",
-              "configurations": ["vgg 30gbit baseline (k=80)", "vgg 30gbit p3-slicing-only (k=80)"],
-              "models": ["vgg", "vgg"], "variants": ["baseline", "p3-slicing-only"], "speedup_models": ["vgg"],
-              "speedup_variants": ["p3-slicing-only"],
-              "iteration_time_errors": [-0.039, -0.228], "speedup_errors": [0.244]}
+    names = ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"]
+    sliced = check("slicing alone, fair links", names, [-0.039, -0.228], [0.244])
     checks = validation(more=(sliced,))
     assert predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance, checks) == (
         "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 1 "
         "of 2, speedup within 15% in 0 of 1; docs/study.md)")
     assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)  # its baseline holds
-    baseline_missed = {**sliced, "iteration_time_errors": [-0.16, -0.05], "speedup_errors": [0.05]}
+    baseline_missed = check("slicing alone, fair links", names, [-0.16, -0.05], [0.05])
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(more=(baseline_missed,))).startswith(
         "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 0 "
         "of 1, speedup within 15% in 0 of 0")
@@ -235,19 +235,15 @@ def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_cla
 def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_about_that_network():
     from reprokit.study.labelled import predicted_verdict
 
-    resnet_missed = {"against": "the authors' builds, fair links", "hosts": 4, "links": "fair", "compute": "emulated",
-                     "cores": "shared", "configurations": ["resnet 4gbit baseline (k=20)", "resnet 4gbit p3 (k=20)",
-                                                           "vgg 15gbit baseline (k=40)", "vgg 15gbit p3 (k=40)"],
-                     "models": ["resnet", "resnet", "vgg", "vgg"], "variants": ["baseline", "p3", "baseline", "p3"],
-                     "speedup_models": ["resnet", "vgg"], "speedup_variants": ["p3", "p3"],
-                     "iteration_time_errors": [-0.156, -0.078, -0.018, 0.017], "speedup_errors": [-0.085, -0.035]}
+    names = ["resnet 4gbit baseline", "resnet 4gbit p3", "vgg 15gbit baseline", "vgg 15gbit p3"]
+    resnet_missed = check("the authors' builds, fair links", names, [-0.156, -0.078, -0.018, 0.017], [-0.085, -0.035])
     checks = validation(more=(resnet_missed,))
     assert predicted_verdict(claim("resnet-4gbit"), study().tolerance, checks) == (
         "not given: the iteration model is not validated (the authors' builds, fair links: iteration time within 10% "
         "in 1 of 2, speedup within 15% in 1 of 1; docs/study.md)")
     assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)
     # The same miss on VGG-19's baseline withholds VGG-19's claims instead.
-    vgg_missed = {**resnet_missed, "iteration_time_errors": [-0.018, 0.017, -0.156, -0.078]}
+    vgg_missed = check("the authors' builds, fair links", names, [-0.018, 0.017, -0.156, -0.078], [-0.085, -0.035])
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(more=(vgg_missed,))).startswith(
         "not given: the iteration model is not validated (the authors' builds, fair links")
     assert "(predicted)" in predicted_verdict(claim("resnet-4gbit"), study().tolerance, validation(more=(vgg_missed,)))

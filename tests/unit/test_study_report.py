@@ -405,8 +405,8 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
 
 
 def test_claims_at_a_bandwidth_show_emulated_and_predicted_labelled_and_say_why_none_is_given(report):
-    from reprokit.study.labelled import (ModelValidation, emulation_status, labelled_verdicts, predicted_verdict,
-                                         self_check)
+    from reprokit.study.labelled import emulation_status, labelled_verdicts, predicted_verdict, self_check
+    from reprokit.study.model_check import ModelValidation
 
     _, paths = report
     md, data = paths["markdown"].read_text(), json.loads(paths["json"].read_text())

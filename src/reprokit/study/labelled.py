@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -24,6 +24,7 @@ from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.iteration_model import VARIANT_POLICY, Layer, ModelInput, Policy, simulate
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
+from reprokit.study.model_check import ModelValidation
 from reprokit.study.rates import shaped_bps
 from reprokit.study.speedup import ENGINE_NAMES
 from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, measured_at_all
@@ -65,58 +66,6 @@ def emulation_status(check: Mapping) -> str:
                       for m in missed)
     return (f"not given: the emulation's self-check is outside {tolerance:.0%} (real/emulated throughput {shown}; "
             f"docs/emulation.md)")
-
-
-@dataclass(frozen=True)
-class ModelValidation:
-    """``study/model_validation.json``: the iteration model against runs (benchmarks/model_validation.py), and the
-    stack costs of a testbed host with one core of its own, the most a predicted verdict allows the paper's hosts."""
-    iteration_bar: float  # |predicted/measured - 1| of the iteration time
-    speedup_bar: float  # the same of P3's speedup over the baseline
-    checks: tuple[Mapping, ...]  # each: "against", "iteration_time_errors", "speedup_errors", ...
-    stack_s_per_byte: float
-    stack_s_per_message: float
-
-    @classmethod
-    def stored(cls) -> ModelValidation:
-        data = json.loads(resources.files("reprokit.study").joinpath("model_validation.json").read_text())
-        return cls(float(data["bars"]["iteration_time"]), float(data["bars"]["speedup"]), tuple(data["checks"]),
-                   float(data["stack_costs"]["per_byte_s"]), float(data["stack_costs"]["per_message_s"]))
-
-    def within(self) -> list[Mapping]:
-        """The checks inside the model's two assumptions (docs/study.md). Each host's egress is shared evenly among
-        the hosts it sends to: links shared fairly (ck testbed --link_sharing=fair), or 2 hosts (one destination
-        each, so one queue is as even); on one queue per host with more destinations TCP's flows share it unevenly.
-        A host's compute is not slowed by other hosts' work: emulated compute (waits), or hosts with cores of their
-        own; real compute on hosts that share cores takes turns with the other hosts' network stacks."""
-        return [c for c in self.checks
-                if (c["links"] == "fair" or int(c["hosts"]) <= 2) and (c["compute"] == "emulated" or c["cores"] == "own")]
-
-    def missed(self, hosts: int = 0, variants: Collection[str] = (), model: str = "") -> list[str]:
-        """Each check inside the model's assumption whose errors are not all within the bars, said in a few words;
-        and, when none of them has at least ``hosts`` hosts, that too. Empty: validated. ``variants`` and
-        ``model``: judge only the configurations of these variants of this model and their speedups (a claim's
-        variant and its baseline, of the claim's network: the model's error depends on the network's layers);
-        every one when empty."""
-        def judged(m: str, v: str) -> bool:
-            return (not variants or v in variants) and (not model or m == model)
-
-        out = []
-        relevant = []
-        for c in self.within():
-            times = [e for e, m, v in zip(c["iteration_time_errors"], c["models"], c["variants"]) if judged(m, v)]
-            speedups = [e for e, m, v in zip(c["speedup_errors"], c["speedup_models"], c["speedup_variants"])
-                        if judged(m, v)]
-            if not times and not speedups:
-                continue
-            relevant.append(c)
-            inside = (sum(abs(e) <= self.iteration_bar for e in times), sum(abs(e) <= self.speedup_bar for e in speedups))
-            if inside != (len(times), len(speedups)):
-                out.append(f"{c['against']}: iteration time within {self.iteration_bar:.0%} in {inside[0]} of "
-                           f"{len(times)}, speedup within {self.speedup_bar:.0%} in {inside[1]} of {len(speedups)}")
-        if hosts and not any(int(c["hosts"]) >= hosts for c in relevant):
-            out.append(f"no check inside the model's assumptions has {hosts} hosts")
-        return out
 
 
 @cache  # a report asks for every claim at a bandwidth; each prediction simulates two policies
