@@ -1,7 +1,7 @@
 """The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=v100` on a fresh testbed
 (needs root and sshd).
 
-    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--link_sharing fifo|fair]
+    .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--link_sharing fifo|fair] [--tcp cubic]
                                                   [--dilation 20] [--repetitions 3] [--models vgg]
                                                   [--batches 8] [--bandwidths 30gbit --variants baseline,...]
                                                   [--engines embedded,artifact --work DIR] [--env KEY=VALUE ...]
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, ck as ck_cli, isolated_ck, testbed_up
+from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.study.store import Store
 
@@ -36,6 +36,7 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
+    parser.add_argument("--tcp", help=TCP_HELP)
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
@@ -62,7 +63,7 @@ def main() -> int:
     narrow += [f"--env.{setting}" for setting in args.env]
     if args.batches:
         narrow += [f"--env.NUM_BATCHES={args.batches}", f"--env.DISP_BATCHES={max(1, args.batches // 4)}"]
-    testbed_up(NAME, args.hosts, args.cpus_per_host, env, args.link_sharing)
+    testbed_up(NAME, args.hosts, args.cpus_per_host, env, args.link_sharing, args.tcp)
     try:
         hosts_json = Path(env["CK_TOOLS"]) / f"testbed-{NAME}" / "hosts.json"
         ck_cli("rm", f"machine:{NAME}", "--force", env=env)  # a reused --work keeps the last run's entry
@@ -94,7 +95,7 @@ def main() -> int:
         print(f"  {row['claim']} at {row['bandwidth']}:\n    measured: {row['measured']}\n"
               f"    emulated: {row['emulated']}\n    predicted: {row['predicted']}")
     print(f"\nwall time {wall_s / 60:.1f} min, {args.hosts} hosts, k={args.dilation}, n={args.repetitions}, "
-          f"links shared {args.link_sharing}")
+          f"links shared {args.link_sharing}, TCP {args.tcp or 'the machine default'}")
     return 0
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/model_validation.py [--repetitions 3] [--models resnet,vgg]
                                                     [--bandwidths 300mbit,1gbit] [--hosts 3] [--cpus_per_host C]
-                                                    [--link_sharing fifo|fair]
+                                                    [--link_sharing fifo|fair] [--tcp cubic]
 
 --hosts: the testbed's hosts, a worker and a server on each (3 by default). --cpus_per_host C pins each host to C
 CPUs of its own (`ck testbed --cpus_per_host`), so hosts do not compete for cores as they do by default; e.g.
@@ -55,7 +55,7 @@ from pathlib import Path
 
 from scipy.optimize import least_squares
 
-from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, ck as ck_cli, isolated_ck, testbed_up
+from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import RESULT_FILE, Result
@@ -230,6 +230,7 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=3, help="testbed hosts (a worker and a server on each)")
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
+    parser.add_argument("--tcp", help=TCP_HELP)
     args = parser.parse_args()
     costs = read_costs(args.costs)
     if args.emulated:
@@ -247,11 +248,11 @@ def main() -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     work, env = isolated_ck("model-validation-")
     print(f"runs kept in {work} (--again {work} predicts them again)", flush=True)
-    testbed_up(NAME, args.hosts, args.cpus_per_host, env, args.link_sharing)
+    testbed_up(NAME, args.hosts, args.cpus_per_host, env, args.link_sharing, args.tcp)
     state = Path(env["CK_TOOLS"]) / f"testbed-{NAME}"
     testbed = (f"{args.hosts} hosts" + (f" pinned to {args.cpus_per_host} CPU(s) each" if args.cpus_per_host else
                                         f" sharing {os.cpu_count()} CPUs")
-               + f", links shared {args.link_sharing}, {args.hosts} workers, {args.hosts} co-located servers, "
+               + f", links shared {args.link_sharing}, TCP {args.tcp or 'the machine default'}, {args.hosts} workers, {args.hosts} co-located servers, "
                  f"smoke profile")
     print(f"testbed {NAME}: {testbed}", flush=True)
     rows: Rows = {}

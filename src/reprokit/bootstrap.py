@@ -156,19 +156,23 @@ def exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
-def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict, link_sharing: str | None = None) -> None:
+def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict, link_sharing: str | None = None,
+               tcp: str | None = None) -> None:
     """``ck testbed cluster:NAME --hosts=N`` (for benchmarks), each host pinned to ``cpus_per_host`` CPUs of its own
     when given (else the hosts share every CPU), its shaped links shared as ``link_sharing`` says (else as ck
-    testbed's default). From here on
+    testbed's default), its TCP congestion control ``tcp`` (else the machine's). From here on
     SIGTERM runs the caller's ``finally``, which takes the testbed down."""
     exit_cleanly_on_sigterm()
     pinned = [f"--cpus_per_host={cpus_per_host}"] if cpus_per_host else []
     sharing = [f"--link_sharing={link_sharing}"] if link_sharing else []
-    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, *sharing, env=env, check=True)
+    congestion = [f"--tcp={tcp}"] if tcp else []
+    ck("testbed", f"cluster:{name}", f"--hosts={hosts}", *pinned, *sharing, *congestion, env=env, check=True)
 
 
 CPUS_PER_HOST_HELP = ("pin each host to that many CPUs of its own (ck testbed --cpus_per_host); default: the hosts "
                       "share every CPU")
+TCP_HELP = ("every host's TCP congestion control (ck testbed --tcp), e.g. cubic, Linux's default; default: the "
+            "machine's")
 LINK_SHARING_HELP = ("how each host's shaped egress is shared (ck testbed --link_sharing): fifo, one queue (default), "
                      "or fair, an equal share per other host")
 

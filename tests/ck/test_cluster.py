@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -307,6 +308,35 @@ def test_fair_link_sharing_gives_each_destination_an_equal_share_where_one_queue
             "default) or --link_sharing=fair (an equal share per destination)") in bad.stdout + bad.stderr
     assert not any(ns.startswith("rk-fair-") for ns in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                                                        text=True).stdout.split())
+
+
+def test_a_testbed_given_a_tcp_congestion_control_uses_it_on_every_host_and_says_so(ck):
+    """--tcp=reno (always built in and allowed): every host's namespace, and so every session and role started
+    through its sshd, uses it; testbed.json records it for the study's target. Without --tcp the hosts keep the
+    machine's default and nothing is recorded."""
+    default = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    state = make_testbed(ck, "tcp", 2, "--tcp=reno")
+    try:
+        assert json.loads((state / "testbed.json").read_text())["tcp"] == "reno"
+        for index in (1, 2):
+            seen = subprocess.run(["ssh", "-F", str(state / "ssh_config"), f"10.77.0.{index}",
+                                   "cat /proc/sys/net/ipv4/tcp_congestion_control"],
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            assert seen.returncode == 0 and seen.stdout.strip() == "reno", seen.stdout + seen.stderr
+    finally:
+        ck("testbed", "cluster:tcp", "--down", check=True)
+        ck("rm", "machine:tcp", "--force")
+    state = make_testbed(ck, "tcp", 1)
+    try:
+        assert json.loads((state / "testbed.json").read_text())["tcp"] == ""
+        assert subprocess.run(["ip", "netns", "exec", "rk-tcp-h1", "cat", "/proc/sys/net/ipv4/tcp_congestion_control"],
+                              capture_output=True, text=True, check=True).stdout.strip() == default
+    finally:
+        ck("testbed", "cluster:tcp", "--down", check=True)
+        ck("rm", "machine:tcp", "--force")
+    bad = ck("testbed", "cluster:tcp", "--hosts=2", "--tcp=nosuch")
+    assert bad.returncode == 1 and "Traceback" not in bad.stdout + bad.stderr
+    assert "TCP congestion control 'nosuch' is not one this kernel has" in bad.stdout + bad.stderr
 
 
 def test_hosts_pinned_to_cpus_of_their_own_give_their_sessions_only_those(ck):

@@ -106,6 +106,27 @@ def test_runs_on_fairly_shared_links_say_so_in_their_record_and_are_a_setup_of_t
     assert sorted(summary["setup"]) == ["stb2 (links shared fairly) [here]", "stb2 [here]"]  # never pooled
 
 
+def test_runs_on_hosts_with_another_tcp_say_so_in_their_record_and_are_a_setup_of_their_own(tmp_path):
+    cubic = json.loads(json.dumps(STORED_RECORD))
+    cubic["record_id"] = cubic["record_id"].replace("r1", "r2")
+    cubic["config"]["repetition"] = 2
+    cubic["run_folder"] = cubic["run_folder"].replace("r1", "r2")
+    cubic["config"]["target"].update(link_sharing="fair", tcp="cubic",
+                                     label=f"{cubic['config']['target']['name']} (links shared fairly, TCP cubic)")
+    write_once(tmp_path / "records" / f"{STORED_RECORD['record_id']}.json", STORED_RECORD)
+    write_once(tmp_path / "records" / f"{cubic['record_id']}.json", cubic)
+    read = {r.record_id: r for r in Store(tmp_path, "sysml19-p3").local_records()}
+    assert read[cubic["record_id"]].config.target.tcp == "cubic" and read[cubic["record_id"]].to_dict() == cubic
+    assert "tcp" not in read[STORED_RECORD["record_id"]].to_dict()["config"]["target"]  # the machine's, not written
+    summary = analyse(study(), list(read.values()), ALL_MODELS).summary
+    assert sorted(summary["setup"]) == ["stb2 (links shared fairly, TCP cubic) [here]", "stb2 [here]"]  # never pooled
+    bad = json.loads(json.dumps(cubic))
+    bad["config"]["target"]["tcp"] = "../cubic"
+    write_once(tmp_path / "bad" / "records" / f"{bad['record_id']}.json", bad)
+    with pytest.raises(UserError, match="tcp"):
+        Store(tmp_path / "bad", "sysml19-p3").local_records()
+
+
 def test_records_stored_before_engines_read_as_embedded_unless_their_engine_was_the_authors_build(tmp_path):
     old = json.loads(json.dumps(STORED_RECORD))
     del old["config"]["engine"]  # as records were stored before sweeps had engines

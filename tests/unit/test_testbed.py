@@ -85,3 +85,22 @@ def test_a_benchmark_killed_with_sigterm_still_runs_its_finally(tmp_path):
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert time.monotonic() - started < 30
     assert done.exists()
+
+
+def test_a_tcp_congestion_control_the_kernel_lacks_or_namespaces_may_not_use_is_refused_before_anything_is_made(
+        monkeypatch, tmp_path):
+    (tmp_path / "available").write_text("reno bbr cubic\n")
+    (tmp_path / "allowed").write_text("reno bbr\n")
+    monkeypatch.setattr(testbed, "AVAILABLE_TCP", tmp_path / "available")
+    monkeypatch.setattr(testbed, "ALLOWED_TCP", tmp_path / "allowed")
+    monkeypatch.setattr(testbed, "_require_root_and_tools", lambda: pytest.fail("got past the checks"))
+    with pytest.raises(UserError, match="TCP congestion control 'vegas;ls' is not one this kernel has "
+                                        r"\(reno bbr cubic\); give --tcp=NAME"):
+        testbed.create("tb", 2, tmp_path / "state", tcp="vegas;ls")
+    with pytest.raises(UserError) as refused:
+        testbed.create("tb", 2, tmp_path / "state", tcp="cubic")
+    assert str(refused.value) == (
+        "TCP congestion control cubic is not allowed in network namespaces on this machine "
+        "(net.ipv4.tcp_allowed_congestion_control: reno bbr); allow it as root with "
+        "sysctl -w net.ipv4.tcp_allowed_congestion_control='reno bbr cubic', or leave --tcp out")
+    assert not (tmp_path / "state").exists()

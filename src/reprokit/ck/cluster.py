@@ -4,7 +4,7 @@
     ck check cluster [--launcher=srun|oarsh] [--tmp_dir=DIR]   inside a Slurm allocation or an OAR job: its nodes
     ck convert cluster --config_file=cluster.yaml [--to=hosts.json]
     ck testbed cluster:NAME --hosts=N [--rate=100mbit] [--no_sftp=I[,J...]] [--scheduler=slurm]
-                            [--cpus_per_host=C] [--link_sharing=fifo|fair] [--dir=DIR]
+                            [--cpus_per_host=C] [--link_sharing=fifo|fair] [--tcp=cubic] [--dir=DIR]
     ck testbed cluster:NAME --shape=100mbit|off
     ck testbed cluster:NAME --down
 """
@@ -175,13 +175,16 @@ def testbed(i: dict) -> dict:
     cpus_per_host = whole_number(given_cpus, "--cpus_per_host", "--cpus_per_host=C", low=1) if given_cpus else None
     link_sharing = str(i.get("link_sharing", "")).strip() or namespaces.DEFAULT_LINK_SHARING
     namespaces.check_link_sharing(link_sharing)
+    tcp = str(i.get("tcp", "")).strip() or None
     hosts_json = namespaces.create(name, hosts, state_dir, rate=i.get("rate") or None, no_sftp=no_sftp,
-                                   scheduler=scheduler, cpus_per_host=cpus_per_host, link_sharing=link_sharing)
+                                   scheduler=scheduler, cpus_per_host=cpus_per_host, link_sharing=link_sharing,
+                                   tcp=tcp)
     state = namespaces.TestbedState.read(hosts_json.parent)
     cpus = state.cpus if state is not None else []
     pinned = f", pinned to CPUs {' | '.join(','.join(map(str, c)) for c in cpus)}" if cpus else ""
     fair = ", each host's egress shared evenly among the other hosts when shaped" if link_sharing == "fair" else ""
-    print(f"testbed {name}: {hosts} host(s) ready{pinned}{fair}; register it with:\n"
+    congestion = f", TCP {tcp}" if tcp else ""
+    print(f"testbed {name}: {hosts} host(s) ready{pinned}{fair}{congestion}; register it with:\n"
           f"  ck add machine:{name} --type=cluster --config_file={hosts_json} --quiet", flush=True)
     slurm = state.scheduler if state is not None else None
     if slurm is not None:

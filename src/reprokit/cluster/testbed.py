@@ -60,6 +60,11 @@ SCHEDULERS = ("slurm",)  # besides none
 LINK_SHARING = ("fifo", "fair")
 DEFAULT_LINK_SHARING = "fifo"  # existing stores, tests and figures were made on one queue
 SHAPING_BURST = "256kb"
+# Each namespace starts with the machine's default TCP congestion control. Some machines default to bbr, which
+# paces each flow at its own estimate of the bottleneck and can leave a shaped link idle while data waits; loss-based
+# cubic (Linux's default) fills it, as the paper's hosts did. --tcp sets one for every host.
+AVAILABLE_TCP = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+ALLOWED_TCP = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 STATE_FILE = "testbed.json"
 
@@ -217,6 +222,21 @@ def check_link_sharing(sharing: str) -> None:
                         f"(one queue per host, the default) or --link_sharing=fair (an equal share per destination)")
 
 
+def check_tcp(tcp: str) -> None:
+    """``tcp`` must be a congestion control this kernel has, and one a namespace may choose (the allowed list is the
+    machine's, outside the testbed: it is not widened here)."""
+    available = AVAILABLE_TCP.read_text().split() if AVAILABLE_TCP.exists() else []
+    if tcp not in available:
+        raise UserError(f"TCP congestion control {shown(tcp)} is not one this kernel has ({' '.join(available)}); "
+                        f"give --tcp=NAME with one of them, or leave --tcp out for the machine's default")
+    allowed = ALLOWED_TCP.read_text().split() if ALLOWED_TCP.exists() else []
+    if tcp not in allowed:
+        raise UserError(f"TCP congestion control {tcp} is not allowed in network namespaces on this machine "
+                        f"(net.ipv4.tcp_allowed_congestion_control: {' '.join(allowed)}); allow it as root with "
+                        f"sysctl -w net.ipv4.tcp_allowed_congestion_control={shlex.quote(' '.join([*allowed, tcp]))}, "
+                        f"or leave --tcp out")
+
+
 def check_scheduler(scheduler: str | None) -> None:
     if scheduler is not None and scheduler not in SCHEDULERS:
         raise UserError(f"scheduler {shown(scheduler)} is not one the testbed runs; give --scheduler=slurm or "
@@ -225,15 +245,18 @@ def check_scheduler(scheduler: str | None) -> None:
 
 def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
            no_sftp: frozenset[int] = frozenset(), scheduler: str | None = None,
-           cpus_per_host: int | None = None, link_sharing: str = DEFAULT_LINK_SHARING) -> Path:
+           cpus_per_host: int | None = None, link_sharing: str = DEFAULT_LINK_SHARING, tcp: str | None = None) -> Path:
     """Create (or re-create) testbed ``name``; returns the path of its hosts.json.
     ``link_sharing``: how each host's shaped egress is shared (LINK_SHARING), now and whenever it is shaped again.
+    ``tcp``: the TCP congestion control of every host; None: the machine's default.
     ``no_sftp``: numbers (1..N) of the hosts whose sshd has no SFTP subsystem.
     ``cpus_per_host``: pin each host to that many CPUs of its own; None: every host shares every CPU.
     ``scheduler``: "slurm" to run a Slurm cluster over the hosts too (cluster/slurm_testbed.py)."""
     check_name(name)
     check_scheduler(scheduler)
     check_link_sharing(link_sharing)
+    if tcp is not None:
+        check_tcp(tcp)
     if not 1 <= num_hosts <= MAX_HOSTS:
         raise UserError(f"a testbed has 1 to {MAX_HOSTS} hosts, not {num_hosts}")
     beyond = sorted(i for i in no_sftp if not 1 <= i <= num_hosts)
@@ -273,6 +296,8 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             ns, address = host_ns(name, index), host_address(index)
             _run("ip", "netns", "add", ns)
             _run("ip", "-n", ns, "link", "set", "lo", "up")
+            if tcp is not None:  # before sshd starts: every connection to or from this host uses it
+                _run("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={tcp}")
             # Both ends are created inside our namespaces: the root namespace never sees them.
             _run("ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", f"v{index}", "netns", sw)
             _run("ip", "-n", sw, "link", "set", f"v{index}", "master", "br0", "up")
@@ -309,7 +334,7 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
             slurm = slurm_testbed.start(name, num_hosts, state, sw, [host_ns(name, i) for i in range(1, num_hosts + 1)],
                                         SWITCH_ADDRESS, SUBNET)
         (state / "hosts.json").write_text(json.dumps(hosts, indent=2) + "\n")
-        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm, cpus or [], link_sharing).save(state)
+        TestbedState(name, num_hosts, rate, sorted(no_sftp), slurm, cpus or [], link_sharing, tcp or "").save(state)
         if rate is not None:
             shape(name, num_hosts, rate, link_sharing)
     except BaseException:
@@ -328,6 +353,7 @@ class TestbedState:
     scheduler: SlurmState | None = None  # a Slurm testbed's daemons and client prefix
     cpus: list[list[int]] = field(default_factory=list)  # per host the CPUs it is pinned to; empty: all shared
     link_sharing: str = DEFAULT_LINK_SHARING  # how each host's shaped egress is shared (LINK_SHARING)
+    tcp: str = ""  # the hosts' TCP congestion control as set by --tcp; "": the machine's default
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -342,7 +368,7 @@ class TestbedState:
                    no_sftp=list(data.get("no_sftp", [])),
                    scheduler=SlurmState.from_dict(scheduler) if scheduler else None,
                    cpus=[[int(c) for c in host] for host in data.get("cpus", [])],
-                   link_sharing=str(data.get("link_sharing", DEFAULT_LINK_SHARING)))
+                   link_sharing=str(data.get("link_sharing", DEFAULT_LINK_SHARING)), tcp=str(data.get("tcp", "")))
 
     def save(self, state_dir: Path) -> None:
         (state_dir / STATE_FILE).write_text(json.dumps(self.to_dict()) + "\n")

@@ -159,7 +159,7 @@ TARGET_SCHEMA = s.Obj(
     required={"name": s.Name(allow_empty=True), "kind": s.OneOf(("embedded", "testbed", "cluster")),
               "hosts": s.ListOf(s.Host(), max_items=1024, min_items=1), "shaping": s.Bool()},
     optional={"link_capacity": s.Optional(BANDWIDTH), "testbed": s.Optional(NAME), "label": s.Text(200),
-              "link_sharing": s.OneOf(LINK_SHARING)})
+              "link_sharing": s.OneOf(LINK_SHARING), "tcp": s.Name()})
 CONFIG_SCHEMA = s.Obj(required={"model": NAME, "variant": NAME, "bandwidth": BANDWIDTH,
                                 "repetition": s.Int(1, 100_000), "profile": NAME, "target": TARGET_SCHEMA},
                       optional={"engine": s.OneOf(tuple(ENGINE_KINDS))})  # records before engines: none

@@ -23,17 +23,23 @@ class Target:
     link_capacity: str | None  # the links' native rate when known (--link_capacity)
     testbed: str | None = None  # the testbed's name (its namespaces are rk-NAME-*)
     link_sharing: str = DEFAULT_LINK_SHARING  # a testbed's: how each host's shaped egress is shared (cluster/testbed.py)
+    tcp: str = ""  # a testbed's TCP congestion control as ck testbed --tcp set it; "": the machine's default
 
     @property
     def label(self) -> str:
-        """Names the links' sharing when it is not the default, so runs on fair links are never pooled with others."""
-        fair = " (links shared fairly)" if self.link_sharing == "fair" else ""
-        return f"{self.name or 'embedded default'}{fair}"
+        """Names the links' sharing and the hosts' TCP when they are not the default, so runs on fair links or another
+        congestion control are never pooled with others."""
+        how = [*(["links shared fairly"] if self.link_sharing == "fair" else []), *([f"TCP {self.tcp}"] if self.tcp
+                                                                                   else [])]
+        return f"{self.name or 'embedded default'}" + (f" ({', '.join(how)})" if how else "")
 
     def to_dict(self) -> dict:
         data = {**asdict(self), "hosts": list(self.hosts), "label": self.label}
-        if self.link_sharing == DEFAULT_LINK_SHARING:  # the default, which records written before the choice existed had
+        # The defaults, which records written before the choices existed had.
+        if self.link_sharing == DEFAULT_LINK_SHARING:
             data.pop("link_sharing")
+        if not self.tcp:
+            data.pop("tcp")
         return data
 
     @classmethod
@@ -41,7 +47,8 @@ class Target:
         """The target as to_dict wrote it (its label is derived from the name again)."""
         return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
                    shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),
-                   testbed=data.get("testbed"), link_sharing=str(data.get("link_sharing", DEFAULT_LINK_SHARING)))
+                   testbed=data.get("testbed"), link_sharing=str(data.get("link_sharing", DEFAULT_LINK_SHARING)),
+                   tcp=str(data.get("tcp", "")))
 
     def bandwidth_note(self) -> str:
         if self.kind == "embedded":
@@ -49,7 +56,8 @@ class Target:
         if self.kind == "testbed":
             how = ("htb, an equal share per other host" if self.link_sharing == "fair"
                    else "tbf, one queue")
-            return f"testbed {self.testbed}: each host's egress is limited with tc ({how}) per configuration"
+            tcp = f", TCP {self.tcp}" if self.tcp else ""
+            return f"testbed {self.testbed}: each host's egress is limited with tc ({how}) per configuration{tcp}"
         return (f"cluster {self.name}: runs at native bandwidth ({self.link_capacity or 'capacity not given'}); "
                 f"shaping a real cluster's links needs root on its hosts and is not done here")
 
@@ -67,7 +75,8 @@ def make_target(name: str, cluster_config: object, link_capacity: str | None) ->
     state = testbed_of(cluster_config)
     if state is not None:
         return Target(name=name, kind="testbed", hosts=tuple(cluster.names), shaping=True,
-                      link_capacity=link_capacity, testbed=state.name, link_sharing=state.link_sharing)
+                      link_capacity=link_capacity, testbed=state.name, link_sharing=state.link_sharing,
+                      tcp=state.tcp)
     return Target(name=name, kind="cluster", hosts=tuple(cluster.names), shaping=False, link_capacity=link_capacity)
 
 
