@@ -269,3 +269,25 @@ def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error(
         f"replicated (predicted): lies within the claimed {free:.2f}x ± 0.50")
     assert predicted_verdict(replace(vgg, speedup=free), study().tolerance, validation()).endswith(
         f"inconclusive (predicted): reaches into the claimed {free:.2f}x ± 0.10 and out of it")
+
+
+def test_a_check_repeated_on_cubic_is_judged_by_its_repetition_and_kept_in_the_record():
+    """The authors' ResNet-50 baseline missed on this machine's bbr; the same runs on cubic (the paper's hosts' TCP)
+    repeat that check: the gate judges the repetition, whichever way it goes, and the record keeps both."""
+    from reprokit.study.labelled import predicted_verdict
+
+    names = ["resnet 4gbit baseline", "resnet 4gbit p3"]
+    on_bbr = check("the authors' builds, fair links", names, [-0.156, -0.078], [-0.085])
+    on_cubic = {**check("the authors' builds, fair links, TCP cubic", names, [-0.011, -0.004], [-0.008]),
+                "repeats": on_bbr["against"]}
+    resnet = claim("resnet-4gbit")
+    assert predicted_verdict(resnet, study().tolerance, validation(more=(on_bbr,))).startswith(
+        "not given: the iteration model is not validated (the authors' builds, fair links: iteration time")
+    both = validation(more=(on_bbr, on_cubic))
+    assert on_bbr in both.checks and on_bbr not in both.within() and on_cubic in both.within()
+    assert "(predicted)" in predicted_verdict(resnet, study().tolerance, both)
+    missed_again = {**check("the authors' builds, fair links, TCP cubic", names, [-0.12, -0.004], [-0.008]),
+                    "repeats": on_bbr["against"]}
+    assert predicted_verdict(resnet, study().tolerance, validation(more=(on_bbr, missed_again))).startswith(
+        "not given: the iteration model is not validated (the authors' builds, fair links, TCP cubic: iteration time "
+        "within 10% in 1 of 2")
