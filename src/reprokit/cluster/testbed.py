@@ -62,7 +62,7 @@ DEFAULT_LINK_SHARING = "fifo"  # existing stores, tests and figures were made on
 SHAPING_BURST = "256kb"
 # Each namespace starts with the machine's default TCP congestion control. Some machines default to bbr, which
 # paces each flow at its own estimate of the bottleneck and can leave a shaped link idle while data waits; loss-based
-# cubic (Linux's default) fills it, as the paper's hosts did. --tcp sets one for every host.
+# cubic (Linux's default) fills it. --tcp sets one for every host.
 AVAILABLE_TCP = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 ALLOWED_TCP = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 

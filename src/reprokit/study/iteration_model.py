@@ -50,6 +50,9 @@ real runs on testbed hosts with a core each well above their measured iteration 
 Assumed: each host's egress is shared evenly among the hosts it sends to, as fair queueing shares it (the testbed's
 `ck testbed --link_sharing=fair`). On one first-in-first-out queue per host (tbf) with 3 or more hosts, TCP's flows
 share it unevenly: whole-array variants then ran up to 18% slower than predicted, with P3 unharmed (docs/study.md).
+And a host's link sends whenever the host has data queued for it, as loss-based TCP (cubic, Linux's default) keeps
+it busy; bbr paces each flow at its own estimate of the rate, and on 4 hosts left the authors' ResNet-50 baseline
+up to 27% slower than predicted in some runs, where on cubic it ran within 1.1% (`ck testbed --tcp`).
 
 Left out: the CPU the stack takes from compute (a measured profile already carries it), TCP dynamics (no loss, no
 congestion window), the water mark (ZeroMQ's
