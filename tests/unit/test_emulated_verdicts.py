@@ -185,7 +185,8 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
     holds = validation(more=(uneven,))
     assert uneven not in holds.within() and holds.missed(4) == []
     assert "(predicted)" in predicted_verdict(vgg, study().tolerance, holds)
-    assert "links shared evenly among them" in predicted_verdict(vgg, study().tolerance, holds)
+    assert "links shared evenly among them and kept busy while data waits (loss-based TCP)" in predicted_verdict(
+        vgg, study().tolerance, holds)
     # The same errors on fair links are inside it and close the gate; so do they on 2 hosts of one queue each.
     for inside in ({**uneven, "links": "fair"}, {**uneven, "hosts": 2}):
         closed = predicted_verdict(vgg, study().tolerance, validation(more=(inside,)))

@@ -108,8 +108,8 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
         kind, how = Verdict.INCONCLUSIVE, f"reaches into {band} and out of it"
     return (f"{free:.2f}x with no stack cost, {costly:.2f}x with a one-core testbed host's; {low:.2f} to "
             f"{high:.2f} with the model's validated error (±{validation.speedup_bar:.0%}); {PREDICTED_PROFILE} "
-            f"profile, {claim.cluster_size} workers and co-located servers, links shared evenly among them, batch "
-            f"{PAPER_BATCH_SIZE}: "
+            f"profile, {claim.cluster_size} workers and co-located servers, links shared evenly among them and kept "
+            f"busy while data waits (loss-based TCP), batch {PAPER_BATCH_SIZE}: "
             f"{kind} (predicted): {how}")
 
 
