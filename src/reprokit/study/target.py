@@ -29,8 +29,11 @@ class Target:
     def label(self) -> str:
         """Names the links' sharing and the hosts' TCP when they are not the default, so runs on fair links or another
         congestion control are never pooled with others."""
-        how = [*(["links shared fairly"] if self.link_sharing == "fair" else []), *([f"TCP {self.tcp}"] if self.tcp
-                                                                                   else [])]
+        how = []
+        if self.link_sharing == "fair":
+            how.append("links shared fairly")
+        if self.tcp:
+            how.append(f"TCP {self.tcp}")
         return f"{self.name or 'embedded default'}" + (f" ({', '.join(how)})" if how else "")
 
     def to_dict(self) -> dict:
