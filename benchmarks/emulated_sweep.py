@@ -37,6 +37,7 @@ def main() -> int:
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
     parser.add_argument("--tcp", help=TCP_HELP)
+    parser.add_argument("--emulate", default="v100", help="the compute profile: a GPU's name or a profile file")
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")
@@ -70,7 +71,7 @@ def main() -> int:
         ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env,
                check=True)
         started = time.monotonic()
-        proc = ck_cli("reproduce", "study:sysml19-p3", f"--target={NAME}", "--emulate=v100",
+        proc = ck_cli("reproduce", "study:sysml19-p3", f"--target={NAME}", f"--emulate={args.emulate}",
                       f"--dilation={args.dilation}", f"--repetitions={args.repetitions}", f"--store={store}",
                       *narrow, env=env, timeout=3 * 3600)
         wall_s = time.monotonic() - started
@@ -95,7 +96,7 @@ def main() -> int:
         print(f"  {row['claim']} at {row['bandwidth']}:\n    measured: {row['measured']}\n"
               f"    emulated: {row['emulated']}\n    predicted: {row['predicted']}")
     print(f"\nwall time {wall_s / 60:.1f} min, {args.hosts} hosts, k={args.dilation}, n={args.repetitions}, "
-          f"links shared {args.link_sharing}, TCP {args.tcp or 'the machine default'}")
+          f"compute {args.emulate}, links shared {args.link_sharing}, TCP {args.tcp or 'the machine default'}")
     return 0
 
 

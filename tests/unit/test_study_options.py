@@ -427,7 +427,8 @@ def test_emulate_runs_the_claims_at_a_bandwidth_with_emulated_compute_and_links_
     ({"emulate": "v100"}, "the sweep must shape the links: make a testbed"),
     ({"target": "tb2", "dilation": "4"}, "--dilation applies to emulated runs only"),
     ({"target": "tb2", "emulate": "v100", "dilation": "0"}, r"--dilation must be a number above 0 .*fix it with --dilation=K$"),
-    ({"target": "tb2", "emulate": "a100"}, "unknown --emulate profile 'a100'; valid ones: v100"),
+    ({"target": "tb2", "emulate": "rtx"}, r"unknown --emulate 'rtx'; valid ones: p4000 \(the paper's\), titan-x-maxwell, "
+                                         r"v100, a100, h100, or measured:FILE"),
     ({"target": "tb2", "emulate": "v100", "env": {"DILATION": "4"}}, "--env.DILATION is set by the study per run"),
     ({"target": "tb2", "emulate": "v100", "engines": "embedded,artifact"}, "--engines=artifact needs the authors' .* build, which is not registered"),
 ])

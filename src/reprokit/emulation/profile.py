@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reprokit import schema as s
+from reprokit.emulation.gpus import measured_path, paper_gpu, valid_names
 from reprokit.errors import UserError
 from reprokit.jsonfile import read_json
 from reprokit.values import shown, tc_rate_bps
@@ -30,7 +31,7 @@ COMPUTE_MODES = (REAL, EMULATED)
 # machine's own CPU so.
 SLEEP, BUSY = "sleep", "busy"
 COMPUTE_WAITS = (SLEEP, BUSY)
-DEFAULT_PROFILE = "v100"
+DEFAULT_PROFILE = paper_gpu().name  # the compute of the paper's cluster
 PROFILE_FILE = "emulated-compute.json"  # in every role's folder
 MEASURED_FILE = "measured-compute.json"  # in a run folder: each layer's compute as the run's workers measured it
 MEASURED_NAME = "measured-in-run"
@@ -156,19 +157,21 @@ def collection(name: str) -> Collection:
     return Collection.from_dict(json.loads(path.read_text()), str(path))
 
 
-def check_name(raw: str) -> str:
-    """COMPUTE_PROFILE as given: a stored profile's name or a path to a profile file (checked to exist)."""
+def check_name(raw: str, option: str = "--env.COMPUTE_PROFILE") -> str:
+    """COMPUTE_PROFILE as given: a GPU's name (gpus.json), or a profile file, given as ``measured:FILE`` or as a
+    path (checked to exist). Returns the name or the file's path. ``option``: how the user gave it, for the fix."""
     raw = raw.strip() or DEFAULT_PROFILE
     if raw in named_profiles():
         return raw
-    if "/" in raw or raw.endswith(".json"):
-        if not Path(raw).is_file():
-            raise UserError(f"COMPUTE_PROFILE={shown(raw)} is not a file; give a profile file (as "
-                            f"benchmarks/emulation_selfcheck.py writes) or one of {', '.join(named_profiles())}: "
-                            f"--env.COMPUTE_PROFILE=NAME|PATH")
-        return raw
-    raise UserError(f"unknown COMPUTE_PROFILE {shown(raw)}; valid ones: {', '.join(named_profiles())}, or a path to "
-                    f"a profile file: --env.COMPUTE_PROFILE=NAME|PATH")
+    measured = measured_path(raw)
+    if measured is not None or "/" in raw or raw.endswith(".json"):
+        path = measured if measured is not None else Path(raw)
+        if not path.is_file():
+            raise UserError(f"{option}={shown(raw)}: {shown(str(path))} is not a file; give a profile a run measured "
+                            f"(--env.TIMELINE=1 writes measured-compute.json in its run folder) or one of "
+                            f"{', '.join(named_profiles())}: {option}=NAME|measured:FILE")
+        return str(path)
+    raise UserError(f"unknown {option} {shown(raw)}; valid ones: {valid_names()}: {option}=NAME|measured:FILE")
 
 
 def resolve_profile(raw: str, model: str, image_shape: str, batch_size: int) -> ComputeProfile:

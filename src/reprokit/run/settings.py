@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from reprokit.cluster.hosts import MAX_ROLES
 from reprokit.cluster.testbed import slurm_testbed_of, testbed_of
 from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, ComputeProfile, check_compute,
-                                       check_compute_wait, check_dilation, check_name, resolve_profile)
+                                       check_compute_wait, check_dilation, check_name, named_profiles,
+                                       resolve_profile)
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
@@ -367,8 +368,10 @@ def _compute(env: Mapping[str, str], model: Model, image_shape: str,
                         f"--env.COMPUTE or pick resnet, inception-v3 or vgg")
     dilation = check_dilation(raw_dilation)
     name = check_name(raw_profile)
+    if name not in named_profiles():
+        name = os.path.abspath(name)  # a profile file: every role reads it from its own folder
     resolve_profile(name, model.cmd_key, image_shape, batch_size)  # refuses a profile that does not fit now
-    return compute, os.path.abspath(name) if os.sep in name or name.endswith(".json") else name, dilation, wait
+    return compute, name, dilation, wait
 
 
 def compute_profile_of(settings: RunSettings) -> ComputeProfile:

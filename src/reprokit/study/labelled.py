@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from reprokit.emulation.profile import resolve_profile
+from reprokit.emulation.gpus import gpu, paper_gpu
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
-from reprokit.study.iteration_model import VARIANT_POLICY, Layer, ModelInput, Policy, simulate
+from reprokit.study.compute import gpu_layers
+from reprokit.study.iteration_model import VARIANT_POLICY, ModelInput, Policy, simulate
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.model_check import ModelValidation
 from reprokit.study.rates import shaped_bps
@@ -33,9 +34,6 @@ EXPLANATION = ("An emulated verdict comes from runs of the real communication st
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
                "k); a predicted verdict comes from a discrete-event model of one iteration, with no run at all. "
                "Both are labelled and shown beside the measured verdict, and neither counts towards a badge.")
-# The compute the predicted verdicts assume: what `ck reproduce --emulate=v100` waits, so that the predicted and the
-# emulated verdict of a claim are of one setting.
-PREDICTED_PROFILE = "v100"
 
 
 @dataclass(frozen=True)
@@ -43,8 +41,9 @@ class LabelledVerdict:
     claim: str
     bandwidth: str
     measured: str  # the claim's overall measured verdict
-    emulated: str
-    predicted: str
+    emulated: str  # at the paper's GPU
+    predicted: str  # over the paper's GPU's plausible range
+    other_hardware: str = ""  # emulated runs at other GPUs' compute: figures, not the claim's verdict
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,14 +67,18 @@ def emulation_status(check: Mapping) -> str:
             f"docs/emulation.md)")
 
 
-@cache  # a report asks for every claim at a bandwidth; each prediction simulates two policies
-def predicted_speedup(claim: Claim, stack_s_per_byte: float = 0.0, stack_s_per_message: float = 0.0) -> float:
+@cache  # a report asks for every claim at a bandwidth over a GPU's range; each prediction simulates two policies
+def predicted_speedup(claim: Claim, gpu_name: str = "", images_per_sec: float = 0.0, stack_s_per_byte: float = 0.0,
+                      stack_s_per_message: float = 0.0) -> float:
     """The model's speedup of the claim's variant over its baseline at the claim's bandwidth and cluster size (a
-    worker and a server on each machine), each worker's compute the V100 profile at batch 32."""
+    worker and a server on each machine), each worker's compute the GPU's profile (the paper's by default) at batch
+    32, run at ``images_per_sec`` (its central figure when 0)."""
     assert claim.bandwidth and claim.cluster_size
     machines = claim.cluster_size
-    profile = resolve_profile(PREDICTED_PROFILE, claim.model, DEFAULT_SHAPE[claim.model], PAPER_BATCH_SIZE)
-    layers = tuple(Layer(x.name, x.forward_s, x.backward_s, x.arrays) for x in profile.layers)
+    name = gpu_name or paper_gpu().name
+    central = gpu(name).throughput(claim.model).images_per_sec
+    layers = gpu_layers(name, claim.model, DEFAULT_SHAPE[claim.model], PAPER_BATCH_SIZE,
+                        central / (images_per_sec or central))
 
     def iteration_s(policy: Policy) -> float:
         return simulate(ModelInput(layers, machines, machines, shaped_bps(str(claim.bandwidth)),
@@ -84,19 +87,24 @@ def predicted_speedup(claim: Claim, stack_s_per_byte: float = 0.0, stack_s_per_m
     return iteration_s(VARIANT_POLICY[claim.versus]) / iteration_s(VARIANT_POLICY[claim.variant])
 
 
-def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValidation) -> str:
-    """The claim's predicted figure and verdict, or why none is given. The paper's hosts' stack costs are not
-    known: the speedup is predicted with none and with a one-core testbed host's, and widened by the model's
-    validated error; the verdict holds only where that whole range says the same (wholly below or above the
-    claim's band: not replicated; wholly inside: replicated; else inconclusive)."""
-    missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model)
-    if missed:
-        return f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)"
-    if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
-            or claim.versus not in VARIANT_POLICY):
-        return f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}"
-    free = predicted_speedup(claim)
-    costly = predicted_speedup(claim, validation.stack_s_per_byte, validation.stack_s_per_message)
+@dataclass(frozen=True)
+class PredictedAt:
+    """The predicted verdict of a claim at one compute speed: the speedup with no stack cost and with a one-core
+    testbed host's, the range they span widened by the model's validated error, and what that range says."""
+    images_per_sec: float
+    free: float
+    costly: float
+    low: float
+    high: float
+    kind: Verdict
+    how: str
+
+
+def predicted_at(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str,
+                 images_per_sec: float) -> PredictedAt:
+    free = predicted_speedup(claim, gpu_name, images_per_sec)
+    costly = predicted_speedup(claim, gpu_name, images_per_sec, validation.stack_s_per_byte,
+                               validation.stack_s_per_message)
     low, high = min(free, costly) / (1 + validation.speedup_bar), max(free, costly) / (1 - validation.speedup_bar)
     band_low, band_high = claim.speedup - tolerance.speedup, claim.speedup + tolerance.speedup
     band = f"the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
@@ -106,11 +114,80 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
         kind, how = Verdict.REPLICATED, f"lies within {band}"
     else:
         kind, how = Verdict.INCONCLUSIVE, f"reaches into {band} and out of it"
-    return (f"{free:.2f}x with no stack cost, {costly:.2f}x with a one-core testbed host's; {low:.2f} to "
-            f"{high:.2f} with the model's validated error (±{validation.speedup_bar:.0%}); {PREDICTED_PROFILE} "
-            f"profile, {claim.cluster_size} workers and co-located servers, links shared evenly among them and kept "
-            f"busy while data waits (loss-based TCP), batch {PAPER_BATCH_SIZE}: "
-            f"{kind} (predicted): {how}")
+    return PredictedAt(images_per_sec, free, costly, low, high, kind, how)
+
+
+RANGE_POINTS = 5  # compute speeds judged across a GPU's plausible range, evenly on a log scale, ends included
+FLIP_STEPS = 12  # halvings that place a change of verdict between two of them (to 0.02% of the interval)
+
+
+def over_range(claim: Claim, tolerance: Tolerance, validation: ModelValidation,
+               gpu_name: str) -> list[tuple[float, float, PredictedAt]]:
+    """The claim's predicted verdict across the GPU's plausible range of its model's throughput, as stretches
+    (from images/s, to images/s, the verdict at the stretch's first point) where the verdict stays the same; each
+    change is placed by bisection between the grid points it fell between."""
+    rate = gpu(gpu_name).throughput(claim.model)
+
+    def at(x: float) -> PredictedAt:
+        return predicted_at(claim, tolerance, validation, gpu_name, x)
+
+    ratio = rate.high / rate.low
+    grid = [rate.low * ratio ** (i / (RANGE_POINTS - 1)) for i in range(RANGE_POINTS)]
+    stretches: list[tuple[float, float, PredictedAt]] = []
+    start, current = grid[0], at(grid[0])
+    for left, right in zip(grid, grid[1:]):
+        after = at(right)
+        if after.how == current.how:  # how: the verdict and which side of the band
+            continue
+        lo, hi = left, right  # the verdict is current's at lo and another at hi
+        for _ in range(FLIP_STEPS):
+            mid = (lo * hi) ** 0.5
+            lo, hi = (mid, hi) if at(mid).how == current.how else (lo, mid)
+        stretches.append((start, hi, current))
+        start, current = hi, at(hi)
+        if current.how != after.how:  # a third verdict inside the same interval: begin again from its right end
+            stretches.append((start, right, current))
+            start, current = right, after
+    stretches.append((start, grid[-1], current))
+    return stretches
+
+
+def predicted_setting(claim: Claim, gpu_name: str) -> str:
+    """The setting a predicted verdict holds at, the GPU first."""
+    return (f"{gpu(gpu_name).label} compute, {claim.cluster_size} hosts with a worker and a server each, links shared "
+            f"evenly and kept busy while data waits (loss-based TCP), batch {PAPER_BATCH_SIZE}")
+
+
+def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str = "") -> str:
+    """The claim's predicted figure and verdict at a GPU (the paper's by default), or why none is given. The
+    paper's hosts' stack costs are not known: the speedup is predicted with none and with a one-core testbed host's,
+    and widened by the model's validated error; at one compute speed the verdict holds only where that whole range
+    says the same (wholly below or above the claim's band: not replicated; wholly inside: replicated; else
+    inconclusive). The GPU's throughput is known only to a plausible range: the verdict is given only where it
+    holds over all of it; otherwise it is inconclusive, naming where in the range it flips."""
+    name = gpu_name or paper_gpu().name
+    label = gpu(name).label
+    missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model, name)
+    if missed:
+        return f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)"
+    if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
+            or claim.versus not in VARIANT_POLICY or claim.model not in gpu(name).models):
+        return f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}"
+    rate = gpu(name).throughput(claim.model)
+    central = predicted_at(claim, tolerance, validation, name, rate.images_per_sec)
+    stretches = over_range(claim, tolerance, validation, name)
+    ends = [predicted_at(claim, tolerance, validation, name, x) for x in (rate.low, rate.high)]
+    lowest, highest = min(x.low for x in (central, *ends)), max(x.high for x in (central, *ends))
+    said = (f"{central.free:.2f}x at {rate.images_per_sec:g} img/s ({central.free:.2f}x with no stack "
+            f"cost, {central.costly:.2f}x with a one-core testbed host's; {central.low:.2f} to {central.high:.2f} with "
+            f"the model's error ±{validation.speedup_bar:.0%}); over the {label}'s plausible range, {rate.low:g} to "
+            f"{rate.high:g} img/s: {lowest:.2f} to {highest:.2f}; {predicted_setting(claim, name)}")
+    if len(stretches) == 1:
+        return f"{said}: {central.kind} (predicted): over the whole range it {central.how}"
+    parts = ", ".join(f"{s.kind} from {a:.1f} to {b:.1f} img/s" for a, b, s in stretches)
+    flips = ", ".join(f"{b:.1f}" for _, b, _ in stretches[:-1])
+    return (f"{said}: {Verdict.INCONCLUSIVE} (predicted): the verdict flips within the range at {flips} img/s "
+            f"({parts})")
 
 
 def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str,

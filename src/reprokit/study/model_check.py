@@ -17,7 +17,8 @@ from typing import Any
 
 from reprokit.emulation.profile import PROFILE_FILE, ComputeProfile
 from reprokit.run.result import Result
-from reprokit.study.iteration_model import VARIANT_POLICY, Layer, ModelInput, simulate
+from reprokit.study.compute import layers_of
+from reprokit.study.iteration_model import VARIANT_POLICY, ModelInput, simulate
 from reprokit.study.rates import shaped_bps
 from reprokit.study.store import Store
 
@@ -72,8 +73,7 @@ def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInpu
     rate they were shaped to, the run's workers, servers and slice, and the policy of the configuration's variant,
     the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with P3_PRIORITY=0)."""
     profile = ComputeProfile.from_dict(json.loads(run.profile_file.read_text()), run.profile_file.name)
-    k = run.config.dilation
-    layers = tuple(Layer(x.name, x.forward_s * k, x.backward_s * k, x.arrays) for x in profile.layers)
+    layers = layers_of(profile, run.config.dilation)
     result = run.result
     assert result.num_workers is not None and result.num_servers is not None
     return ModelInput(layers, result.num_workers, result.num_servers,
@@ -192,12 +192,15 @@ class ModelValidation:
         return [c for c in self.checks if c["against"] not in repeated
                 and (c["links"] == "fair" or int(c["hosts"]) <= 2) and (c["compute"] == "emulated" or c["cores"] == "own")]
 
-    def missed(self, hosts: int = 0, variants: Collection[str] = (), model: str = "") -> list[str]:
+    def missed(self, hosts: int = 0, variants: Collection[str] = (), model: str = "", gpu: str = "") -> list[str]:
         """Each check inside the model's assumption whose errors are not all within the bars, said in a few words;
         and, when none of them has at least ``hosts`` hosts, that too. Empty: validated. ``variants`` and
         ``model``: judge only the configurations of these variants of this model and their speedups (a claim's
         variant and its baseline, of the claim's network: the model's error depends on the network's layers);
-        every one when empty."""
+        every one when empty. ``gpu``: a predicted verdict at this GPU's compute also needs a check that ran at it
+        (a check's ``gpu``: the profile its emulated runs waited, or "measured" for real compute): how much of the
+        communication the compute can hide decides the speedup, and a check at one GPU's compute does not vouch for
+        another's."""
         def judged(row: Mapping) -> bool:
             return (not variants or row["variant"] in variants) and (not model or row["model"] == model)
 
@@ -215,4 +218,8 @@ class ModelValidation:
                            f"{len(times)}, speedup within {self.speedup_bar:.0%} in {inside[1]} of {len(speedups)}")
         if hosts and not any(int(c["hosts"]) >= hosts for c in relevant):
             out.append(f"no check inside the model's assumptions has {hosts} hosts")
+        if gpu and not any(c["gpu"] == gpu for c in relevant):
+            held = sorted({str(c["gpu"]) for c in relevant})
+            out.append(f"no check inside the model's assumptions ran at the {gpu} profile's compute (they ran at "
+                       f"{', '.join(held) or 'none'})")
         return out

@@ -259,17 +259,14 @@ def emulation(options: Mapping, study: Study, target: Target) -> Matrix | None:
     raw, raw_k = str(options.get("emulate", "") or "").strip(), str(options.get("dilation", "") or "").strip()
     if not raw:
         if raw_k:
-            raise UserError("--dilation applies to emulated runs only; add --emulate=PROFILE (e.g. v100) or drop "
+            raise UserError("--dilation applies to emulated runs only; add --emulate=GPU (e.g. p4000) or drop "
                             "--dilation")
         return None
     if raw.lower() in ("yes", "true", "1", "on"):
         raw = ""  # the default profile
-    try:
-        profile = check_name(raw)
-    except UserError:
-        raise UserError(f"unknown --emulate profile {shown(raw)}; valid ones: {', '.join(named_profiles())}, or a "
-                        f"profile file's path (a real run with --env.TIMELINE=1 writes measured-compute.json): "
-                        f"--emulate=NAME|PATH") from None
+    profile = check_name(raw, "--emulate")
+    if profile not in named_profiles():
+        profile = os.path.abspath(profile)  # the sweep's runs read it from any folder
     k = check_dilation(raw_k, "--dilation") if raw_k else EMULATION_DILATION
     if not target.shaping:
         raise UserError("--emulate runs at the claims' bandwidths divided by the dilation, so the sweep must shape "

@@ -10,16 +10,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from reprokit.emulation.gpus import gpu, measured_path, paper_gpu
 from reprokit.errors import UserError
+from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study import layer_profiles
 from reprokit.study.claims import Study
-from reprokit.study.iteration_model import Layout, ModelInput, Policy, Prediction, simulate
+from reprokit.study.compute import gpu_layers
+from reprokit.study.iteration_model import Layer, Layout, ModelInput, Policy, Prediction, simulate
 from reprokit.study.rates import shaped_bps
 from reprokit.values import decimal, shown, whole_number
 
 MAX_WORKERS = 10_000  # the dedicated baseline at 10,000 servers (arrays in 10,000 parts) takes about 20 s
-KNOWN = ("model", "bandwidths", "workers", "servers", "layout", "compute_scale", "images_per_sec", "batch", "slice",
-         "latency", "image_shape", "out_dir", "store")
+KNOWN = ("model", "bandwidths", "workers", "servers", "layout", "gpu", "compute_scale", "images_per_sec", "batch",
+         "slice", "latency", "image_shape", "out_dir", "store")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """One worker's compute per iteration: the model's layers, named (``label``) and sourced."""
+    label: str
+    layers: tuple[Layer, ...]
+    source: str
+
+    @property
+    def compute_s(self) -> float:
+        return sum(x.forward_s + x.backward_s for x in self.layers)
 
 
 @dataclass(frozen=True)
@@ -30,14 +45,15 @@ class PredictRequest:
     workers: tuple[int, ...]
     servers: int | None  # None: as many as workers
     layout: Layout
-    compute_s: float  # forward + backward per iteration on one worker
-    compute_source: str
+    computes: tuple[Compute, ...]  # one per GPU asked for
+    batch: int
     slice_elements: int
     latency_s: float
 
 
 @dataclass(frozen=True)
 class Row:
+    compute: str  # its Compute's label
     workers: int
     servers: int
     bandwidth: str
@@ -47,6 +63,11 @@ class Row:
     @property
     def speedup(self) -> float:
         return self.baseline.iteration_s / self.p3.iteration_s
+
+    @property
+    def bound_share(self) -> float:
+        """How near P3 comes to perfect overlap: the bound's iteration time over P3's (1: as fast as the bound)."""
+        return self.p3.bound_s / self.p3.iteration_s
 
 
 def _list(options: Mapping, key: str, example: str) -> list[str]:
@@ -86,53 +107,76 @@ def request_from(options: Mapping, study: Study) -> PredictRequest:
         if layout is Layout.COLOCATED and any(w != servers for w in workers):
             raise UserError("--servers differs from --workers: the colocated layout has one server per worker host; "
                             "give --layout=dedicated for servers on hosts of their own")
-    scale, given_rate = options.get("compute_scale"), options.get("images_per_sec")
+    scale, given_rate, given_gpu = (options.get(k) for k in ("compute_scale", "images_per_sec", "gpu"))
     if scale not in (None, "") and given_rate not in (None, ""):
         raise UserError("give --compute_scale or --images_per_sec, not both")
-    batch = layer_profiles.THROUGHPUT_BATCH
+    if given_gpu not in (None, "") and given_rate not in (None, ""):
+        raise UserError("give --gpu or --images_per_sec, not both")
+    batch = whole_number(options.get("batch") or PAPER_BATCH_SIZE, "--batch", "--batch=32", 1, 1_000_000)
     if given_rate not in (None, ""):
-        batch = whole_number(options.get("batch") or batch, "--batch", "--batch=32", 1, 1_000_000)
         per_sec = decimal(given_rate, "--images_per_sec", "--images_per_sec=100", 1e-6, 1e9)
-        compute_s = batch / per_sec
-        source = f"given: {per_sec:g} images/s at batch {batch} per worker"
+        computes: tuple[Compute, ...] = (Compute(
+            f"{per_sec:g} img/s", profile.model_layers(batch / per_sec),
+            f"given: {per_sec:g} images/s at batch {batch} per worker"),)
     else:
-        if options.get("batch") not in (None, ""):
-            raise UserError("--batch goes with --images_per_sec")
         factor = 1.0 if scale in (None, "") else decimal(scale, "--compute_scale", "--compute_scale=0.5", 1e-6, 1e6)
-        compute_s = layer_profiles.default_compute_s(model) * factor
-        source = (f"{layer_profiles.THROUGHPUT_IMAGES_PER_SEC[model]:g} images/s at batch "
-                  f"{layer_profiles.THROUGHPUT_BATCH}: {layer_profiles.THROUGHPUT_SOURCE}"
-                  + (f"; times {factor:g} (--compute_scale)" if factor != 1.0 else ""))
+        names = _list(options, "gpu", "p4000") if given_gpu not in (None, "") else [paper_gpu().name]
+        computes = tuple(gpu_compute(name, model, profile.image_shape, batch, factor) for name in names)
     slice_elements = whole_number(options.get("slice") or 50_000, "--slice", "--slice=50000", 1, 2**31 - 1)
     latency = decimal(options.get("latency") or 0, "--latency", "--latency=0.0001 (seconds)", 0.0, 10.0)
-    return PredictRequest(model, profile.image_shape, bandwidths, workers, servers, layout, compute_s, source,
+    return PredictRequest(model, profile.image_shape, bandwidths, workers, servers, layout, computes, batch,
                           slice_elements, latency)
 
 
+def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: float = 1.0) -> Compute:
+    """A GPU's compute (a name of gpus.json, or measured:FILE) at ``batch``, times ``scale``; refusals in one line."""
+    measured = measured_path(name)
+    if measured is None:
+        gpu(name)  # one line listing the valid names
+    try:
+        layers = gpu_layers(name, model, image_shape, batch, scale)
+    except UserError as exc:
+        raise UserError(f"--gpu={shown(name)}: {exc}") from None
+    if measured is not None:
+        label, source = f"measured ({measured.name})", f"measured by a run of its own: {measured}"
+    else:
+        g = gpu(name)
+        rate = g.throughput(model)
+        label = g.label
+        source = (f"{g.label}: {rate.images_per_sec:g} images/s ({rate.low:g} to {rate.high:g}"
+                  f"{', estimated from another GPU' if rate.estimated else ''}; reprokit/emulation/gpus.json)")
+    if scale != 1.0:
+        label, source = f"{label} x{scale:g}", f"{source}; every layer's time times {scale:g} (--compute_scale)"
+    return Compute(label, layers, source)
+
+
 def predict(request: PredictRequest) -> list[Row]:
-    layers = layer_profiles.profile(request.model, request.image_shape).model_layers(request.compute_s)
     rows = []
-    for w in request.workers:
-        servers = request.servers or w
-        for rate in request.bandwidths:
-            base, p3 = (simulate(ModelInput(layers, w, servers, shaped_bps(rate), policy, request.layout,
-                                            request.latency_s, request.slice_elements))
-                        for policy in (Policy.BASELINE, Policy.P3))
-            rows.append(Row(w, servers, rate, base, p3))
+    for compute in request.computes:
+        for w in request.workers:
+            servers = request.servers or w
+            for rate in request.bandwidths:
+                base, p3 = (simulate(ModelInput(compute.layers, w, servers, shaped_bps(rate), policy, request.layout,
+                                                request.latency_s, request.slice_elements))
+                            for policy in (Policy.BASELINE, Policy.P3))
+                rows.append(Row(compute.label, w, servers, rate, base, p3))
     return rows
 
 
 def table(request: PredictRequest, rows: list[Row]) -> str:
     head = (f"PREDICTED by the iteration model (not measured): {request.model} ({request.image_shape}), "
-            f"{request.layout} layout, slice {request.slice_elements} elements, latency {request.latency_s:g} s\n"
-            f"compute per iteration {request.compute_s:.4f} s per worker ({request.compute_source})\n")
-    lines = ["| workers | servers | bandwidth | predicted baseline s/iter | predicted p3 s/iter | predicted p3/baseline"
-             " speedup | predicted exposed comm baseline / p3 (s) | predicted perfect-overlap bound (s) |",
-             "|---|---|---|---|---|---|---|---|"]
+            f"{request.layout} layout, slice {request.slice_elements} elements, latency {request.latency_s:g} s, "
+            f"batch {request.batch} per worker\n"
+            + "".join(f"compute per iteration on {c.label}: {c.compute_s:.4f} s per worker ({c.source})\n"
+                      for c in request.computes))
+    lines = ["| compute | workers | servers | bandwidth | predicted baseline s/iter | predicted p3 s/iter | predicted "
+             "p3/baseline speedup | predicted exposed comm baseline / p3 (s) | predicted perfect-overlap bound (s) | "
+             "predicted p3's share of the bound |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.workers} | {r.servers} | {r.bandwidth} | {r.baseline.iteration_s:.4f} | "
+        lines.append(f"| {r.compute} | {r.workers} | {r.servers} | {r.bandwidth} | {r.baseline.iteration_s:.4f} | "
                      f"{r.p3.iteration_s:.4f} | {r.speedup:.2f}x | {r.baseline.exposed_comm_s:.4f} / "
-                     f"{r.p3.exposed_comm_s:.4f} | {r.p3.bound_s:.4f} |")
+                     f"{r.p3.exposed_comm_s:.4f} | {r.p3.bound_s:.4f} | {r.bound_share:.0%} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -143,10 +187,11 @@ def plot(request: PredictRequest, rows: list[Row], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for w in request.workers:
-        mine = [r for r in rows if r.workers == w]
-        ax.plot([shaped_bps(r.bandwidth) / 1e9 for r in mine], [r.speedup for r in mine], marker="o",
-                label=f"{w} workers (predicted)")
+    for compute in request.computes:
+        for w in request.workers:
+            mine = [r for r in rows if r.workers == w and r.compute == compute.label]
+            ax.plot([shaped_bps(r.bandwidth) / 1e9 for r in mine], [r.speedup for r in mine], marker="o",
+                    label=f"{compute.label}, {w} workers (predicted)")
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("bandwidth per host (Gbit/s)")

@@ -1,0 +1,100 @@
+"""GPUs as data (reprokit/emulation/gpus.json): the schema, the names users give, and what the model is given."""
+import copy
+import json
+
+import pytest
+
+from reprokit.emulation import gpus as g
+from reprokit.emulation import profile as em
+from reprokit.errors import UserError
+
+pytestmark = pytest.mark.parallel
+STORED = json.loads(g.GPUS_FILE.read_text())
+
+
+def test_every_gpu_states_each_image_models_throughput_with_a_source_and_a_range_around_it():
+    paper, table = g.parse(STORED, "gpus.json")
+    assert paper == "p4000" and set(table) == {"p4000", "titan-x-maxwell", "v100", "a100", "h100"}
+    for gpu in table.values():
+        assert gpu.spec_source and gpu.fp32_tflops > 0 and gpu.memory_gb_per_s > 0
+        assert set(gpu.models) == {"resnet", "inception-v3", "vgg"}, gpu.name
+        for rate in gpu.models.values():
+            assert rate.low <= rate.images_per_sec <= rate.high and len(rate.source) > 40
+    # The paper's GPU has no benchmark of its own: every figure is estimated, and says so.
+    assert all(rate.estimated for rate in table["p4000"].models.values())
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda d: d["gpus"]["p4000"]["models"]["resnet"].pop("source"), "gpus.p4000.models.resnet has no 'source'"),
+    (lambda d: d["gpus"]["v100"]["models"]["vgg"].pop("low"), "gpus.v100.models.vgg has no 'low'"),
+    (lambda d: d["gpus"]["a100"]["models"]["resnet"].update(low=2000.0),
+     "gpus.a100.models.resnet must be a range holding its figure (low <= images_per_sec <= high)"),
+    (lambda d: d["gpus"]["h100"].pop("spec_source"), "gpus.h100 has no 'spec_source'"),
+    (lambda d: d.update(paper_gpu="k80"), "paper_gpu 'k80' is not one of its GPUs"),
+])
+def test_a_gpu_table_without_sources_or_ranges_is_refused_in_one_line(change, says):
+    data = copy.deepcopy(STORED)
+    change(data)
+    with pytest.raises(UserError) as info:
+        g.parse(data, "gpus.json")
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_unknown_gpu_is_refused_listing_the_valid_names():
+    with pytest.raises(UserError) as info:
+        g.gpu("rtx-4090")
+    assert str(info.value) == ("unknown --gpu 'rtx-4090'; valid ones: p4000 (the paper's), titan-x-maxwell, v100, "
+                               "a100, h100, or measured:FILE (a profile a run measured of itself with "
+                               "--env.TIMELINE=1)")
+
+
+def test_each_gpus_profile_waits_its_throughput():
+    for gpu in g.gpus().values():
+        for model, rate in gpu.models.items():
+            shape = {"inception-v3": "3,299,299"}.get(model, "3,224,224")
+            p = em.resolve_profile(gpu.name, model, shape, rate.batch)
+            assert rate.batch / p.total_s == pytest.approx(rate.images_per_sec), (gpu.name, model)
+
+
+def predict_options(**extra):
+    return {"model": "resnet", "bandwidths": "4gbit", "workers": "4", **extra}
+
+
+def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid_names():
+    from reprokit.study.predict import predict, request_from
+    from tests.support.study_data import study
+
+    request = request_from(predict_options(gpu="p4000,v100"), study())
+    assert [c.label for c in request.computes] == ["P4000", "V100"]
+    p4000, v100 = (r.p3.compute_s for r in predict(request))
+    assert p4000 == pytest.approx(32 / 78.5) and v100 == pytest.approx(32 / 403.2)
+    # Without --gpu the paper's GPU.
+    assert [c.label for c in request_from(predict_options(), study()).computes] == ["P4000"]
+    for bad, says in (("rtx", "unknown --gpu 'rtx'; valid ones: p4000 (the paper's)"),
+                      ("measured:/no/such.json", "is not a file")):
+        with pytest.raises(UserError, match=says.replace("(", r"\(").replace(")", r"\)")):
+            request_from(predict_options(gpu=bad), study())
+    with pytest.raises(UserError, match="give --gpu or --images_per_sec, not both"):
+        request_from(predict_options(gpu="v100", images_per_sec="100"), study())
+
+
+def test_a_measured_profile_gives_the_model_the_compute_its_run_measured(tmp_path):
+    """measured:FILE is what a run with --env.TIMELINE=1 measured of itself (measured-compute.json): the model is
+    given exactly its layers at the run's batch, so with nothing to send the predicted iteration is the run's
+    measured compute, and it is what the validation's checks of real runs predict from (model_check)."""
+    from reprokit.study.compute import layers_of
+    from reprokit.study.predict import predict, request_from
+    from tests.support.study_data import study
+
+    ran = em.resolve_profile("v100", "resnet", "3,32,32", 32).scaled(em.Factor("cpu", 180.0, "a CPU's compute"))
+    measured = tmp_path / "measured-compute.json"
+    measured.write_text(json.dumps({**ran.to_dict(), "name": em.MEASURED_NAME}))
+    request = request_from(predict_options(gpu=f"measured:{measured}", image_shape="3,32,32", workers="1",
+                                           bandwidths="400gbit"), study())
+    [compute] = request.computes
+    assert compute.layers == layers_of(ran) and compute.label == "measured (measured-compute.json)"
+    [row] = predict(request)
+    assert row.baseline.iteration_s == pytest.approx(ran.total_s)  # one worker: nothing crosses a link
+    # A measured profile of another network is refused in one line.
+    with pytest.raises(UserError, match="is for resnet at 3,32,32, but the run trains vgg"):
+        request_from(predict_options(gpu=f"measured:{measured}", model="vgg", image_shape="3,32,32"), study())
