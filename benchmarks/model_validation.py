@@ -166,14 +166,16 @@ def report(rows: Rows) -> None:
 
 def stack_clause(costs: StackCosts) -> str:
     return (f", with the hosts' stack at {costs.per_byte * 1e9:.3f} ns per byte and {costs.per_message * 1e6:.1f} us "
-            f"per message" if costs != StackCosts() else "")
+            f"per message and {costs.fifo_bytes / 1e6:g} MB below the van's order per host"
+            if costs != StackCosts() else "")
 
 
 def read_costs(path: str | None) -> StackCosts:
     if not path:
         return StackCosts()
     data = json.loads(Path(path).read_text())
-    return StackCosts(float(data["stack_s_per_byte"]), float(data["stack_s_per_message"]))
+    return StackCosts(float(data["stack_s_per_byte"]), float(data["stack_s_per_message"]),
+                      float(data.get("fifo_bytes", 0.0)))
 
 
 def fitted_costs(runs: list[ObservedRun]) -> StackCosts:

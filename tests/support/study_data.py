@@ -27,11 +27,12 @@ def study(**tolerance):
 
 def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", variant="p3", origin="o-local",
             ratio=None, engine="embedded", emulated=False, host_cpu_busy=None, cpu_bound=None, dilation=20,
-            in_sync=None):
+            in_sync=None, gpu="p4000"):
     """One record per throughput value; a value of None is a failed run. ``ratio``: every successful run measured
     that communication-to-computation ratio (comm_s_per_iter = ratio, compute_s_per_iter = 1). ``engine``:
     embedded (stock MXNet, our scripts) or artifact (the authors' builds, which check no parameter sync).
-    ``emulated``: runs of an --emulate sweep (COMPUTE=emulated) at k = ``dilation``; ``host_cpu_busy``: what every run's busiest host's
+    ``emulated``: runs of an --emulate sweep (COMPUTE=emulated) at k = ``dilation``, waiting ``gpu``'s compute
+    (COMPUTE_PROFILE); ``host_cpu_busy``: what every run's busiest host's
     CPU was; ``cpu_bound``: what every run's result decided of it (asleep waits only, else None); ``in_sync``:
     variant -> what its runs' params_in_sync says (else True on the embedded engine, None on the authors')."""
     comm = {} if ratio is None else {"comm_s_per_iter": ratio, "compute_s_per_iter": 1.0,
@@ -56,7 +57,8 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
                 result=result if value is not None else None,
-                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated", "DILATION": str(dilation)}}
+                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated", "DILATION": str(dilation),
+                                                                         "COMPUTE_PROFILE": gpu}}
                                                       if emulated else {})},
             ))
     return out

@@ -89,7 +89,7 @@ def test_a_failed_self_check_shows_the_figure_and_withholds_the_verdict():
     assert "replicated" not in text
     assert resnet_4gbit(analyse(study(), MEASURED, ALL_MODELS)).startswith(
         "not run: no emulated runs of resnet at 4gbit are stored (ck reproduce study:sysml19-p3 --target=TESTBED "
-        "--emulate=v100)")
+        "--emulate=p4000)")
 
 
 def test_a_store_without_the_claims_variant_says_which_variants_it_holds_and_which_is_missing():
@@ -97,7 +97,7 @@ def test_a_store_without_the_claims_variant_says_which_variants_it_holds_and_whi
     other = resnet_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], variant="p3-slicing-only"),
                                  ALL_MODELS))
     assert other == ("not run: the emulated runs of resnet at 4gbit that finished are of baseline, p3-slicing-only; none of "
-                     "p3 (ck reproduce study:sysml19-p3 --target=TESTBED --emulate=v100)")
+                     "p3 (ck reproduce study:sysml19-p3 --target=TESTBED --emulate=p4000)")
     # Runs that failed are not counted: every P3 run failed, so P3 is the one missing.
     failed = resnet_4gbit(analyse(study(), MEASURED + emulated([None, None, None]), ALL_MODELS))
     assert failed.startswith("not run: the emulated runs of resnet at 4gbit that finished are of baseline; none of p3 (")
@@ -124,8 +124,8 @@ def test_both_p3_implementations_emulated_are_two_figures_each_naming_its_engine
     fork = records("resnet", "4gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], engine="artifact", emulated=True)
     text = resnet_4gbit(analyse(study(), MEASURED + emulated([10.0, 10.1, 9.9]) + fork, ALL_MODELS))
     stock, theirs = sorted(text.split("; "), key=lambda part: "the authors' build" in part)
-    assert stock.startswith("1.00x [") and ", stock MXNet 1.9.1, paper profile, k=20: not replicated" in stock
-    assert theirs.startswith("1.20x [") and ", the authors' build, paper profile, k=20: " in theirs
+    assert stock.startswith("1.00x [") and ", stock MXNet 1.9.1, P4000 compute emulated, k=20: not replicated" in stock
+    assert theirs.startswith("1.20x [") and ", the authors' build, P4000 compute emulated, k=20: " in theirs
 
 
 def test_runs_whose_workers_ended_apart_show_their_figure_but_get_no_verdict():
@@ -261,8 +261,8 @@ def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error(
     assert 1.0 < free < 1.3 and costly < free  # the hosts' costs weigh on P3's many slices
     said = predicted_verdict(vgg, study().tolerance, validation())
     low, high = costly / 1.15, free / 0.85
-    assert said.startswith(f"{free:.2f}x at 51.2 img/s ({free:.2f}x with no stack cost, {costly:.2f}x with a "
-                           f"one-core testbed host's; {low:.2f} to {high:.2f} with the model's error ±15%); over the "
+    assert said.startswith(f"{free:.2f}x at 51.2 img/s ({free:.2f}x with hosts that cost nothing and hold "
+                           f"nothing below the van, {costly:.2f}x with a testbed host's costs and queues; {low:.2f} to {high:.2f} with the model's error ±15%); over the "
                            f"P4000's plausible range, 45.4 to 62.3 img/s: ")
     assert "; P4000 compute, 4 hosts with a worker and a server each" in said
     assert said.endswith("not replicated (predicted): over the whole range it lies below the claimed 1.66x ± 0.10")
@@ -330,3 +330,26 @@ def test_a_check_repeated_on_cubic_is_judged_by_its_repetition_and_kept_in_the_r
     assert predicted_verdict(resnet, study().tolerance, validation(more=(on_bbr, missed_again))).startswith(
         "not given: the iteration model is not validated (the authors' builds, fair links, TCP cubic: iteration time "
         "within 10% in 1 of 2")
+
+
+def test_runs_at_another_gpu_are_never_pooled_with_the_papers_and_are_shown_apart_naming_their_gpu():
+    """The claims are judged at the paper's GPU (the P4000); V100 runs in the same store are today's hardware: a
+    figure of their own, labelled with their GPU, never the claim's emulated verdict."""
+    s = study()
+    at_v100 = records("resnet", "4gbit", [10.0, 10.1, 9.9], [10.0, 10.2, 9.8], emulated=True, gpu="v100")
+    at_p4000 = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True)
+    analysis = analyse(s, MEASURED + at_v100 + at_p4000, ALL_MODELS)
+    assert sorted(analysis.emulated_speedups["gpu"]) == ["p4000", "v100"]  # two configurations, not one of n=6
+    [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check=HOLDS, tolerance=s.tolerance,
+                                        emulated=analysis.emulated_speedups, emulated_runs=analysis.emulated_runs,
+                                        verdicts=analysis.verdicts) if v.claim == "resnet-4gbit"]
+    assert v.emulated.startswith("1.30x [") and "P4000 compute emulated" in v.emulated and "V100" not in v.emulated
+    assert "replicated (emulated): reaches the claimed 1.26x" in v.emulated
+    assert v.other_hardware.startswith("1.00x [") and "V100 compute emulated" in v.other_hardware
+    # With the V100's runs alone the claim is not run at the paper's GPU, and says how to run it.
+    only = analyse(s, MEASURED + at_v100, ALL_MODELS)
+    [alone] = [v for v in labelled_verdicts(s.claims, only.overall, s.name, check=HOLDS, tolerance=s.tolerance,
+                                            emulated=only.emulated_speedups, emulated_runs=only.emulated_runs,
+                                            verdicts=only.verdicts) if v.claim == "resnet-4gbit"]
+    assert alone.emulated.startswith("not run: ") and "--emulate=p4000" in alone.emulated
+    assert "V100 compute emulated" in alone.other_hardware

@@ -417,7 +417,7 @@ def test_claims_at_a_bandwidth_show_emulated_and_predicted_labelled_and_say_why_
         # No emulated runs among the report's records: the reason the stored self-check gives, or that none ran.
         assert v["emulated"] == (stored or f"not run: no emulated runs of {v['claim'].split('-')[0]} at "
                                            f"{v['bandwidth']} are stored (ck reproduce study:sysml19-p3 "
-                                           f"--target=TESTBED --emulate=v100)")
+                                           f"--target=TESTBED --emulate=p4000)")
         # The stored validation decides whether the model predicts: the report says what predicted_verdict says.
         assert v["predicted"] == predicted_verdict(next(c for c in study().claims if c.id == v["claim"]),
                                                    study().tolerance, ModelValidation.stored())
@@ -427,4 +427,4 @@ def test_claims_at_a_bandwidth_show_emulated_and_predicted_labelled_and_say_why_
     assert labelled_verdicts(study().claims, {}, "sysml19-p3", check={"tolerance": 0.1, "models": []},
                              tolerance=study().tolerance, verdicts=[])[0].emulated == (
         "not run: no emulated runs of resnet at 4gbit are stored (ck reproduce study:sysml19-p3 --target=TESTBED "
-        "--emulate=v100)")
+        "--emulate=p4000)")

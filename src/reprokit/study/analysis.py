@@ -36,7 +36,7 @@ from reprokit.study.verdict import ClaimVerdict, Setup, Verdict, decided_on, eng
 COLUMNS = ["setup", "origin", "origin_host", "imported", "target", "target_kind", "num_hosts", "shaping",
            "link_capacity", "profile", "model", "engine", "variant", "bandwidth", "bandwidth_bps", "repetition", "ok",
            "throughput", "params_in_sync", "failure_reason", "record_id", "sweep_id",
-           "comm_s", "compute_s", "comm_wait_s", "overlap", "host_cpu_busy", "cpu_bound", "compute", "dilation"]
+           "comm_s", "compute_s", "comm_wait_s", "overlap", "host_cpu_busy", "cpu_bound", "compute", "dilation", "gpu"]
 COMM_FIGURES = {"comm_s": "comm_s_per_iter", "compute_s": "compute_s_per_iter",
                 "comm_wait_s": "comm_wait_s_per_iter", "overlap": "overlap",
                 "host_cpu_busy": "host_cpu_busy"}  # column -> unified Result's field
@@ -78,13 +78,14 @@ def frame(records: Iterable[Record], metric: str = "throughput_samples_per_sec")
             "cpu_bound": bool(result is not None and r.ok and result.cpu_bound),
             "compute": EMULATED if r.emulated else REAL,
             "dilation": r.dilation,  # 1 for measured runs; emulated runs at two k are two configurations
+            "gpu": r.gpu,  # "" for measured runs; emulated runs at two GPUs' compute are two configurations
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"ok": bool, "imported": bool, "shaping": bool, "cpu_bound": bool, "throughput": float,
                       "bandwidth_bps": float, "dilation": float, **{column: float for column in COMM_FIGURES}})
 
 
-CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "dilation", "engine", "variant"]
+CONFIG_KEYS = ["setup", "profile", "model", "bandwidth", "dilation", "gpu", "engine", "variant"]
 
 
 def summarize(df: pd.DataFrame, confidence: float) -> pd.DataFrame:

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -139,6 +140,10 @@ class ModelInput:
     # no compute and no shaping (benchmarks/model_validation.py --stack).
     stack_s_per_byte: float = 0.0
     stack_s_per_message: float = 0.0
+    # Bytes a host's egress holds below the policy's order, first in, first out: what the van has handed on to
+    # ZeroMQ's queues, TCP's send buffers and the qdisc. P3's priorities order only what waits above them. Zero by
+    # default: the order decides at every message.
+    fifo_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.layers:
@@ -154,6 +159,8 @@ class ModelInput:
             raise ValueError("wire_efficiency must be in (0, 1]")
         if not (self.stack_s_per_byte >= 0 and self.stack_s_per_message >= 0):
             raise ValueError("the stack's costs per byte and per message must be >= 0")
+        if not self.fifo_bytes >= 0:
+            raise ValueError("fifo_bytes must be >= 0")
         for layer in self.layers:
             if layer.forward_s < 0 or layer.backward_s < 0 or any(n < 0 for n in layer.arrays):
                 raise ValueError(f"layer {layer.name}: negative time or size")
@@ -238,14 +245,19 @@ def _nothing(*_: float) -> None:
 
 
 class _Link:
-    """One direction of one NIC: a queue of transfers served one at a time, in the policy's order."""
+    """One direction of one NIC: a queue of transfers served one at a time, in the policy's order. An egress may
+    hold ``fifo_bytes`` below that order: transfers leave the ordered queue for a first-in-first-out one while it
+    holds fewer bytes than that, and the wire serves that one (0: the order decides at every message)."""
 
     def __init__(self, sim: _Sim, bandwidth_bps: float, stack_s_per_byte: float = 0.0,
-                 stack_s_per_message: float = 0.0) -> None:
+                 stack_s_per_message: float = 0.0, fifo_bytes: float = 0.0) -> None:
         self.sim = sim
         self.seconds_per_byte = 8.0 / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
         self.stack_s_per_byte, self.stack_s_per_message = stack_s_per_byte, stack_s_per_message
         self.ready: list[tuple[tuple[float, ...], int, float, float, Started, Done]] = []
+        self.fifo: deque[tuple[float, float, Started, Done]] = deque()
+        self.fifo_bytes = fifo_bytes
+        self.committed = 0.0  # bytes taken out of the ordered queue and not yet sent (the one on the wire included)
         self.busy = False
         self.seq = 0
         self.carried = 0.0  # bytes over the whole simulation
@@ -265,9 +277,13 @@ class _Link:
         self.sim.at(available, arrive)
 
     def _start(self, now: float) -> None:
-        if self.busy or not self.ready:
+        while self.ready and (self.committed == 0 or self.committed < self.fifo_bytes):
+            _, _, size, min_finish, started, done = heapq.heappop(self.ready)
+            self.fifo.append((size, min_finish, started, done))
+            self.committed += size
+        if self.busy or not self.fifo:
             return
-        _, _, size, min_finish, started, done = heapq.heappop(self.ready)
+        size, min_finish, started, done = self.fifo.popleft()
         self.busy = True
         self.carried += size
         finish = max(now + self.duration(size), min_finish)
@@ -275,6 +291,7 @@ class _Link:
 
         def end(t: float) -> None:
             self.busy = False
+            self.committed -= size
             done(t)
             self._start(t)
         self.sim.at(finish, end)
@@ -305,21 +322,22 @@ def simulate(spec: ModelInput) -> Prediction:
     sim = _Sim()
     bw = spec.bandwidth_bps * spec.wire_efficiency  # the payload's rate
 
-    def link() -> _Link:
-        return _Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message)
+    def link(fifo_bytes: float = 0.0) -> _Link:
+        return _Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message, fifo_bytes)
 
+    egress = spec.fifo_bytes
     if colocated:
         remote = (spec.workers - 1) / spec.workers
-        host_out, host_in = link(), link()
+        host_out, host_in = link(egress), link()
         worker_out, worker_in = host_out, host_in
         server_in = [host_in]
         server_out = [host_out]
         push_sizes = (remote, remote)  # (on the sender's egress, on the receiver's ingress) per byte of message
         pull_sizes = (remote, remote)
     else:
-        worker_out, worker_in = link(), link()
+        worker_out, worker_in = link(egress), link()
         server_in = [link() for _ in range(spec.servers)]
-        server_out = [link() for _ in range(spec.servers)]
+        server_out = [link(egress) for _ in range(spec.servers)]
         push_sizes = (1.0, float(spec.workers))
         pull_sizes = (float(spec.workers), 1.0)
 

@@ -15,11 +15,12 @@ import math
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from reprokit.emulation.gpus import gpu, paper_gpu
+from reprokit.emulation.gpus import gpu, gpus, paper_gpu
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.compute import gpu_layers
@@ -69,7 +70,7 @@ def emulation_status(check: Mapping) -> str:
 
 @cache  # a report asks for every claim at a bandwidth over a GPU's range; each prediction simulates two policies
 def predicted_speedup(claim: Claim, gpu_name: str = "", images_per_sec: float = 0.0, stack_s_per_byte: float = 0.0,
-                      stack_s_per_message: float = 0.0) -> float:
+                      stack_s_per_message: float = 0.0, fifo_bytes: float = 0.0) -> float:
     """The model's speedup of the claim's variant over its baseline at the claim's bandwidth and cluster size (a
     worker and a server on each machine), each worker's compute the GPU's profile (the paper's by default) at batch
     32, run at ``images_per_sec`` (its central figure when 0)."""
@@ -83,14 +84,15 @@ def predicted_speedup(claim: Claim, gpu_name: str = "", images_per_sec: float = 
     def iteration_s(policy: Policy) -> float:
         return simulate(ModelInput(layers, machines, machines, shaped_bps(str(claim.bandwidth)),
                                    policy, stack_s_per_byte=stack_s_per_byte,
-                                   stack_s_per_message=stack_s_per_message)).iteration_s
+                                   stack_s_per_message=stack_s_per_message, fifo_bytes=fifo_bytes)).iteration_s
     return iteration_s(VARIANT_POLICY[claim.versus]) / iteration_s(VARIANT_POLICY[claim.variant])
 
 
 @dataclass(frozen=True)
 class PredictedAt:
-    """The predicted verdict of a claim at one compute speed: the speedup with no stack cost and with a one-core
-    testbed host's, the range they span widened by the model's validated error, and what that range says."""
+    """The predicted verdict of a claim at one compute speed: the speedup with hosts that cost nothing and with a
+    testbed host's stack costs and queues below the van, the range they span widened by the model's validated error,
+    and what that range says."""
     images_per_sec: float
     free: float
     costly: float
@@ -104,7 +106,7 @@ def predicted_at(claim: Claim, tolerance: Tolerance, validation: ModelValidation
                  images_per_sec: float) -> PredictedAt:
     free = predicted_speedup(claim, gpu_name, images_per_sec)
     costly = predicted_speedup(claim, gpu_name, images_per_sec, validation.stack_s_per_byte,
-                               validation.stack_s_per_message)
+                               validation.stack_s_per_message, validation.fifo_bytes)
     low, high = min(free, costly) / (1 + validation.speedup_bar), max(free, costly) / (1 - validation.speedup_bar)
     band_low, band_high = claim.speedup - tolerance.speedup, claim.speedup + tolerance.speedup
     band = f"the claimed {claim.speedup:.2f}x ± {tolerance.speedup:.2f}"
@@ -160,7 +162,7 @@ def predicted_setting(claim: Claim, gpu_name: str) -> str:
 
 def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str = "") -> str:
     """The claim's predicted figure and verdict at a GPU (the paper's by default), or why none is given. The
-    paper's hosts' stack costs are not known: the speedup is predicted with none and with a one-core testbed host's,
+    paper's hosts' stack costs and queues are not known: the speedup is predicted with none and with a testbed host's,
     and widened by the model's validated error; at one compute speed the verdict holds only where that whole range
     says the same (wholly below or above the claim's band: not replicated; wholly inside: replicated; else
     inconclusive). The GPU's throughput is known only to a plausible range: the verdict is given only where it
@@ -178,8 +180,8 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
     stretches = over_range(claim, tolerance, validation, name)
     ends = [predicted_at(claim, tolerance, validation, name, x) for x in (rate.low, rate.high)]
     lowest, highest = min(x.low for x in (central, *ends)), max(x.high for x in (central, *ends))
-    said = (f"{central.free:.2f}x at {rate.images_per_sec:g} img/s ({central.free:.2f}x with no stack "
-            f"cost, {central.costly:.2f}x with a one-core testbed host's; {central.low:.2f} to {central.high:.2f} with "
+    said = (f"{central.free:.2f}x at {rate.images_per_sec:g} img/s ({central.free:.2f}x with hosts that cost "
+            f"nothing and hold nothing below the van, {central.costly:.2f}x with a testbed host's costs and queues; {central.low:.2f} to {central.high:.2f} with "
             f"the model's error ±{validation.speedup_bar:.0%}); over the {label}'s plausible range, {rate.low:g} to "
             f"{rate.high:g} img/s: {lowest:.2f} to {highest:.2f}; {predicted_setting(claim, name)}")
     if len(stretches) == 1:
@@ -198,7 +200,7 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
     mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
                 & (rows["variant"] == claim.variant) & (rows["versus"] == claim.versus)] if not rows.empty else rows
     if mine.empty:
-        how = f"(ck reproduce study:{study} --target=TESTBED --emulate=v100)"
+        how = f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu().name})"
         lacking = [v for v in (claim.variant, claim.versus) if v not in finished]
         if withheld or not finished or not lacking:
             return withheld or f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored {how}"
@@ -210,7 +212,7 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
         n = int(min(row["n_variant"], row["n_versus"]))
         engine = ENGINE_NAMES.get(str(row.get("engine", "")), str(row.get("engine", "")))
         figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
-                  f"{engine}, {row['profile']} profile, k={row['dilation']:g}")
+                  f"{engine}, {compute_label(str(row.get('gpu', '')))} emulated, k={row['dilation']:g}")
         busy = float(row.get("host_cpu_busy", math.nan))
         if busy == busy:  # NaN: not recorded
             figure += f", hosts' CPU up to {busy:.0%} busy"
@@ -229,6 +231,21 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
             kind, how = judge_at_bandwidth(row, claim, tolerance)
             said.append(f"{figure}: {kind} (emulated){':' if how.startswith(' ') else ''}{how}")
     return "; ".join(said)
+
+
+def compute_label(gpu_name: str) -> str:
+    """How a setting label names the compute an emulated run waited: the GPU's label, or the profile file's name."""
+    if gpu_name in gpus():
+        return f"{gpu(gpu_name).label} compute"
+    return f"compute measured in a run ({Path(gpu_name).name})" if gpu_name else "compute of an unrecorded profile"
+
+
+def at_gpu(rows: pd.DataFrame, gpu_name: str, at: bool = True) -> pd.DataFrame:
+    """The rows (emulated runs or their speedups) that waited ``gpu_name``'s compute, or (``at`` False) the others."""
+    if rows.empty or "gpu" not in rows:
+        return rows if not at else rows.iloc[0:0]
+    chosen = rows["gpu"] == gpu_name
+    return rows[chosen if at else ~chosen]
 
 
 def finished_variants(runs: pd.DataFrame, claim: Claim) -> list[str]:
@@ -252,12 +269,19 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
     rows = emulated if emulated is not None else pd.DataFrame()
     runs = emulated_runs if emulated_runs is not None else pd.DataFrame()
     checks = validation or ModelValidation.stored()
+    paper = paper_gpu().name
+    # The claims are judged at the paper's GPU; runs that waited another's compute are shown apart, as figures of
+    # that GPU, never as the claim's verdict.
+    at_paper, elsewhere = at_gpu(rows, paper), at_gpu(rows, paper, at=False)
     out = []
     for c in claims:
         if not c.bandwidth:
             continue
         measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
+        other = emulated_verdict(c, elsewhere, tolerance, withheld, study) if not elsewhere.empty else ""
         out.append(LabelledVerdict(c.id, c.bandwidth, measured,
-                                   emulated_verdict(c, rows, tolerance, withheld, study, finished_variants(runs, c)),
-                                   predicted_verdict(c, tolerance, checks)))
+                                   emulated_verdict(c, at_paper, tolerance, withheld, study,
+                                                    finished_variants(at_gpu(runs, paper), c)),
+                                   predicted_verdict(c, tolerance, checks),
+                                   "" if other.startswith(("not run", withheld or "not run")) else other))
     return out

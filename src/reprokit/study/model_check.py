@@ -50,9 +50,11 @@ class Configuration:
 @dataclass(frozen=True)
 class StackCosts:
     """The hosts' own cost per payload byte and per message (ModelInput.stack_s_*), as model_validation.py --stack
-    measured it."""
+    measured it, and the bytes each host's egress holds below the van's order (ModelInput.fifo_bytes), as its
+    sockets and qdisc were sampled holding them under a sweep."""
     per_byte: float = 0.0
     per_message: float = 0.0
+    fifo_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInpu
     return ModelInput(layers, result.num_workers, result.num_servers,
                       math.inf if run.link_rate == UNSHAPED else shaped_bps(run.link_rate),
                       VARIANT_POLICY[run.config.variant], slice_elements=result.p3_slice_size or 50_000,
-                      stack_s_per_byte=costs.per_byte, stack_s_per_message=costs.per_message)
+                      stack_s_per_byte=costs.per_byte, stack_s_per_message=costs.per_message,
+                      fifo_bytes=costs.fifo_bytes)
 
 
 def measured_s(result: Result) -> float:
@@ -173,12 +176,14 @@ class ModelValidation:
     checks: tuple[Mapping, ...]  # each: "against", where its runs ran, "configurations", "speedups"
     stack_s_per_byte: float
     stack_s_per_message: float
+    fifo_bytes: float = 0.0  # a testbed host's egress below the van's order: the most a predicted verdict allows
 
     @classmethod
     def stored(cls) -> ModelValidation:
         data = json.loads(resources.files("reprokit.study").joinpath("model_validation.json").read_text())
         return cls(float(data["bars"]["iteration_time"]), float(data["bars"]["speedup"]), tuple(data["checks"]),
-                   float(data["stack_costs"]["per_byte_s"]), float(data["stack_costs"]["per_message_s"]))
+                   float(data["stack_costs"]["per_byte_s"]), float(data["stack_costs"]["per_message_s"]),
+                   float(data["stack_costs"].get("fifo_bytes", 0.0)))
 
     def within(self) -> list[Mapping]:
         """The checks inside the model's assumptions (docs/study.md) that no later check repeats. Each host's egress

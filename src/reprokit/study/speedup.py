@@ -141,7 +141,7 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
     ratio plot); where the engine measured none (the authors' builds), the stock baseline's in the same
     configuration, and ``ratio_engine`` says whose it is."""
     out = []
-    keys = ["setup", "profile", "model", "bandwidth", "dilation"]  # dilation: 1 unless emulated
+    keys = ["setup", "profile", "model", "bandwidth", "dilation", "gpu"]  # dilation 1 and gpu "" unless emulated
     ok = df[df["ok"] & df["throughput"].notna()]
     for key, config in ok.groupby(keys, sort=False, dropna=False):
         for engine in [e for e in ENGINE_KINDS if e in set(config["engine"])]:

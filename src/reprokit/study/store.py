@@ -302,6 +302,12 @@ class Record:
         return dilation_of(self._env_overrides)
 
     @property
+    def gpu(self) -> str:
+        """The compute an emulated run waited (its sweep's COMPUTE_PROFILE: a GPU of gpus.json, or a profile file);
+        "" for a measured run."""
+        return str(self._env_overrides.get("COMPUTE_PROFILE", "")) if self.emulated else ""
+
+    @property
     def _env_overrides(self) -> Mapping[str, Any]:
         """The run settings its sweep gave (COMPUTE, DILATION, ...); empty for records stored before they were kept."""
         overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
