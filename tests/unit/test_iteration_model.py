@@ -195,3 +195,34 @@ def test_priority_alone_places_whole_arrays_round_robin_as_p3storedist_does():
     assert [m.parts for m in prio] == [((0, 3_000_000),), ((1, 10),), ((2, 20),), ((3, 30),), ((0, 40),)]
     base = messages(layers, Policy.BASELINE, servers=4, slice_elements=50_000)
     assert base[0].parts == tuple((s, 750_000) for s in range(4))
+
+
+def test_bytes_held_below_the_vans_order_delay_what_p3_sends_first_and_leave_the_baseline_as_it_was():
+    """Compute long enough for P3 to hide the dense layer's bytes behind the next forward: with nothing below the
+    van the input layers' slices overtake them; a first-in-first-out queue below the sender as deep as those bytes
+    puts the slices the next forward waits for behind them. The baseline sends in that order anyway."""
+    layers = tuple(Layer(f"conv{i}", 0.05, 0.10, (200_000,)) for i in range(6)) + (
+        Layer("fc", 0.001, 0.002, (60_000_000,)),)  # its bytes take longer than the backward, less than both passes
+    fc_bytes = 60_000_000 * 4
+    bare, deep = (run(layers, Policy.P3, bandwidth=4 * GBIT, fifo_bytes=f) for f in (0.0, fc_bytes))
+    assert bare.iteration_s == pytest.approx(bare.compute_s, rel=0.02)  # P3 hides it all
+    assert deep.iteration_s > bare.iteration_s * 1.1
+    a_little = run(layers, Policy.P3, bandwidth=4 * GBIT, fifo_bytes=4e6).iteration_s
+    assert bare.iteration_s < a_little < deep.iteration_s
+    # Deeper than everything an iteration sends, the order no longer matters: P3 is sliced first in, first out.
+    everything = run(layers, Policy.P3, bandwidth=4 * GBIT, fifo_bytes=10 * fc_bytes)
+    assert everything.iteration_s == pytest.approx(run(layers, Policy.SLICING_ONLY, bandwidth=4 * GBIT).iteration_s,
+                                                   rel=1e-9)
+    base = [run(layers, Policy.BASELINE, bandwidth=4 * GBIT, fifo_bytes=f).iteration_s for f in (0.0, fc_bytes)]
+    assert base[0] == pytest.approx(base[1], rel=1e-12)
+    with pytest.raises(ValueError, match="fifo_bytes"):
+        ModelInput(layers, 4, 4, GBIT, Policy.P3, fifo_bytes=-1)
+
+
+def test_the_baselines_big_array_bound_places_arrays_whole_or_split():
+    layers = (Layer("fc", 0.001, 0.002, (4_000_000,)),)
+    split = messages(layers, Policy.BASELINE, 4, 50_000)
+    whole = messages(layers, Policy.BASELINE, 4, 50_000, bigarray_bound=10_000_000)
+    assert [len(m.parts) for m in split] == [4] and [len(m.parts) for m in whole] == [1]
+    slow = run(layers, Policy.BASELINE, layout=Layout.DEDICATED, bigarray_bound=10_000_000).iteration_s
+    assert slow > 2 * run(layers, Policy.BASELINE, layout=Layout.DEDICATED).iteration_s  # one server's link

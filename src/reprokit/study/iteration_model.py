@@ -144,6 +144,9 @@ class ModelInput:
     # ZeroMQ's queues, TCP's send buffers and the qdisc. P3's priorities order only what waits above them. Zero by
     # default: the order decides at every message.
     fifo_bytes: float = 0.0
+    # The baseline's MXNET_KVSTORE_BIGARRAY_BOUND: an array above it is split evenly over the servers, a smaller one
+    # goes whole to one (placement shows only in the dedicated layout: the colocated one averages it away).
+    bigarray_bound: int = BIGARRAY_BOUND
 
     def __post_init__(self) -> None:
         if not self.layers:
@@ -192,7 +195,8 @@ class _Message:
         return sum(n for _, n in self.parts)
 
 
-def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elements: int) -> list[_Message]:
+def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elements: int,
+             bigarray_bound: int = BIGARRAY_BOUND) -> list[_Message]:
     """Every message one worker sends per iteration (and receives back), by layer, key and slice."""
     out: list[_Message] = []
     key = 0
@@ -207,7 +211,7 @@ def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elemen
                     size = min(bound, elements - part * bound)
                     out.append(_Message(index, key, part, ((round_robin % servers, size),)))
                     round_robin += 1
-            elif elements > BIGARRAY_BOUND and servers > 1:
+            elif elements > bigarray_bound and servers > 1:
                 share, extra = divmod(elements, servers)
                 out.append(_Message(index, key, 0, tuple((s, share + (1 if s < extra else 0))
                                                          for s in range(servers))))
@@ -315,7 +319,7 @@ class _Compute:
 def simulate(spec: ModelInput) -> Prediction:
     layers = spec.layers
     colocated = spec.layout is Layout.COLOCATED
-    msgs = messages(layers, spec.policy, 1 if colocated else spec.servers, spec.slice_elements)
+    msgs = messages(layers, spec.policy, 1 if colocated else spec.servers, spec.slice_elements, spec.bigarray_bound)
     by_layer: list[list[_Message]] = [[] for _ in layers]
     for m in msgs:
         by_layer[m.layer].append(m)
