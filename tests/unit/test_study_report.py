@@ -20,12 +20,15 @@ import pytest
 from reprokit.errors import UserError
 from reprokit.study.analysis import analyse
 from reprokit.study.report import render, write_report
+from reprokit.study.sensitivity import HardwareGrid
 from reprokit.study.store import Store
 from reprokit.study.timeline import read_iteration
 
 from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
+# The predicted sections at 3 compute speeds (and the marks) and on a small map: the code of the full report, quicker.
+QUICK = {"speed_points": 3, "today": HardwareGrid(("resnet", "vgg"), ("p4000", "v100"), ("10gbit",), (4, 1000))}
 
 
 def constructed_records():
@@ -43,7 +46,7 @@ def constructed_records():
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     runs = constructed_records()
-    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, out, out / "store", ALL_MODELS)
+    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, out, out / "store", ALL_MODELS, **QUICK)
     return out, paths
 
 
@@ -59,7 +62,7 @@ def test_report_files_tables_and_plots(report):
     assert "worker#1 on 10.77.0.2 was killed by SIGKILL" in md  # the failed vgg run, with its reason
     assert "![resnet](plots/resnet.png)" in md
     html = paths["html"].read_text()
-    assert html.count("data:image/png;base64,") == 2
+    assert html.count("data:image/png;base64,") == 3  # resnet, vgg and the sensitivity figure
     assert 'src="plots/' not in html and "<link" not in html and "<script" not in html  # self-contained
     assert "No timeline plot: no run pair chosen." in md
 
@@ -80,17 +83,47 @@ def test_report_json_holds_every_configuration_speedup_and_verdict(report):
     assert data["overall"]["resnet-up-to-25"] == "replicated" and data["timeline"] is None
 
 
+def test_report_asks_whether_the_verdict_depends_on_the_gpu_and_predicts_p3_on_todays_hardware(report):
+    from reprokit.study.labelled import predicted_speedup
+
+    out, paths = report
+    assert (out / "plots" / "sensitivity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "plots" / "sensitivity.svg").read_text().lstrip().startswith("<?xml")
+    md, html = paths["markdown"].read_text(), paths["html"].read_text()
+    title = "Does the verdict depend on the GPU? PREDICTED speedup (line), EMULATED runs (points)"
+    assert "## Does the verdict depend on the GPU?" in md and "## P3 on today's hardware (predicted)" in md
+    assert "<h2>Does the verdict depend on the GPU?</h2>" in html and "<h2>P3 on today's hardware (predicted)</h2>" in html
+    assert f"![{title}](plots/sensitivity.png) ([SVG](plots/sensitivity.svg))" in md
+    assert f'<img alt="{title}" src="data:image/png;base64,' in html
+    assert "- resnet-4gbit (claimed 1.26x ± 0.10, p3 over baseline at 4gbit on 4 machines): predicted " in md
+    data = json.loads(paths["json"].read_text())
+    curves = data["predicted_sensitivity"]
+    assert [c["claim"] for c in curves] == [c.id for c in study().claims if c.bandwidth]
+    resnet = next(c for c in study().claims if c.id == "resnet-4gbit")
+    assert dict(map(tuple, curves[0]["curve"]))[1.0] == predicted_speedup(resnet, "p4000")
+    today = data["predicted_today"]
+    assert today["kind"] == "PREDICTED by the iteration model, not measured" and today["workers"] == [4, 1000]
+    for model in ("resnet", "vgg"):
+        assert today["captions"][model] in md  # the caption above each model's table
+        assert f'<table id="today-{model}">' in html
+    assert md.count("| GPU | workers | predicted at 10gbit |\n|---|---|---|\n| P4000 | 4 | ") == 2
+    [cell] = [c for c in today["cells"] if (c["model"], c["gpu"], c["workers"]) == ("vgg", "V100", 1000)]
+    assert f"| V100 | 1000 | {cell['predicted_speedup']:.2f}x ({cell['predicted_bound_share']:.1%}) |" in md
+
+
 def test_record_content_is_escaped_and_never_names_a_file(tmp_path):
     evil = replace(TESTBED4, name="<i>tb</i>|x")
     runs = [replace(r, config=replace(r.config, model="../<img src=x onerror=alert(1)>"),
                     failure_reason="<script>alert(1)</script> | $\\alpha$")
             for r in records("vgg", "1gbit", [1.0, None], [2.0], target=evil)]
-    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path / "out", tmp_path, ALL_MODELS)
+    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path / "out", tmp_path, ALL_MODELS,
+                   **QUICK)
     html, md = paths["html"].read_text(), paths["markdown"].read_text()
     assert "<script>alert" not in html and "<img src=x" not in html and "<i>tb</i>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;i&gt;tb&lt;/i&gt;|x" in html
     assert "<script>" not in md and "<img src=x" not in md and "&lt;i&gt;tb&lt;/i&gt;\\|x" in md
-    assert sorted(p.name for p in (tmp_path / "out" / "plots").iterdir()) == ["model-1.png", "model-1.svg"]
+    assert sorted(p.name for p in (tmp_path / "out" / "plots").iterdir()) == ["model-1.png", "model-1.svg",
+                                                                             "sensitivity.png", "sensitivity.svg"]
     assert not (tmp_path / "img src=x onerror=alert(1)>.png").exists()
 
 
@@ -102,7 +135,7 @@ def test_report_shows_the_authors_builds_beside_mxnets_p3_and_its_two_baselines(
             + records("resnet", "4gbit", [], [120.0, 120.5, 119.5], variant="baseline-worker-update")
             + records("resnet", "4gbit", [50.0, 50.5, 49.5], [80.0, 81.0, None], engine="artifact")
             + records("vgg", "4gbit", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0]))
-    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path, tmp_path, ALL_MODELS)
+    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path, tmp_path, ALL_MODELS, **QUICK)
     md, html = paths["markdown"].read_text(), paths["html"].read_text()
     assert ("| setup | profile | model | bandwidth | authors' 2018 baseline | authors' 2018 P3 | MXNet 1.9.1 baseline "
             "| MXNet 1.9.1 worker-update baseline | MXNet 1.9.1 P3 | authors' P3/baseline | MXNet 1.9.1 P3/baseline "
@@ -182,7 +215,7 @@ def test_nothing_tested_is_the_first_line_of_the_reports_and_of_ck_reports_summa
     for r in records("resnet", "native", [80.0, 82.0, 81.0], [60.0, 61.0, 60.5], target=EMBEDDED, profile="smoke"):
         store.put_record(replace(r, record_id=r.record_id.replace("--o-local", ""), origin=origin))
     console = __import__("io").StringIO()
-    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console)
+    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console, **QUICK)
     first = console.getvalue().splitlines()[0]
     assert first.startswith("study: No claim could be tested on these runs: every run is on the embedded default")
     assert first.endswith("ck testbed cluster:NAME --hosts=3 (it prints the ck add machine line that registers it), "
@@ -195,7 +228,7 @@ def test_nothing_tested_is_the_first_line_of_the_reports_and_of_ck_reports_summa
     assert body.index("<h1>") < body.index('<p id="untested"') < body.index("<h2>")
     assert json.loads(paths["json"].read_text())["untested"].startswith("No claim could be tested")
     tested = render(study(), analyse(study(), constructed_records(), ALL_MODELS), constructed_records(),
-                    tmp_path / "tested", tmp_path, ALL_MODELS)
+                    tmp_path / "tested", tmp_path, ALL_MODELS, **QUICK)
     assert "No claim could be tested" not in tested["markdown"].read_text()
     assert 'id="untested"' not in tested["html"].read_text()
 
@@ -240,7 +273,7 @@ def store_with_timelines(root: Path) -> Store:
 def test_report_draws_baseline_and_p3_side_by_side_for_the_best_pair_or_the_one_asked_for(tmp_path):
     store = store_with_timelines(tmp_path / "store")
     console = __import__("io").StringIO()
-    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console)
+    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console, **QUICK)
     data = json.loads(paths["json"].read_text())
     assert (data["timeline"]["bandwidth"], data["timeline"]["baseline_trace"]) == ("300mbit", "timeline-worker-0.json")
     assert data["timeline"]["p3_record"].endswith("--resnet--p3--300mbit--r1")
@@ -248,13 +281,15 @@ def test_report_draws_baseline_and_p3_side_by_side_for_the_best_pair_or_the_one_
     assert [v["label"] for v in data["timeline"]["views"]] == ["baseline (repetition 1)", "p3 (repetition 1)"]
     assert (tmp_path / "report" / "plots" / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     html = paths["html"].read_text()
-    assert html.count("data:image/png;base64,") == 2 and "timelines of baseline and p3" in html
+    assert html.count("data:image/png;base64,") == 3 and "timelines of baseline and p3" in html
     assert "study: timelines: the configuration with the highest speedup" in console.getvalue()
-    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console, timeline_config=("resnet", "1gbit"))
+    paths = write_report(study(), store, ALL_MODELS, tmp_path / "report", console, timeline_config=("resnet", "1gbit"),
+                         **QUICK)
     assert json.loads(paths["json"].read_text())["timeline"]["bandwidth"] == "1gbit"
     with pytest.raises(UserError, match=r"^no run of vgg at 1gbit has timelines for both baseline and p3; "
                                         r"choose --timeline_config from: resnet,1gbit, resnet,300mbit$"):
-        write_report(study(), store, ALL_MODELS, tmp_path / "report", console, timeline_config=("vgg", "1gbit"))
+        write_report(study(), store, ALL_MODELS, tmp_path / "report", console, timeline_config=("vgg", "1gbit"),
+                     **QUICK)
 
 
 def test_timelines_are_found_by_listing_the_store_not_from_record_content(tmp_path):
@@ -270,24 +305,24 @@ def test_timelines_are_found_by_listing_the_store_not_from_record_content(tmp_pa
         path.write_text(json.dumps(record))
     with pytest.raises(UserError, match=r"is invalid: run_folder must be runs/<record_id>/attempt-N, "
                                         r"got '\.\./outside/runs/x/attempt-1'"):  # the record schema refuses them
-        write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
+        write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO(), **QUICK)
     assert not (tmp_path / "report").exists()
     for path, text in originals.items():
         path.write_text(text)
-    data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
-                      ["json"].read_text())
+    data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO(),
+                                   **QUICK)["json"].read_text())
     assert data["timeline"]["bandwidth"] == "300mbit"
     for path in store.records_dir.glob("*.json"):
         path.unlink()
-    data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO())
-                      ["json"].read_text())
+    data = json.loads(write_report(study(), store, ALL_MODELS, tmp_path / "report", __import__("io").StringIO(),
+                                   **QUICK)["json"].read_text())
     assert data["timeline"] is None
     assert "No timeline plot: no configuration has timelines for both baseline and p3" in \
         (tmp_path / "report" / "report.md").read_text()
 
 
 def test_report_with_no_runs_still_renders(tmp_path):
-    paths = render(study(), analyse(study(), [], ALL_MODELS), [], tmp_path, tmp_path, ALL_MODELS)
+    paths = render(study(), analyse(study(), [], ALL_MODELS), [], tmp_path, tmp_path, ALL_MODELS, **QUICK)
     assert "no runs stored yet" in paths["markdown"].read_text()
 
 
@@ -392,7 +427,7 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
             events = list(browser.events)
     finally:
         browser.close()
-    assert len(page["images"]) == 2
+    assert len(page["images"]) == 3  # resnet, vgg and the sensitivity figure
     assert all(complete and width > 500 and height > 200 for complete, width, height in page["images"]), page["images"]
     assert {"badges", "verdicts", "results", "speedups", "environment", "checklist", "claims"} <= set(page["tables"])
     assert page["badges"] == ["recommended", "recommended", "undecided"]

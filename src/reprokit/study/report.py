@@ -12,6 +12,10 @@ with the P3 ratios (speedup.SIDE_BY_SIDE_RATIOS); one without runs is shown as
 "not measured". When no claim could be tested (analysis.nothing_tested), the
 reports and ``ck report``'s summary say so first, with the fix. A claim at a
 bandwidth no run had is drawn apart from the measurements (draw_model).
+Two sections are predicted, never measured (sensitivity.py): whether a claim's
+verdict depends on the GPU (``plots/sensitivity.png`` / ``.svg``: each claim at
+a bandwidth predicted across compute speeds, the emulated runs on it), and P3
+on today's hardware (GPUs, bandwidths and cluster sizes of sensitivity.TODAY).
 
 Record content (imported records come from other evaluators) is text only:
 the HTML template is autoescaped, Markdown output escapes ``<``, ``>``, ``&``,
@@ -33,11 +37,15 @@ import jinja2
 
 from reprokit.jsonfile import write_json
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study import prediction_cache
 from reprokit.study.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
 from reprokit.study.analysis import Analysis, analyse, setup_label
 from reprokit.study.choice import BandwidthChoice
 from reprokit.study.claims import MIN_RUNS, Study
 from reprokit.study.rates import NATIVE, same_rate, shaped_bps
+from reprokit.study.sensitivity import (SPEED_POINTS, TITLE as SENSITIVITY_TITLE, TODAY, HardwareGrid, HardwareMap,
+                                        caption as sensitivity_caption, draw as draw_sensitivity, hardware_map,
+                                        sensitivity)
 from reprokit.study.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
 from reprokit.study.store import Record, Store
 from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
@@ -234,18 +242,24 @@ def draw_model(study: Study, analysis: Analysis, model: str):
     return fig
 
 
-def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name: str | None = None) -> Plot:
-    """draw_model's figure as plots/<name>.png and .svg."""
+def save_figure(fig, folder: Path, name: str, model: str) -> Plot:
+    """A figure as plots/<name>.png and .svg, closed."""
     import matplotlib.pyplot as plt
 
-    fig = draw_model(study, analysis, model)
     folder.mkdir(parents=True, exist_ok=True)
-    name = name or plot_name(study, model, 0)
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"
     fig.savefig(png, dpi=100)
     fig.savefig(svg)
     plt.close(fig)
     return Plot(model, png, svg, base64.b64encode(png.read_bytes()).decode("ascii"))
+
+
+def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name: str | None = None) -> Plot:
+    """draw_model's figure as plots/<name>.png and .svg."""
+    return save_figure(draw_model(study, analysis, model), folder, name or plot_name(study, model, 0), model)
+
+
+SENSITIVITY_PLOT = "sensitivity"  # plots/sensitivity.png and .svg: a fixed name, never a record's text
 
 
 def _f(x, digits: int = 2) -> str:
@@ -323,9 +337,11 @@ def _json_ready(value):
 
 
 def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline: dict | None, generated: str,
-                labelled: list[dict]) -> dict:
+                labelled: list[dict], sensitivity: list[dict] | None = None, today: dict | None = None) -> dict:
     """report.json: every configuration, speedup and verdict (with its reason), for scripts; ``labelled``: the
-    emulated and predicted verdicts (labelled_verdicts)."""
+    emulated and predicted verdicts (labelled_verdicts); ``sensitivity``: each claim at a bandwidth predicted
+    across compute speeds with the emulated points (sensitivity.ClaimSensitivity); ``today``: P3 predicted on
+    today's hardware (sensitivity.HardwareMap)."""
     tol = study.tolerance
     return _json_ready({
         "format": REPORT_FORMAT, "study": study.name, "generated": generated, "metric": study.metric,
@@ -337,6 +353,7 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided_on_engine": analysis.decided,
         "labelled": labelled,
+        "predicted_sensitivity": sensitivity or [], "predicted_today": today,
         "side_by_side": analysis.side_by_side.to_dict("records"),
         "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
     })
@@ -359,9 +376,12 @@ def _write(path: Path, text: str) -> None:
 
 def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Path, store_root: Path,
            program_models: set[str], choices: Iterable[tuple[str, BandwidthChoice]] = (),
-           timeline: tuple[TimelinePair | None, str] = (None, "no run pair chosen")) -> dict[str, Any]:
+           timeline: tuple[TimelinePair | None, str] = (None, "no run pair chosen"), *,
+           speed_points: int = SPEED_POINTS, today: HardwareGrid = TODAY) -> dict[str, Any]:
     """Plots, report.md, report.html and report.json. ``choices``: (sweep id, its bandwidth choice) of the
-    store's sweeps; ``timeline``: the run pair to draw (timeline.pick_pair) and the sentence on the choice."""
+    store's sweeps; ``timeline``: the run pair to draw (timeline.pick_pair) and the sentence on the choice;
+    ``speed_points`` and ``today``: the compute speeds of the sensitivity figure and the grid of the predicted map
+    of today's hardware (smaller ones make a quicker report)."""
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     generated = time.strftime("%Y-%m-%d %H:%M:%S %z")
@@ -376,6 +396,12 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
                                                        tolerance=study.tolerance, verdicts=analysis.verdicts,
                                                        emulated=analysis.emulated_speedups,
                                                        emulated_runs=analysis.emulated_runs)]
+    # after the predicted verdicts: the figure's marks are the compute speeds they were judged at (cached)
+    curves = sensitivity(study, analysis.emulated_speedups, speed_points)
+    sensitivity_plot = (save_figure(draw_sensitivity(curves), out_dir / "plots", SENSITIVITY_PLOT, SENSITIVITY_PLOT)
+                        if curves else None)
+    predicted_map: HardwareMap = hardware_map(study, today)
+    prediction_cache.save()  # the next report replays these predictions
     context = {
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
@@ -394,6 +420,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
         "labelled": labelled,
         "labelled_explanation": LABELLED_EXPLANATION,
+        "sensitivity": curves, "sensitivity_plot": sensitivity_plot, "sensitivity_caption": sensitivity_caption,
+        "sensitivity_title": SENSITIVITY_TITLE, "today": predicted_map,
         "num_runs": len(analysis.runs), "num_ok": int(analysis.runs["ok"].sum()) if len(analysis.runs) else 0,
     }
     common: dict[str, Any] = {"loader": jinja2.FileSystemLoader(TEMPLATES), "undefined": jinja2.StrictUndefined,
@@ -401,17 +429,20 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     md, html, data = out_dir / "report.md", out_dir / "report.html", out_dir / "report.json"
     _write(md, jinja2.Environment(autoescape=False, finalize=_md, **common).get_template("report.md.j2").render(**context))
     _write(html, jinja2.Environment(autoescape=True, **common).get_template("report.html.j2").render(**context))
-    write_json(data, report_data(study, analysis, chosen, timeline_info, generated, labelled))
+    write_json(data, report_data(study, analysis, chosen, timeline_info, generated, labelled,
+                                 [c.to_dict() for c in curves], predicted_map.to_dict()))
     elapsed = time.monotonic() - started
     return {"markdown": md, "html": html, "json": data, "plots": out_dir / "plots", "seconds": elapsed}
 
 
 def write_report(study: Study, store: Store, program_models: set[str], out_dir: Path,
-                 console: TextIO = sys.stdout, timeline_config: tuple[str, str] | None = None) -> dict[str, Any]:  # the paths written, and "seconds"
-    """`ck report study:NAME`: analyse every stored and imported run, render the reports, say what they hold.
+                 console: TextIO = sys.stdout, timeline_config: tuple[str, str] | None = None, *,
+                 speed_points: int = SPEED_POINTS, today: HardwareGrid = TODAY) -> dict[str, Any]:
+    """`ck report study:NAME`: analyse every stored and imported run, render the reports, say what they hold; returns
+    the paths written, and "seconds".
 
     ``timeline_config`` (model, bandwidth): the configuration whose timelines are drawn; by default the
-    one with the highest speedup where both variants have timelines."""
+    one with the highest speedup where both variants have timelines. ``speed_points``, ``today``: as render's."""
     left_out: list[str] = []
     records = store.all_records(left_out)
     analysis = analyse(study, records, program_models)
@@ -421,7 +452,8 @@ def write_report(study: Study, store: Store, program_models: set[str], out_dir: 
         print(f"study: warning: {problem}", file=console, flush=True)
     pair = pick_pair(analysis.speedups, records, timeline_traces(store), timeline_config)
     choices = [(s.sweep_id, c) for s in store.sweeps() for c in s.choices]
-    paths = render(study, analysis, records, out_dir, store.root, program_models, choices, pair)
+    paths = render(study, analysis, records, out_dir, store.root, program_models, choices, pair,
+                   speed_points=speed_points, today=today)
     counts: dict[str, int] = {}
     for verdict in analysis.overall.values():
         counts[verdict] = counts.get(verdict, 0) + 1
