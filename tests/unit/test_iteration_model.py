@@ -226,3 +226,17 @@ def test_the_baselines_big_array_bound_places_arrays_whole_or_split():
     assert [len(m.parts) for m in split] == [4] and [len(m.parts) for m in whole] == [1]
     slow = run(layers, Policy.BASELINE, layout=Layout.DEDICATED, bigarray_bound=10_000_000).iteration_s
     assert slow > 2 * run(layers, Policy.BASELINE, layout=Layout.DEDICATED).iteration_s  # one server's link
+
+
+@pytest.mark.parametrize("policy", list(Policy))
+@pytest.mark.parametrize("fifo_bytes", [0.0, 12e6])
+def test_three_iterations_give_the_steady_state_that_more_would(policy, fifo_bytes):
+    """Each iteration's communication ends before the next backward starts, so from the second on every iteration
+    is the same: the default of 3 predicts what 6 do."""
+    from dataclasses import replace
+
+    for bandwidth in (0.5 * GBIT, 4 * GBIT, 40 * GBIT):
+        spec = ModelInput(vgg_like(), 4, 4, bandwidth, policy, fifo_bytes=fifo_bytes)
+        assert spec.iterations == 3
+        assert simulate(spec).iteration_s == pytest.approx(simulate(replace(spec, iterations=6)).iteration_s,
+                                                           rel=1e-9)

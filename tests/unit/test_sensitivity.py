@@ -52,20 +52,20 @@ def records_frame():
 
 
 def test_emulated_runs_land_at_their_gpus_throughput_over_the_paper_gpus_and_two_gpus_are_never_pooled():
-    at_v100 = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True, compute_profile="v100",
+    at_v100 = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True, gpu="v100",
                       origin="o-v100")
     at_p4000 = records("resnet", "4gbit", [10.0, 10.1, 9.9], [11.0, 11.1, 10.9], emulated=True,
-                       compute_profile="p4000", origin="o-p4000")
+                       gpu="p4000", origin="o-p4000")
     at_file = records("resnet", "4gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], emulated=True,
-                      compute_profile="measured:/runs/x/measured-compute.json", origin="o-file")
+                      gpu="measured:/runs/x/measured-compute.json", origin="o-file")
     other_bandwidth = records("resnet", "1gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], emulated=True,
-                              compute_profile="v100", origin="o-1gbit")
+                              gpu="v100", origin="o-1gbit")
     rows = analyse(study(), at_v100 + at_p4000 + at_file + other_bandwidth, ALL_MODELS).emulated_speedups
     pairs = rows[(rows["bandwidth"] == "4gbit") & (rows["variant"] == "p3") & (rows["versus"] == "baseline")]
-    assert sorted(pairs["compute_profile"]) == ["measured:/runs/x/measured-compute.json", "p4000", "v100"]
+    assert sorted(pairs["gpu"]) == ["measured:/runs/x/measured-compute.json", "p4000", "v100"]
     central = gpu("p4000").throughput("resnet").images_per_sec
     points = emulated_points(claim("resnet-4gbit"), rows, central)
-    assert [p.compute_profile for p in points] == ["p4000", "v100"]  # a profile file names no GPU: left out
+    assert [p.gpu for p in points] == ["p4000", "v100"]  # a profile file names no GPU: left out
     p4000, v100 = points
     assert v100.x == gpu("v100").throughput("resnet").images_per_sec / central and p4000.x == 1.0
     assert v100.speedup == pytest.approx(1.3, abs=0.01) and v100.ci_low < v100.speedup < v100.ci_high
@@ -93,7 +93,7 @@ def test_the_map_is_labelled_predicted_and_each_cell_is_what_ck_predict_says():
 def test_the_figure_says_predicted_for_the_line_and_emulated_for_the_points():
     import matplotlib.pyplot as plt
 
-    runs = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True, compute_profile="v100")
+    runs = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True, gpu="v100")
     rows = analyse(study(), runs, ALL_MODELS).emulated_speedups
     c = claim_sensitivity(claim("resnet-4gbit"), study().tolerance, rows, points=3)
     fig = draw([c])

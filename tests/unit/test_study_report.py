@@ -20,15 +20,14 @@ import pytest
 from reprokit.errors import UserError
 from reprokit.study.analysis import analyse
 from reprokit.study.report import render, write_report
-from reprokit.study.sensitivity import HardwareGrid
 from reprokit.study.store import Store
 from reprokit.study.timeline import read_iteration
 
 from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
-# The predicted sections at 3 compute speeds (and the marks) and on a small map: the code of the full report, quicker.
-QUICK = {"speed_points": 3, "today": HardwareGrid(("resnet", "vgg"), ("p4000", "v100"), ("10gbit",), (4, 1000))}
+# The full predicted sections: the release ships their predictions (shipped_predictions.json), so they are quick.
+QUICK: dict = {}
 
 
 def constructed_records():
@@ -102,12 +101,15 @@ def test_report_asks_whether_the_verdict_depends_on_the_gpu_and_predicts_p3_on_t
     resnet = next(c for c in study().claims if c.id == "resnet-4gbit")
     assert dict(map(tuple, curves[0]["curve"]))[1.0] == predicted_speedup(resnet, "p4000")
     today = data["predicted_today"]
-    assert today["kind"] == "PREDICTED by the iteration model, not measured" and today["workers"] == [4, 1000]
+    assert today["kind"] == "PREDICTED by the iteration model, not measured" and today["workers"] == [4, 64, 1000]
     for model in ("resnet", "vgg"):
         assert today["captions"][model] in md  # the caption above each model's table
         assert f'<table id="today-{model}">' in html
-    assert md.count("| GPU | workers | predicted at 10gbit |\n|---|---|---|\n| P4000 | 4 | ") == 2
-    [cell] = [c for c in today["cells"] if (c["model"], c["gpu"], c["workers"]) == ("vgg", "V100", 1000)]
+    head = ("| GPU | workers | predicted at 1gbit | predicted at 10gbit | predicted at 100gbit | predicted at 400gbit |"
+            "\n|---|---|---|---|---|---|\n| P4000 | 4 | ")
+    assert md.count(head) == 2
+    [cell] = [c for c in today["cells"] if (c["model"], c["gpu"], c["workers"], c["bandwidth"]) ==
+              ("vgg", "V100", 1000, "1gbit")]
     assert f"| V100 | 1000 | {cell['predicted_speedup']:.2f}x ({cell['predicted_bound_share']:.1%}) |" in md
 
 
@@ -463,3 +465,16 @@ def test_claims_at_a_bandwidth_show_emulated_and_predicted_labelled_and_say_why_
                              tolerance=study().tolerance, verdicts=[])[0].emulated == (
         "not run: no emulated runs of resnet at 4gbit are stored (ck reproduce study:sysml19-p3 --target=TESTBED "
         "--emulate=p4000)")
+
+
+def test_emulated_runs_at_another_gpu_are_a_table_of_their_own_naming_their_gpu(tmp_path):
+    runs = (constructed_records()
+            + records("resnet", "4gbit", [10.0, 10.1, 9.9], [10.0, 10.2, 9.8], emulated=True, gpu="v100")
+            + records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True, gpu="p4000"))
+    paths = render(study(), analyse(study(), runs, ALL_MODELS), runs, tmp_path, tmp_path, ALL_MODELS, **QUICK)
+    md = paths["markdown"].read_text()
+    head, other = md.split("Emulated at other GPUs' compute", 1)
+    resnet_row = next(line for line in head.splitlines() if line.startswith("| resnet-4gbit | 4gbit |"))
+    assert "P4000 compute emulated" in resnet_row and "V100" not in resnet_row
+    assert "| resnet-4gbit | 4gbit | 1.00x [" in other and "V100 compute emulated" in other.split("###")[0]
+    assert "Emulated at other GPUs' compute" in paths["html"].read_text()

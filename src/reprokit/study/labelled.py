@@ -24,7 +24,8 @@ from reprokit.emulation.gpus import gpu, gpus, paper_gpu
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.compute import gpu_layers
-from reprokit.study.iteration_model import VARIANT_POLICY, ModelInput, Policy, simulate
+from reprokit.study.iteration_model import VARIANT_POLICY, ModelInput, Policy
+from reprokit.study.shipped_predictions import simulate
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.model_check import ModelValidation
 from reprokit.study.rates import shaped_bps

@@ -16,7 +16,8 @@ from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study import layer_profiles
 from reprokit.study.claims import Study
 from reprokit.study.compute import gpu_layers
-from reprokit.study.iteration_model import Layer, Layout, ModelInput, Policy, Prediction, simulate
+from reprokit.study.iteration_model import Layer, Layout, ModelInput, Policy, Prediction
+from reprokit.study.shipped_predictions import simulate
 from reprokit.study.rates import shaped_bps
 from reprokit.values import decimal, shown, whole_number
 

@@ -37,7 +37,6 @@ import jinja2
 
 from reprokit.jsonfile import write_json
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
-from reprokit.study import prediction_cache
 from reprokit.study.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
 from reprokit.study.analysis import Analysis, analyse, setup_label
 from reprokit.study.choice import BandwidthChoice
@@ -401,7 +400,6 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     sensitivity_plot = (save_figure(draw_sensitivity(curves), out_dir / "plots", SENSITIVITY_PLOT, SENSITIVITY_PLOT)
                         if curves else None)
     predicted_map: HardwareMap = hardware_map(study, today)
-    prediction_cache.save()  # the next report replays these predictions
     context = {
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),

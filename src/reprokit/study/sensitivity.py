@@ -8,25 +8,23 @@ towards a badge. The paper's GPU's throughput is known only to a plausible range
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import pandas as pd
 
 from reprokit.emulation.gpus import Gpu, gpu, gpus, paper_gpu
 from reprokit.study.claims import Claim, Study, Tolerance
-from reprokit.study.iteration_model import VARIANT_POLICY, ModelInput, Prediction
+from reprokit.study.iteration_model import VARIANT_POLICY
 from reprokit.study.labelled import predicted_speedup
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
-from reprokit.study.prediction_cache import simulate
 from reprokit.study.predict import PredictRequest, predict, request_from
 from reprokit.study.timeline import plain
 
 SPEED_LOW, SPEED_HIGH = 0.25, 4.0  # compute speeds drawn, as multiples of the paper's GPU's central throughput
-# Evenly on a log scale from SPEED_LOW to SPEED_HIGH (every 2 ** (1/4), 1 among them), and the marks exactly: VGG-19
-# with P3's slices takes 0.3 to 0.6 s a prediction, so on this machine, shared with a benchmark, 25 speeds took 40 s
-# and 17 take 36 s; once kept (prediction_cache) the figure takes a second.
-SPEED_POINTS = 17
+# Evenly on a log scale from SPEED_LOW to SPEED_HIGH (every 2 ** (1/2), 1 among them), and the marks exactly: VGG-19
+# with P3's slices takes 0.2 to 0.4 s a prediction, and every report draws the figure.
+SPEED_POINTS = 9
 COMPARED_GPU = "v100"  # marked beside the paper's GPU: the GPU the emulated runs first waited
 PREDICTED_LINE = "predicted (iteration model, no stack cost)"
 TITLE = "Does the verdict depend on the GPU? PREDICTED speedup (line), EMULATED runs (points)"
@@ -35,7 +33,7 @@ TITLE = "Does the verdict depend on the GPU? PREDICTED speedup (line), EMULATED 
 @dataclass(frozen=True)
 class EmulatedPoint:
     """One row of the emulated runs' speedups, placed at the compute speed of the GPU its runs waited."""
-    compute_profile: str
+    gpu: str  # the name (gpus.json) of the GPU its runs waited
     x: float
     speedup: float
     ci_low: float | None
@@ -101,14 +99,14 @@ def _number(value: object) -> float | None:
 def emulated_points(claim: Claim, rows: pd.DataFrame, central: float) -> tuple[EmulatedPoint, ...]:
     """The emulated speedups of the claim's model, bandwidth and pair whose runs waited a GPU of gpus.json (a
     profile file names no GPU: it is left out), at that GPU's throughput of the model over ``central``."""
-    if rows.empty or "compute_profile" not in rows:
+    if rows.empty or "gpu" not in rows:
         return ()
     mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
                 & (rows["variant"] == claim.variant) & (rows["versus"] == claim.versus)]
     known = gpus()
     out = []
     for _, row in mine.iterrows():
-        name = str(row["compute_profile"])
+        name = str(row["gpu"])
         if name not in known or claim.model not in known[name].models:
             continue
         out.append(EmulatedPoint(name, known[name].throughput(claim.model).images_per_sec / central,
@@ -161,7 +159,7 @@ def caption(c: ClaimSensitivity) -> str:
     if not c.emulated:
         return f"{said}; no emulated runs at a GPU's compute stored"
     return f"{said}; emulated: " + ", ".join(
-        f"{p.speedup:.2f}x [{_shown(p.ci_low)}, {_shown(p.ci_high)}] at {p.compute_profile} compute (x = {p.x:.2f}), "
+        f"{p.speedup:.2f}x [{_shown(p.ci_low)}, {_shown(p.ci_high)}] at {gpu(p.gpu).label} compute (x = {p.x:.2f}), "
         f"n={p.n}, k={p.dilation:g}" for p in c.emulated)
 
 
@@ -198,7 +196,7 @@ def draw(curves: Sequence[ClaimSensitivity]):
             ax.errorbar([p.x for p in c.emulated], values, yerr=err, fmt="o", color="tab:orange", capsize=3,
                         label=f"emulated ({c.confidence:.0%} interval)")
             for p in c.emulated:
-                ax.annotate(plain(p.compute_profile), (p.x, p.speedup), textcoords="offset points", xytext=(4, 4),
+                ax.annotate(plain(gpu(p.gpu).label), (p.x, p.speedup), textcoords="offset points", xytext=(4, 4),
                             fontsize=6)
         ax.axhline(1.0, color="0.3", linewidth=0.6)
         ax.set_xscale("log")
@@ -229,9 +227,10 @@ class HardwareGrid:
     workers: tuple[int, ...]
 
 
-# 1000 workers take no longer than 4 (0.06 s for ResNet-50, 0.3 s for VGG-19 with P3's slices): every count is kept.
+# 1000 workers take no longer than 4 (0.06 s for ResNet-50, 0.3 s for VGG-19 with P3's slices). Every report draws the
+# map, so it holds the corners and the middle of the space; `ck predict --gpu=...` gives any other point of it.
 TODAY = HardwareGrid(("resnet", "vgg"), ("p4000", "v100", "a100", "h100"),
-                     ("1gbit", "10gbit", "25gbit", "100gbit", "400gbit"), (4, 16, 64, 256, 1000))
+                     ("1gbit", "10gbit", "100gbit", "400gbit"), (4, 64, 1000))
 
 
 @dataclass(frozen=True)
@@ -285,15 +284,13 @@ def map_caption(request: PredictRequest, grid: HardwareGrid) -> str:
             f"perfect-overlap bound P3 reaches, 100%: as fast as compute or the busiest link allows).")
 
 
-def hardware_map(study: Study, grid: HardwareGrid = TODAY,
-                 simulator: Callable[[ModelInput], Prediction] = simulate) -> HardwareMap:
-    """P3 over the baseline predicted at every GPU, bandwidth and cluster size of ``grid`` (predict.predict).
-    ``simulator``: by default one that replays what was predicted before (prediction_cache)."""
+def hardware_map(study: Study, grid: HardwareGrid = TODAY) -> HardwareMap:
+    """P3 over the baseline predicted at every GPU, bandwidth and cluster size of ``grid`` (predict.predict)."""
     cells: list[MapCell] = []
     captions = []
     for model in grid.models:
         request = today_request(study, model, grid)
         cells += [MapCell(model, row.compute, row.workers, row.bandwidth, row.speedup, row.bound_share)
-                  for row in predict(request, simulator)]
+                  for row in predict(request)]
         captions.append((model, map_caption(request, grid)))
     return HardwareMap(grid, tuple(cells), tuple(captions))
