@@ -1,4 +1,4 @@
-"""The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=v100` on a fresh testbed
+"""The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=p4000` on a fresh testbed
 (needs root and sshd).
 
     .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--link_sharing fifo|fair] [--tcp cubic]
@@ -9,7 +9,7 @@
 Uses its own CK_REPOS/CK_TOOLS in a temporary folder (bootstrap included), or in --work DIR (e.g. the one
 benchmarks/artifact_real.py installed the authors' builds into, for --engines=artifact). The study runs the claims stated at a
 bandwidth (their models, variants and baselines) with the study's `paper` profile (224x224 images, batch 32 per
-worker), 20 batches, every layer a wait of the V100 profile times k, each link shaped to the claim's bandwidth
+worker), 20 batches, every layer a wait of the GPU's profile (--emulate) times k, each link shaped to the claim's bandwidth
 divided by k. Prints every run's mean per-worker throughput, then the report's "emulated" cell of each claim (the
 speedup with its interval and n, and the verdict or why it is withheld), and the wall time.
 """
@@ -37,7 +37,8 @@ def main() -> int:
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
     parser.add_argument("--tcp", help=TCP_HELP)
-    parser.add_argument("--emulate", default="v100", help="the compute profile: a GPU's name or a profile file")
+    parser.add_argument("--emulate", default="p4000", help="the compute profile: a GPU's name (the paper's P4000 by "
+                        "default) or measured:FILE")
     parser.add_argument("--dilation", default="20")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--models", default="", help="narrow the claims' models (e.g. vgg)")

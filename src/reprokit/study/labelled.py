@@ -1,8 +1,9 @@
 """Emulated and predicted verdicts beside the measured ones, for each claim stated at a bandwidth.
 
 "Emulated": the real communication stack with emulated compute (docs/emulation.md) at the paper's cluster size
-and bandwidth divided by the dilation k. "Predicted": the iteration model (iteration_model.py, docs/study.md) at
-the setting the emulated runs have (the V100 profile, the paper's cluster size, co-located servers, batch 32).
+and bandwidth divided by the dilation k, at the paper's GPU's compute (runs at another GPU's are shown apart).
+"Predicted": the iteration model (iteration_model.py, docs/study.md) at the setting the emulated runs have (the
+paper's cluster size, co-located servers, batch 32), over the paper's GPU's plausible range (docs/gpus.md).
 Each is given only when its check holds: the emulation's self-check (this machine's own profile emulated, its
 throughput within 10% of the real run's, ``emulation/selfcheck.json``), the model's validation against real and
 emulated runs (within 10% for throughput, 15% for P3's speedup, ``study/model_validation.json``). Neither counts
