@@ -45,6 +45,15 @@ def test_the_curve_at_the_paper_gpu_is_the_predicted_speedup_with_its_range_and_
     assert said.startswith("resnet-4gbit (claimed 1.26x ± 0.10, p3 over baseline at 4gbit on 4 machines): predicted ")
     assert f"{c.predicted_at(1.0):.2f}x at the P4000 (x = 1.00)" in said and said.endswith("compute stored")
     assert c.to_dict()["kind"] == "predicted (line), emulated (points)"
+    # Beside it, the same with the testbed host's queue below the van: at the P4000 it is what the emulated runs'
+    # hosts had, and it takes most of P3's gain there.
+    from reprokit.study.model_check import ModelValidation
+
+    fifo = ModelValidation.stored().fifo_bytes
+    queued = dict(c.queued_curve)
+    assert c.fifo_bytes == fifo > 0 and queued[1.0] == predicted_speedup(resnet, "p4000", fifo_bytes=fifo)
+    assert queued[1.0] < c.predicted_at(1.0) - 0.05
+    assert f"with {fifo / 1e6:g} MB below each host's van (the testbed's) {queued[1.0]:.2f}x at the P4000" in said
 
 
 def records_frame():
@@ -103,7 +112,8 @@ def test_the_figure_says_predicted_for_the_line_and_emulated_for_the_points():
                                           "(points)"  # the suptitle
         assert ax.get_title() == "resnet-4gbit at 4gbit: predicted (line), emulated (points)"
         assert {t.get_text() for t in ax.get_legend().get_texts()} == {
-            "claimed 1.26x ± 0.10", "P4000's plausible range", PREDICTED_LINE, "emulated (95% interval)"}
+            "claimed 1.26x ± 0.10", "P4000's plausible range", PREDICTED_LINE, "emulated (95% interval)",
+            f"predicted, {c.fifo_bytes / 1e6:g} MB below each host's van (the testbed's)"}
         [line] = [x for x in ax.get_lines() if x.get_label() == PREDICTED_LINE]
         assert list(line.get_xdata()) == [x for x, _ in c.curve]
         [points] = ax.containers

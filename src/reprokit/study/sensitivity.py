@@ -18,6 +18,7 @@ from reprokit.study.claims import Claim, Study, Tolerance
 from reprokit.study.iteration_model import VARIANT_POLICY
 from reprokit.study.labelled import predicted_speedup
 from reprokit.study.layer_profiles import DEFAULT_SHAPE
+from reprokit.study.model_check import ModelValidation
 from reprokit.study.predict import PredictRequest, predict, request_from
 from reprokit.study.timeline import plain
 
@@ -61,6 +62,8 @@ class ClaimSensitivity:
     paper_range: tuple[float, float]  # its plausible range, in x
     marks: tuple[tuple[str, float], ...]  # (GPU label, x): the paper's GPU first, then COMPARED_GPU
     curve: tuple[tuple[float, float], ...]  # (x, predicted speedup), x ascending
+    queued_curve: tuple[tuple[float, float], ...]  # the same with fifo_bytes below each host's van
+    fifo_bytes: float  # a testbed host's (the validation record's)
     emulated: tuple[EmulatedPoint, ...]
     confidence: float  # of the emulated intervals
 
@@ -132,10 +135,12 @@ def claim_sensitivity(claim: Claim, tolerance: Tolerance, emulated: pd.DataFrame
     speeds = {central * x: None for x in speed_grid(points, max(exact) / central)}
     speeds.update(dict.fromkeys(exact))  # the very throughputs, so the predicted verdicts' cache answers
     curve = sorted((ips / central, predicted_speedup(claim, paper.name, ips)) for ips in speeds)
+    fifo = ModelValidation.stored().fifo_bytes
+    queued = sorted((ips / central, predicted_speedup(claim, paper.name, ips, fifo_bytes=fifo)) for ips in speeds)
     return ClaimSensitivity(claim.id, claim.model, claim.bandwidth, claim.cluster_size, claim.variant, claim.versus,
                             claim.speedup, tolerance.speedup, paper.label, central,
                             (rate.low / central, rate.high / central),
-                            tuple((label, ips / central) for label, ips in marks), tuple(curve),
+                            tuple((label, ips / central) for label, ips in marks), tuple(curve), tuple(queued), fifo,
                             emulated_points(claim, emulated, central), tolerance.confidence)
 
 
@@ -156,6 +161,10 @@ def caption(c: ClaimSensitivity) -> str:
             f"{c.paper_gpu}'s plausible range ({low:.2f} to {high:.2f} times its {c.images_per_sec:g} img/s of "
             f"{c.model}), "
             + ", ".join(f"{c.predicted_at(x):.2f}x at the {label} (x = {x:.2f})" for label, x in c.marks))
+    if c.fifo_bytes:
+        queued = dict(c.queued_curve)
+        said += (f"; with {c.fifo_bytes / 1e6:g} MB below each host's van (the testbed's) "
+                 + ", ".join(f"{queued[x]:.2f}x at the {label}" for label, x in c.marks))
     if not c.emulated:
         return f"{said}; no emulated runs at a GPU's compute stored"
     return f"{said}; emulated: " + ", ".join(
@@ -184,6 +193,10 @@ def draw(curves: Sequence[ClaimSensitivity]):
                    label=f"claimed {c.claimed:.2f}x ± {c.tolerance:.2f}")
         ax.axvspan(*c.paper_range, color="0.82", alpha=0.6, label=f"{c.paper_gpu}'s plausible range")
         ax.plot(xs, ys, color="tab:blue", linewidth=1.6, label=PREDICTED_LINE)
+        if c.fifo_bytes:
+            qx, qy = zip(*c.queued_curve)
+            ax.plot(qx, qy, color="tab:blue", linewidth=1.2, linestyle=":",
+                    label=f"predicted, {c.fifo_bytes / 1e6:g} MB below each host's van (the testbed's)")
         for index, ((label, x), color) in enumerate(zip(c.marks, ("black", "tab:purple"))):
             ax.axvline(x, color=color, linestyle="--", linewidth=0.9)
             said = f"{label} (the paper's GPU)" if index == 0 else label  # marks[0] is the paper's
