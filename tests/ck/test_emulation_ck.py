@@ -50,3 +50,13 @@ def test_emulated_run_records_its_profile_and_dilation_and_its_time_follows_the_
     measured = resolve_profile(str(tmp_path / "k1" / MEASURED_FILE), "resnet", "3,32,32", BATCH)
     assert len(measured.layers) == 107 and "2 workers" in measured.source
     assert WAIT_S * 0.95 < measured.total_s < WAIT_S * 1.2, measured.total_s
+    # measured:FILE gives the model what the run measured of itself: with nothing to wait for on the links, the
+    # predicted iteration is the run's own, within the model's validated error (10%).
+    proc = ck("predict", "study:sysml19-p3", "--model=resnet", "--image_shape=3,32,32", f"--batch={BATCH}",
+              "--workers=2", "--servers=1", "--layout=dedicated", "--bandwidths=400gbit",
+              f"--gpu=measured:{tmp_path / 'k1' / MEASURED_FILE}", f"--out_dir={tmp_path / 'predicted'}",
+              f"--store={tmp_path / 'store'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [row] = [line.split("|") for line in proc.stdout.splitlines() if line.startswith("| measured (")]
+    predicted_baseline_s = float(row[5])
+    assert abs(predicted_baseline_s / t1 - 1) <= 0.10, (predicted_baseline_s, t1)

@@ -183,9 +183,10 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
     ends = [predicted_at(claim, tolerance, validation, name, x) for x in (rate.low, rate.high)]
     lowest, highest = min(x.low for x in (central, *ends)), max(x.high for x in (central, *ends))
     said = (f"{central.free:.2f}x at {rate.images_per_sec:g} img/s ({central.free:.2f}x with hosts that cost "
-            f"nothing and hold nothing below the van, {central.costly:.2f}x with a testbed host's costs and queues; {central.low:.2f} to {central.high:.2f} with "
-            f"the model's error ±{validation.speedup_bar:.0%}); over the {label}'s plausible range, {rate.low:g} to "
-            f"{rate.high:g} img/s: {lowest:.2f} to {highest:.2f}; {predicted_setting(claim, name)}")
+            f"nothing and hold nothing below the van, {central.costly:.2f}x with a testbed host's costs and queues; "
+            f"{central.low:.2f} to {central.high:.2f} with the model's error ±{validation.speedup_bar:.0%}); over the "
+            f"{label}'s plausible range, {rate.low:g} to {rate.high:g} img/s: {lowest:.2f} to {highest:.2f}; "
+            f"{predicted_setting(claim, name)}")
     if len(stretches) == 1:
         return f"{said}: {central.kind} (predicted): over the whole range it {central.how}"
     parts = ", ".join(f"{s.kind} from {a:.1f} to {b:.1f} img/s" for a, b, s in stretches)
