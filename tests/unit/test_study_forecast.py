@@ -42,6 +42,17 @@ def test_earlier_runs_of_the_same_size_give_the_median_and_others_do_not_count()
     assert expected.basis == ("vgg: 4 run(s), 50s each from median of 3 earlier run(s)",)
 
 
+def test_emulated_runs_at_another_gpus_compute_or_dilation_do_not_forecast_each_other():
+    """An emulated run waits its GPU's compute times k: a P4000 run takes several times a V100 run's."""
+    quick = study().quick
+    at = {**QUICK_ENV, "COMPUTE": "emulated", "COMPUTE_PROFILE": "v100", "DILATION": "20"}
+    earlier = timed("vgg", [40.0, 50.0, 60.0], env=at)
+    assert forecast(runs_of("vgg", 2), earlier, EMBEDDED, "smoke", at, quick).seconds == 2 * 50.0
+    for other in ({"COMPUTE_PROFILE": "p4000"}, {"DILATION": "40"}):
+        elsewhere = forecast(runs_of("vgg", 2), earlier, EMBEDDED, "smoke", {**at, **other}, quick)
+        assert (elsewhere.seconds, elsewhere.unknown) == (0, 2), other
+
+
 def test_the_study_entrys_figures_hold_only_for_its_own_run_size_and_profile():
     quick = study().quick
     own = forecast(runs_of("vgg", 3) + runs_of("resnet", 2), [], EMBEDDED, "smoke", QUICK_ENV, quick)

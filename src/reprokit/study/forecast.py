@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module 
 
 # The run settings that set how long a run takes; runs that differ in any are no estimate for each other.
 SIZE_KEYS = ("NUM_BATCHES", "BATCH_SIZE", "IMAGE_SHAPE", "NUM_EPOCHS", "NUM_WORKERS", "NUM_SERVERS",
-             "WORKER_THREADS")
+             "WORKER_THREADS", "COMPUTE", "COMPUTE_PROFILE", "DILATION")  # an emulated GPU's compute sets the pace
 
 
 def run_size(env: Mapping[str, Any]) -> tuple[str, ...]:
