@@ -353,3 +353,15 @@ def test_runs_at_another_gpu_are_never_pooled_with_the_papers_and_are_shown_apar
                                             verdicts=only.verdicts) if v.claim == "resnet-4gbit"]
     assert alone.emulated.startswith("not run: ") and "--emulate=p4000" in alone.emulated
     assert "V100 compute emulated" in alone.other_hardware
+
+
+def test_a_check_at_the_gpu_must_have_run_the_claims_variant_not_only_its_baseline():
+    from reprokit.study.labelled import predicted_verdict
+
+    baseline_only = check("the P4000's baseline", ["vgg 15gbit baseline"], [0.01], [])
+    at_v100 = check("slicing alone at the V100", ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"], [0.01, 0.02],
+                    [0.01], gpu="v100")
+    said = predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance,
+                             validation(gpu="v100", more=(baseline_only, at_v100)))
+    assert said == ("not given: the iteration model is not validated (no check at the p4000 profile's compute ran "
+                    "p3-slicing-only; docs/study.md)")

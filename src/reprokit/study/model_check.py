@@ -223,8 +223,14 @@ class ModelValidation:
                            f"{len(times)}, speedup within {self.speedup_bar:.0%} in {inside[1]} of {len(speedups)}")
         if hosts and not any(int(c["hosts"]) >= hosts for c in relevant):
             out.append(f"no check inside the model's assumptions has {hosts} hosts")
-        if gpu and not any(c["gpu"] == gpu for c in relevant):
+        at_gpu = [c for c in relevant if c["gpu"] == gpu]
+        if gpu and not at_gpu:
             held = sorted({str(c["gpu"]) for c in relevant})
             out.append(f"no check inside the model's assumptions ran at the {gpu} profile's compute (they ran at "
                        f"{', '.join(held) or 'none'})")
+        elif gpu:  # and there, each of the claim's variants: a baseline's check does not vouch for the variant
+            ran = {r["variant"] for c in at_gpu for r in c["configurations"] if judged(r)}
+            lacking = [v for v in variants if v not in ran]
+            if lacking:
+                out.append(f"no check at the {gpu} profile's compute ran {' or '.join(lacking)}")
         return out
