@@ -187,7 +187,9 @@ def test_free_text_with_paths_and_script_tags_is_imported_shown_escaped_and_name
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html  # shown, escaped
     expect("<script>" not in md and "<img" not in md and "](http" not in md and " `code" not in md, "injection",
            "record text reached the Markdown raw")
-    assert sorted(p.name for p in (workspace.root / "report" / "plots").iterdir()) == ["resnet.png", "resnet.svg"]
+    # Plots are named by the model and the report's own fixed names, never by record text.
+    assert sorted(p.name for p in (workspace.root / "report" / "plots").iterdir()) == [
+        "resnet.png", "resnet.svg", "sensitivity.png", "sensitivity.svg"]
 
 
 # --- forged origins ------------------------------------------------------------------------------
