@@ -71,7 +71,7 @@ def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid
     # Without --gpu the paper's GPU.
     assert [c.label for c in request_from(predict_options(), study()).computes] == ["P4000"]
     for bad, says in (("rtx", "unknown --gpu 'rtx'; valid ones: p4000 (the paper's)"),
-                      ("measured:/no/such.json", "is not a file")):
+                      ("measured:/no/such.json", "--gpu='measured:/no/such.json': '/no/such.json' is not a file")):
         with pytest.raises(UserError, match=says.replace("(", r"\(").replace(")", r"\)")):
             request_from(predict_options(gpu=bad), study())
     with pytest.raises(UserError, match="give --gpu or --images_per_sec, not both"):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from reprokit.emulation.gpus import gpu, measured_path, paper_gpu
+from reprokit.emulation.profile import check_name
 from reprokit.errors import UserError
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study import layer_profiles
@@ -134,6 +135,8 @@ def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: floa
     measured = measured_path(name)
     if measured is None:
         gpu(name)  # one line listing the valid names
+    else:
+        check_name(name, "--gpu")  # one line naming --gpu when the file is missing
     try:
         layers = gpu_layers(name, model, image_shape, batch, scale)
     except UserError as exc:
