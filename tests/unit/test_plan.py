@@ -74,3 +74,24 @@ def test_a_held_port_is_nobody_elses_but_its_role_can_still_listen_there():
             scheduler.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             scheduler.bind(("0.0.0.0", port))
             scheduler.listen()
+
+
+def test_a_chosen_scheduler_port_lies_below_the_range_other_roles_ports_come_from():
+    """Other runs' roles bind(0) for their own ports and ZeroMQ may bind beside a held port that does not listen:
+    a chosen port from the ephemeral range was once taken by another run's worker (a SIGSEGV in CI)."""
+    from reprokit.cluster.ports import HOLD_PORT_SNIPPET
+    import subprocess
+    import sys
+
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(20):
+        with hold_port(0, "0.0.0.0") as held:
+            assert held.getsockname()[1] < low
+        assert pick_free_port() < low
+    remote = subprocess.Popen([sys.executable, "-c", HOLD_PORT_SNIPPET, "0.0.0.0", "0"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(remote.stdout.readline()) < low  # the snippet shipped to a remote host chooses the same way
+    finally:
+        remote.stdin.close()
+        remote.wait(timeout=10)

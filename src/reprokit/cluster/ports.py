@@ -1,10 +1,12 @@
 """Ports: a free one here, a given one checked here, and either on a remote host through its own interpreter."""
 from __future__ import annotations
 
+import inspect
 import shlex
 import socket
 from typing import TYPE_CHECKING
 
+from reprokit.cluster import portchoice
 from reprokit.errors import UserError
 
 if TYPE_CHECKING:  # paramiko only where a remote host is asked
@@ -16,15 +18,24 @@ LOCALHOST = "127.0.0.1"
 PORT_CHECK_TIMEOUT_S = 60
 FREE_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
                      "print(s.getsockname()[1])")
+PORT_CHOICE_CODE = inspect.getsource(portchoice)
 # As hold_port, then wait for the end of stdin (the launcher's channel) before letting the port go.
-HOLD_PORT_SNIPPET = ("import socket,sys; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
-                     "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); print(s.getsockname()[1], flush=True); "
-                     "sys.stdin.read()")
+HOLD_PORT_SNIPPET = PORT_CHOICE_CODE + """
+import sys
+port = int(sys.argv[2])
+if port:
+    s = socket.socket()
+    s.bind((sys.argv[1], port))
+else:
+    s = bind_free_port(sys.argv[1])
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+print(s.getsockname()[1], flush=True)
+sys.stdin.read()
+"""
 
 
 def pick_free_port(host: str = LOCALHOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+    with portchoice.bind_free_port(host) as sock:
         return sock.getsockname()[1]
 
 
@@ -38,18 +49,22 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def hold_port(port: int = 0, address: str = LOCALHOST) -> socket.socket:
-    """Bind ``port`` (0: a free one) and keep it bound until the socket is closed, so no other run takes it.
+    """Bind ``port`` (0: a free one below the ephemeral range, see portchoice) and keep it bound until the socket
+    is closed, so no other run takes it.
 
     Bound without SO_REUSEADDR, so the kernel gives us a port nobody uses and no later bind without it (another
     run's choice, a check) gets it; SO_REUSEADDR is set after, so the role meant to listen there can still bind
     it (Linux lets a socket with SO_REUSEADDR, as ZeroMQ's listener has, bind beside one that does not listen).
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.bind((address, port))
-    except OSError:
-        sock.close()
-        raise _port_in_use(port, address) from None
+    if port == 0:
+        sock = portchoice.bind_free_port(address)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((address, port))
+        except OSError:
+            sock.close()
+            raise _port_in_use(port, address) from None
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     return sock
 

@@ -11,6 +11,7 @@ from typing import TextIO
 from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster.ports import PORT_CHOICE_CODE
 from reprokit.errors import UserError
 from reprokit.run.launch import OutputSink, Outcome, RoleProcess, StopRequest, supervise
 from reprokit.run.plan import Role, RolePlan
@@ -20,26 +21,11 @@ from reprokit.vocabulary import RunStatus
 
 
 # Part of each launcher's probe (run by the engine's interpreter on the scheduler's host): a free port for the
-# scheduler. The probe cannot keep it bound until the scheduler binds it, so it is taken below the kernel's ephemeral
-# range, which bind(0) and outgoing connections draw from: a port from inside it was taken by a role's own port or
-# connection before the scheduler bound it ("bind failed", once in a Slurm test run here).
-FREE_PORT_CODE = """
-import os, random, socket
+# scheduler, below the ephemeral range (see cluster/portchoice). The probe cannot keep it bound until the scheduler
+# binds it.
+FREE_PORT_CODE = PORT_CHOICE_CODE + """
 def free_port():
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for port in random.sample(range(10000, low), min(200, max(0, low - 10000))):
-        with socket.socket() as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:
-        s.bind(("", 0))
+    with bind_free_port("") as s:
         return s.getsockname()[1]
 """
 

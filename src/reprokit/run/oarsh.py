@@ -55,7 +55,7 @@ SPEC_NAME = "p3-run.json"
 _PGID_MARK = "reprokit-pgid "
 # Run by the engine's interpreter on every host: one JSON line.
 PROBE = FREE_PORT_CODE + """
-import json, sys
+import json, os, sys
 port = free_port() if sys.argv[1] == "scheduler" and sys.argv[2] == "0" else 0
 print(json.dumps({"cores": len(os.sched_getaffinity(0)), "port": port, "run_dir": os.path.isfile(sys.argv[3])}),
       flush=True)

@@ -38,7 +38,7 @@ STEP_TIMEOUT_S = 60  # the probe and the sweep steps
 SPEC_NAME = "p3-run.json"
 # Run by the engine's interpreter on every host: one JSON line.
 PROBE = FREE_PORT_CODE + """
-import json, sys
+import json, os, sys
 node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
 port = free_port() if node == sys.argv[1] and sys.argv[2] == "0" else 0
 print(json.dumps({"node": node, "cores": len(os.sched_getaffinity(0)), "port": port,
