@@ -16,6 +16,7 @@ demo: setup
 	$(CK) run program:p3 --cmd_key=resnet --treat_return_code_as_exit_code=yes < /dev/null
 	@echo "Unified result ($$($(CK) find program:p3)/tmp/latest/p3-result.json):"
 	@cat "$$($(CK) find program:p3)/tmp/latest/p3-result.json"
+	@echo; echo "ck is in $(VENV)/bin: in each new shell, '. $(VENV)/bin/activate' before the README's ck commands"
 
 # The whole suite in two parts: the end-to-end and fault tests one at a time (they train with real MXNet on both
 # cores, share the machine's namespaces, and many time what they detect), then the tests marked `parallel` (the

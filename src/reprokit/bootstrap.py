@@ -117,6 +117,23 @@ def ensure_repo() -> None:
     ensure_pull_updates_it()
 
 
+# CK's kernel switch for its "potential PROBLEM" box, which stock CK prints after any program's failure (asking to
+# report to CK's tracker and to this repository's path); ours ends with its own one line instead.
+FAILURE_BOX_SWITCH = "skip_message_when_program_fails"
+
+
+def quiet_failure_box() -> None:
+    """Set CK's switch in the CK_REPOS we set up, unless its user has set it either way already."""
+    loaded = ck("load", "kernel:default", "--out=json")
+    meta = json.loads(loaded.stdout).get("dict", {}) if loaded.returncode == 0 else {}
+    if meta.get(FAILURE_BOX_SWITCH, "") != "":
+        print(f"bootstrap: CK's {FAILURE_BOX_SWITCH} is {meta[FAILURE_BOX_SWITCH]!r} already; left as it is")
+        return
+    ck("set", "kernel", f"--var.{FAILURE_BOX_SWITCH}=yes", check=True)
+    print(f"bootstrap: CK's failure box after a failed program is off in this CK_REPOS "
+          f"(ck set kernel --var.{FAILURE_BOX_SWITCH}=no turns it back on)")
+
+
 def installed(tags: str) -> bool:
     out = ck("search", "env", f"--tags={tags}", "--out=json")
     if out.returncode != 0:
@@ -186,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get(var):
             print(f"bootstrap: {var}={os.environ[var]}")
     ensure_repo()
+    quiet_failure_box()
     if args == ["--repo-only"]:
         return 0
     ensure_installed(ENGINE_PACKAGE, ENGINE_TAGS, "the MXNet engine")

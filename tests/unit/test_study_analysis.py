@@ -238,8 +238,15 @@ def test_badges_functional_and_reproduced():
     analysis = analyse(study(), every_claim, ALL_MODELS)
     assert set(analysis.overall.values()) == {Verdict.REPLICATED}
     names = {b.name: b.status for b in analysis.badges}
-    assert names == {"Artifacts Available": "recommended", "Artifacts Evaluated - Functional": "recommended",
+    # Functional is the authors' artifact's badge: our stock MXNet runs alone leave it undecided, and say so.
+    assert names == {"Artifacts Available": "recommended", "Artifacts Evaluated - Functional": "undecided",
                      "Results Reproduced": "recommended"}
+    assert analysis.badges[1].reasons[0].startswith("the authors' artifact never ran here")
+    assert analysis.badges[1].rests_on == "runs of stock MXNet 1.9.1 (not the authors' artifact)"
+    assert "(not the authors' artifact)" in analysis.badges[2].rests_on
+    theirs = analyse(study(), every_claim + records("resnet", "4gbit", [100.0, 99.0, 101.0], [120.0, 121.0, 119.0],
+                                                     engine="artifact", target=CLUSTER4), ALL_MODELS).badges[1]
+    assert theirs.status == "recommended" and "the authors'" in theirs.rests_on
     broken = records("vgg", "4gbit", [None, None], [None])
     functional = analyse(study(), broken, ALL_MODELS).badges[1]
     assert functional.status == "not recommended" and "all 2 run(s) failed" in functional.reasons[0]

@@ -30,9 +30,10 @@ class Badge:
     name: str  # ACM: Artifacts Available, Artifacts Evaluated - Functional, Results Reproduced
     status: BadgeStatus
     reasons: tuple[str, ...]
+    rests_on: str = ""  # the engine and the artifact the recommendation rests on, in brief
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "reasons": list(self.reasons)}
+        return {"name": self.name, "status": self.status, "reasons": list(self.reasons), "rests_on": self.rests_on}
 
 
 def badges(study: Study, df: pd.DataFrame, verdicts: Sequence[ClaimVerdict],
@@ -47,15 +48,22 @@ def available_badge(study: Study) -> Badge:
         return Badge("Artifacts Available", BadgeStatus.RECOMMENDED, (
             f"the authors' artifact is archived on {available.get('archive', 'an archive')} with DOI {available['doi']}"
             f" ({available.get('file', '')}) and published at {available.get('repository', 'n/a')}",
-            "recorded in the study entry; this report did not download the archive (no internet here)"))
+            "recorded in the study entry; this report did not download the archive (no internet here)"),
+            "the study entry's record of the archive")
     return Badge("Artifacts Available", BadgeStatus.NOT_RECOMMENDED,
-                 ("the study records no permanent archive (DOI) of the artifact",))
+                 ("the study records no permanent archive (DOI) of the artifact",), "the study entry")
+
+
+def engines_run(df: pd.DataFrame) -> str:
+    return ", ".join(ENGINE_NAMES.get(e, e) for e in sorted(set(df["engine"]))) if not df.empty else "no runs"
 
 
 def functional_badge(df: pd.DataFrame) -> Badge:
-    """Every engine, model and variant that ran has a success, and no success ended out of sync."""
+    """The badge is the authors' artifact's: recommended only when their build ran, every engine, model and variant
+    that ran has a success, and no success ended out of sync. Without a run of their build it is undecided, whatever
+    our reproduction on stock MXNet did (the reasons say that too)."""
     if df.empty:
-        return Badge("Artifacts Evaluated - Functional", BadgeStatus.UNDECIDED, ("no runs stored yet",))
+        return Badge("Artifacts Evaluated - Functional", BadgeStatus.UNDECIDED, ("no runs stored yet",), "no runs")
     reasons, broken = [], False
     for (engine, model, variant), group in df.groupby(["engine", "model", "variant"], sort=True):
         what = f"{model} {variant} ({ENGINE_NAMES.get(engine, engine)})"
@@ -74,8 +82,15 @@ def functional_badge(df: pd.DataFrame) -> Badge:
                 "workers' parameters not checked (no run saved them)" if not checked else \
                 f"workers' parameters in sync in the {checked} run(s) that check them"
             reasons.append(f"{what}: {len(ok)} of {len(group)} run(s) succeeded, {sync}")
-    status = BadgeStatus.NOT_RECOMMENDED if broken else BadgeStatus.RECOMMENDED
-    return Badge("Artifacts Evaluated - Functional", status, tuple(reasons))
+    rests_on = f"runs of {engines_run(df)}"
+    if broken:
+        return Badge("Artifacts Evaluated - Functional", BadgeStatus.NOT_RECOMMENDED, tuple(reasons), rests_on)
+    if ARTIFACT not in set(df["engine"]):
+        return Badge("Artifacts Evaluated - Functional", BadgeStatus.UNDECIDED, (
+            "the authors' artifact never ran here (ck install package:sysml19-p3-github, then ck reproduce "
+            "study:NAME --engines=artifact,embedded); the runs below are of our reproduction on stock MXNet 1.9.1",
+            *reasons), rests_on + " (not the authors' artifact)")
+    return Badge("Artifacts Evaluated - Functional", BadgeStatus.RECOMMENDED, tuple(reasons), rests_on)
 
 
 def reproduced_badge(study: Study, verdicts: Sequence[ClaimVerdict], decided: dict[str, str]) -> Badge:
@@ -103,12 +118,22 @@ def reproduced_badge(study: Study, verdicts: Sequence[ClaimVerdict], decided: di
     if beside:
         basis.append(f"not counted: P3 over the worker-update baseline ({WORKER_UPDATE}: the optimizer on the workers, "
                      f"as in P3), shown beside the verdicts: {'; '.join(beside)}")
+    rests_on = ("measured runs: " + "; ".join(
+        f"{ENGINE_NAMES.get(e, e)} for {sum(x == e for x in decided.values())} claim(s)"
+        for e in sorted(set(decided.values()))) + (" (not the authors' artifact)" if not theirs else "")
+        + "; emulated and predicted verdicts never count")
     failed = [c for c, v in per_claim.items() if v == Verdict.NOT_REPLICATED]
     if failed:
         return Badge("Results Reproduced", BadgeStatus.NOT_RECOMMENDED,
-                     (f"not replicated: {', '.join(failed)}", *basis))
-    open_claims = [f"{c} ({v})" for c, v in per_claim.items() if v != Verdict.REPLICATED]
-    if open_claims:
+                     (f"not replicated: {', '.join(failed)}", *basis), rests_on)
+    replicated = sum(v == Verdict.REPLICATED for v in per_claim.values())
+    open_by_kind: dict[str, list[str]] = {}
+    for c, v in per_claim.items():
+        if v != Verdict.REPLICATED:
+            open_by_kind.setdefault(str(v), []).append(c)
+    if open_by_kind:
+        said = "; ".join(f"{kind}: {', '.join(cs)}" for kind, cs in open_by_kind.items())
         return Badge("Results Reproduced", BadgeStatus.UNDECIDED, (
-            f"{len(open_claims)} of {len(per_claim)} claim(s) not yet replicated: {', '.join(open_claims)}", *basis))
-    return Badge("Results Reproduced", BadgeStatus.RECOMMENDED, (f"all {len(per_claim)} claims replicated", *basis))
+            f"{replicated} of {len(per_claim)} claim(s) replicated; the others are open ({said})", *basis), rests_on)
+    return Badge("Results Reproduced", BadgeStatus.RECOMMENDED, (f"all {len(per_claim)} claims replicated", *basis),
+                 rests_on)

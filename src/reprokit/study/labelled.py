@@ -31,12 +31,17 @@ from reprokit.study.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.model_check import ModelValidation
 from reprokit.study.rates import shaped_bps
 from reprokit.study.speedup import ENGINE_NAMES
-from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, measured_at_all
+from reprokit.study.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, judge_up_to, measured_at_all
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
                "k); a predicted verdict comes from a discrete-event model of one iteration, with no run at all. "
                "Both are labelled and shown beside the measured verdict, and neither counts towards a badge.")
+
+
+UP_TO = "up to (any)"  # the bandwidth column of an "up to" claim
+UP_TO_NOT_PREDICTED = ("not given: an \"up to\" claim is judged on runs over bandwidths; the model's figures "
+                       "across compute speeds and bandwidths follow")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ class LabelledVerdict:
     emulated: str  # at the paper's GPU
     predicted: str  # over the paper's GPU's plausible range
     other_hardware: str = ""  # emulated runs at other GPUs' compute: figures, not the claim's verdict
+    emulated_brief: str = ""  # the report's first table: the figure and the verdict, or a short reason
+    predicted_brief: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -163,7 +170,14 @@ def predicted_setting(claim: Claim, gpu_name: str) -> str:
 
 
 def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str = "") -> str:
-    """The claim's predicted figure and verdict at a GPU (the paper's by default), or why none is given. The
+    """predicted_stated's full text."""
+    return predicted_stated(claim, tolerance, validation, gpu_name)[0]
+
+
+def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValidation,
+                     gpu_name: str = "") -> tuple[str, str]:
+    """The claim's predicted figure and verdict at a GPU (the paper's by default), or why none is given, in full and
+    in brief (the range and the verdict, or a short reason). The
     paper's hosts' stack costs and queues are not known: the speedup is predicted with none and with a testbed host's,
     and widened by the model's validated error; at one compute speed the verdict holds only where that whole range
     says the same (wholly below or above the claim's band: not replicated; wholly inside: replicated; else
@@ -173,10 +187,12 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
     label = gpu(name).label
     missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model, name)
     if missed:
-        return f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)"
+        return (f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)",
+                f"not given: model not validated at the {label}")
     if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
             or claim.versus not in VARIANT_POLICY or claim.model not in gpu(name).models):
-        return f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}"
+        return (f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}",
+                "not given: no layer profile")
     rate = gpu(name).throughput(claim.model)
     central = predicted_at(claim, tolerance, validation, name, rate.images_per_sec)
     stretches = over_range(claim, tolerance, validation, name)
@@ -187,53 +203,97 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
             f"{central.low:.2f} to {central.high:.2f} with the model's error ±{validation.speedup_bar:.0%}); over the "
             f"{label}'s plausible range, {rate.low:g} to {rate.high:g} img/s: {lowest:.2f} to {highest:.2f}; "
             f"{predicted_setting(claim, name)}")
+    brief = f"{lowest:.2f}x to {highest:.2f}x"
     if len(stretches) == 1:
-        return f"{said}: {central.kind} (predicted): over the whole range it {central.how}"
+        return f"{said}: {central.kind} (predicted): over the whole range it {central.how}", f"{brief}: {central.kind}"
     parts = ", ".join(f"{s.kind} from {a:.1f} to {b:.1f} img/s" for a, b, s in stretches)
     flips = ", ".join(f"{b:.1f}" for _, b, _ in stretches[:-1])
     return (f"{said}: {Verdict.INCONCLUSIVE} (predicted): the verdict flips within the range at {flips} img/s "
-            f"({parts})")
+            f"({parts})", f"{brief}: {Verdict.INCONCLUSIVE}")
 
 
 def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str,
-                     finished: Sequence[str] = ()) -> str:
+                     finished: Sequence[str] = ()) -> tuple[str, str]:
     """The claim's emulated figure (speedup with its interval, n, where) and its verdict by the rule of a measured
-    claim at a bandwidth (verdict.judge_at_bandwidth). ``withheld``: why no verdict may be given (the self-check),
-    or "". ``finished``: the variants of the emulated runs at the claim's model and bandwidth that ran to the end."""
+    claim at a bandwidth (verdict.judge_at_bandwidth), in full and in brief (figure and verdict, or a short reason).
+    ``withheld``: why no verdict may be given (the self-check), or "". ``finished``: the variants of the emulated
+    runs at the claim's model and bandwidth that ran to the end."""
     mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
                 & (rows["variant"] == claim.variant) & (rows["versus"] == claim.versus)] if not rows.empty else rows
     if mine.empty:
         how = f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu().name})"
         lacking = [v for v in (claim.variant, claim.versus) if v not in finished]
-        if withheld or not finished or not lacking:
-            return withheld or f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored {how}"
+        if withheld:
+            return withheld, "not given: self-check failed"
+        if not finished or not lacking:
+            return f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored {how}", "not run"
         return (f"not run: the emulated runs of {claim.model} at {claim.bandwidth} that finished are of "
-                f"{', '.join(finished)}; none of {' or '.join(lacking)} {how}")
-    said = []
+                f"{', '.join(finished)}; none of {' or '.join(lacking)} {how}", f"not run: no {' or '.join(lacking)}")
+    said, brief = [], []
     need = max(MIN_RUNS, tolerance.min_runs)
     for _, row in mine.iterrows():
         n = int(min(row["n_variant"], row["n_versus"]))
         engine = ENGINE_NAMES.get(str(row.get("engine", "")), str(row.get("engine", "")))
         figure = (f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}, {row['setup']}, "
                   f"{engine}, {compute_label(str(row.get('gpu', '')))} emulated, k={row['dilation']:g}")
+        short = f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}"
+        if len(mine) > 1:
+            short = f"{engine}: {short}"
         busy = float(row.get("host_cpu_busy", math.nan))
         if busy == busy:  # NaN: not recorded
             figure += f", hosts' CPU up to {busy:.0%} busy"
         if withheld:
             said.append(f"{figure}: {withheld}")
+            brief.append(f"{short}: not given (self-check)")
         elif row.get("params_apart", 0):  # a run whose workers ended with different parameters did not train
             said.append(f"{figure}: not given: the workers' parameters ended apart in {int(row['params_apart'])} of "
                         f"{int(row['n_variant'] + row['n_versus'])} runs, so the engine did not keep the training "
                         f"in step")
+            brief.append(f"{short}: not given (parameters apart)")
         elif row.get("cpu_bound", False):  # decided by each run's result (run/result.py)
             said.append(f"{figure}: not given: its runs warned they were CPU-bound, so the hosts' CPU rather than the "
                         f"links may have set the pace (raise --dilation)")
+            brief.append(f"{short}: not given (CPU-bound)")
         elif n < need:
             said.append(f"{figure}: not given: n < {need}")
+            brief.append(f"{short}: not given (n < {need})")
         else:
             kind, how = judge_at_bandwidth(row, claim, tolerance)
             said.append(f"{figure}: {kind} (emulated){':' if how.startswith(' ') else ''}{how}")
-    return "; ".join(said)
+            brief.append(f"{short}: {kind}")
+    return "; ".join(said), "; ".join(brief)
+
+
+def emulated_up_to(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str,
+                   study: str) -> tuple[str, str]:
+    """An "up to" claim over the emulated configurations (bandwidths) of its model, by the rule of a measured one
+    (verdict.judge_up_to: its best configuration), in full and in brief. Runs whose workers ended apart or that
+    were CPU-bound are left out, as they give no verdict at a bandwidth either."""
+    how = (f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu().name} --models={claim.model} "
+           f"--bandwidths=B1,B2,...)")
+    mine = rows[(rows["model"] == claim.model) & (rows["variant"] == claim.variant)
+                & (rows["versus"] == claim.versus)] if not rows.empty else rows
+    if claim.model not in paper_gpu().models:
+        return (f"not possible: the {paper_gpu().label} has no compute profile for {claim.model} "
+                f"(reprokit/emulation/gpus.json)", "not possible: no profile")
+    if withheld:
+        return withheld, "not given: self-check failed"
+    if mine.empty:
+        return f"not run: no emulated runs of {claim.model} are stored {how}", "not run"
+    usable = mine[(mine["params_apart"] == 0) & ~mine["cpu_bound"].astype(bool)]
+    need = max(MIN_RUNS, tolerance.min_runs)
+    has_enough = usable[["n_variant", "n_versus"]].min(axis=1) >= need
+    enough, thin = usable[has_enough], usable[~has_enough]
+    if enough.empty:
+        return (f"not given: no emulated configuration of {claim.model} has n >= {need} usable runs {how}",
+                f"not given (n < {need})")
+    engine = str(enough.iloc[0]["engine"])
+    kind, reason, row = judge_up_to(claim, enough, thin, tolerance, engine)
+    n = int(min(row["n_variant"], row["n_versus"]))
+    where = (f"{len(enough)} bandwidth(s) ({', '.join(map(str, enough['bandwidth']))}), {row['setup']}, "
+             f"{compute_label(str(row.get('gpu', '')))} emulated")
+    return (f"{kind} (emulated) over {where}: {reason}",
+            f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n} at {row['bandwidth']}: {kind}")
 
 
 def compute_label(gpu_name: str) -> str:
@@ -278,13 +338,17 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
     at_paper, elsewhere = at_gpu(rows, paper), at_gpu(rows, paper, at=False)
     out = []
     for c in claims:
-        if not c.bandwidth:
-            continue
         measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
-        other = emulated_verdict(c, elsewhere, tolerance, withheld, study) if not elsewhere.empty else ""
-        out.append(LabelledVerdict(c.id, c.bandwidth, measured,
-                                   emulated_verdict(c, at_paper, tolerance, withheld, study,
-                                                    finished_variants(at_gpu(runs, paper), c)),
-                                   predicted_verdict(c, tolerance, checks),
-                                   "" if other.startswith(("not run", withheld or "not run")) else other))
+        if not c.bandwidth:
+            emulated, emulated_brief = emulated_up_to(c, at_paper, tolerance, withheld, study)
+            out.append(LabelledVerdict(c.id, UP_TO, measured, emulated, UP_TO_NOT_PREDICTED, "", emulated_brief,
+                                       "not given (see the figures below)"))
+            continue
+        other = emulated_verdict(c, elsewhere, tolerance, withheld, study)[0] if not elsewhere.empty else ""
+        emulated, emulated_brief = emulated_verdict(c, at_paper, tolerance, withheld, study,
+                                                    finished_variants(at_gpu(runs, paper), c))
+        predicted, predicted_brief = predicted_stated(c, tolerance, checks)
+        out.append(LabelledVerdict(c.id, c.bandwidth, measured, emulated, predicted,
+                                   "" if other.startswith(("not run", withheld or "not run")) else other,
+                                   emulated_brief, predicted_brief))
     return out

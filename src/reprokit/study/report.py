@@ -35,8 +35,10 @@ from collections.abc import Iterable
 
 import jinja2
 
+from reprokit.emulation.gpus import paper_gpu
 from reprokit.jsonfile import write_json
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study.answer import answer
 from reprokit.study.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
 from reprokit.study.analysis import Analysis, analyse, setup_label
 from reprokit.study.choice import BandwidthChoice
@@ -391,10 +393,11 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     drawn: TimelinePlot | None = plot_pair(pair, out_dir / "plots") if pair is not None else None
     timeline_info = None if pair is None or drawn is None else {**pair.to_dict(), "views": [view_summary(v) for v in drawn.views]}
     chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
-    labelled = [v.to_dict() for v in labelled_verdicts(study.claims, analysis.overall, study.name,
-                                                       tolerance=study.tolerance, verdicts=analysis.verdicts,
-                                                       emulated=analysis.emulated_speedups,
-                                                       emulated_runs=analysis.emulated_runs)]
+    labelled_typed = labelled_verdicts(study.claims, analysis.overall, study.name, tolerance=study.tolerance,
+                                       verdicts=analysis.verdicts, emulated=analysis.emulated_speedups,
+                                       emulated_runs=analysis.emulated_runs)
+    labelled = [v.to_dict() for v in labelled_typed]
+    the_answer = answer(study, analysis.verdicts, analysis.overall, analysis.decided, labelled_typed)
     # after the predicted verdicts: the figure's marks are the compute speeds they were judged at (cached)
     curves = sensitivity(study, analysis.emulated_speedups, speed_points)
     sensitivity_plot = (save_figure(draw_sensitivity(curves), out_dir / "plots", SENSITIVITY_PLOT, SENSITIVITY_PLOT)
@@ -416,7 +419,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
-        "labelled": labelled,
+        "labelled": labelled, "answer": the_answer, "paper_gpu_label": paper_gpu().label,
         "labelled_explanation": LABELLED_EXPLANATION,
         "sensitivity": curves, "sensitivity_plot": sensitivity_plot, "sensitivity_caption": sensitivity_caption,
         "sensitivity_title": SENSITIVITY_TITLE, "today": predicted_map,
@@ -427,8 +430,9 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     md, html, data = out_dir / "report.md", out_dir / "report.html", out_dir / "report.json"
     _write(md, jinja2.Environment(autoescape=False, finalize=_md, **common).get_template("report.md.j2").render(**context))
     _write(html, jinja2.Environment(autoescape=True, **common).get_template("report.html.j2").render(**context))
-    write_json(data, report_data(study, analysis, chosen, timeline_info, generated, labelled,
-                                 [c.to_dict() for c in curves], predicted_map.to_dict()))
+    write_json(data, {**report_data(study, analysis, chosen, timeline_info, generated, labelled,
+                                    [c.to_dict() for c in curves], predicted_map.to_dict()),
+                      "answer": the_answer.to_dict()})
     elapsed = time.monotonic() - started
     return {"markdown": md, "html": html, "json": data, "plots": out_dir / "plots", "seconds": elapsed}
 

@@ -224,7 +224,7 @@ def _half_width(row) -> float:
     return (row["ci_high"] - row["ci_low"]) / 2 / row["speedup"]
 
 
-def _judge_up_to(claim: Claim, enough: pd.DataFrame, thin: pd.DataFrame, tol: Tolerance,
+def judge_up_to(claim: Claim, enough: pd.DataFrame, thin: pd.DataFrame, tol: Tolerance,
                  engine: str) -> tuple[Verdict, str, pd.Series]:
     """An "up to" claim over every configuration with enough runs (the module's docstring gives the rule):
     the verdict, its reason naming the configurations it rests on, and the row it reports."""
@@ -319,7 +319,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
         return verdict(Verdict.INCONCLUSIVE, f"measured {_measured(row, claim, engine)}: n={n} < {need}: no verdict "
                                              f"(run --repetitions={need} or more)", row, basis)
     if claim.bandwidth is None:
-        kind, reason, row = _judge_up_to(claim, enough, thin, tol, engine)
+        kind, reason, row = judge_up_to(claim, enough, thin, tol, engine)
         return verdict(kind, reason, row, basis)
     row = enough.loc[enough["speedup"].idxmax()]  # one configuration: the claim's bandwidth, or its ratio's
     kind, how = judge_at_bandwidth(row, claim, tol)
