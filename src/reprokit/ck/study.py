@@ -74,6 +74,16 @@ def report(i: dict) -> dict:
     if i.get("store") and not store.root.is_dir():  # a mistyped --store would otherwise get an empty report made there
         raise UserError(f"there is no study store at {store.root}; give the --store that ck reproduce or ck import "
                         f"study wrote, or leave it out for the default store")
+    docs = str(i.get("docs", "") or "")
+    if docs:  # --docs=NAME: the repository's results page NAME, from this store's records
+        from reprokit.study import results_pages
+
+        name = results_pages.check_name(docs)
+        summary = results_pages.summarise(study, store.all_records(), program_models(study), name,
+                                          str(i.get("title", "") or name))
+        pages = results_pages.write_summary(summary)
+        print(f"study: results page {pages[0]} and its summary written from {len(summary['runs'])} record(s); "
+              f"{len(pages)} page(s) regenerated", flush=True)
     paths = write_report(study, store, program_models(study), options.report_dir(i, store.root),
                          timeline_config=options.timeline_config(i))
     return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"]), "json": str(paths["json"])}
