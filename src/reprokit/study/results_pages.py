@@ -93,6 +93,17 @@ def summarise(study: Study, records: Sequence[Record], program_models: set[str],
             "answer": the_answer.to_dict()}
 
 
+def wall_times(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per configuration (model, bandwidth, compute, k): how many runs, and their wall minutes in all and each."""
+    groups: dict[tuple, list[float]] = {}
+    for r in runs:
+        if r["wall_s"] is not None:
+            groups.setdefault((r["model"], r["bandwidth"], r["gpu"] or "real", r["dilation"]), []).append(r["wall_s"])
+    return [{"model": m, "bandwidth": b, "compute": g, "dilation": k, "runs": len(w),
+             "minutes": round(sum(w) / 60, 1), "minutes_per_run": round(sum(w) / 60 / len(w), 1)}
+            for (m, b, g, k), w in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+
+
 def read_summaries(data_dir: Path) -> list[dict[str, Any]]:
     summaries = []
     for path in sorted(data_dir.glob("*.json")):
@@ -113,7 +124,7 @@ def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path) -> list[Pat
     listed = list(summaries)
     for summary in listed:
         path = out_dir / f"{summary['name']}.md"
-        path.write_text(page.render(s=summary, fmt=_fmt))
+        path.write_text(page.render(s=summary, fmt=_fmt, times=wall_times(summary["runs"])))
         written.append(path)
     (out_dir / "README.md").write_text(index.render(summaries=listed))
     return [*written, out_dir / "README.md"]
