@@ -15,9 +15,10 @@ import os
 import uuid
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.exceptions import BadSignatureError, CryptoError
+from nacl.signing import VerifyKey
 
 from reprokit.errors import UserError
 from reprokit.files import read_regular
@@ -71,8 +72,11 @@ def sign(key: Ed25519PrivateKey, payload: bytes) -> str:
 
 
 def verify(public_key_hex: str, signature_hex: str, payload: bytes) -> bool:
+    """Strict Ed25519 verification (libsodium, through PyNaCl): small-order public keys and non-canonical
+    signatures are refused. OpenSSL's, behind ``cryptography``, accepts a fixed signature under the all-zero
+    (small-order) key for about one message in four, so a bundle could be forged with no private key at all."""
     try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key_hex)).verify(bytes.fromhex(signature_hex), payload)
-    except (InvalidSignature, ValueError):
+        VerifyKey(bytes.fromhex(public_key_hex)).verify(payload, bytes.fromhex(signature_hex))
+    except (BadSignatureError, CryptoError, ValueError, TypeError):
         return False
     return True
