@@ -2,21 +2,18 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from reprokit.errors import UserError
 from reprokit.files import read_regular
+from reprokit.outputs import replace_file
 
 MAX_JSON_BYTES = 32 << 20  # a document of ours (the largest: an imported bundle's description, its manifest in it)
 
 
 def write_json(path: Path, data: object) -> None:
     """Write JSON atomically: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    replace_file(Path(path), json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> dict:

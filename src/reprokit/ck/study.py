@@ -10,6 +10,7 @@ from __future__ import annotations
 from reprokit.ck.errors import access, ck_command
 from reprokit.ck.registry import artifact_builds, machine_cluster_data
 from reprokit.errors import UserError
+from reprokit.outputs import output_file, output_folder
 from reprokit.values import shown
 from reprokit.study import claims, options
 from reprokit.study.store import Store
@@ -54,6 +55,8 @@ def reproduce(i: dict) -> dict:
     from reprokit.study import sweep
 
     study, store = _study_and_store(i)
+    if i.get("store"):  # where every record goes: checked before the first run
+        output_folder(store.root, "--store")
     if i.get("submit"):
         from reprokit.study.submit import submit_sweep
 
@@ -74,6 +77,7 @@ def report(i: dict) -> dict:
     if i.get("store") and not store.root.is_dir():  # a mistyped --store would otherwise get an empty report made there
         raise UserError(f"there is no study store at {store.root}; give the --store that ck reproduce or ck import "
                         f"study wrote, or leave it out for the default store")
+    out_dir = output_folder(options.report_dir(i, store.root), "--out_dir")  # before the analysis
     docs = str(i.get("docs", "") or "")
     if docs:  # --docs=NAME: the repository's results page NAME, from this store's records
         from reprokit.study import results_pages
@@ -84,8 +88,7 @@ def report(i: dict) -> dict:
         pages = results_pages.write_summary(summary)
         print(f"study: results page {pages[0]} and its summary written from {len(summary['runs'])} record(s); "
               f"{len(pages)} page(s) regenerated", flush=True)
-    paths = write_report(study, store, program_models(study), options.report_dir(i, store.root),
-                         timeline_config=options.timeline_config(i))
+    paths = write_report(study, store, program_models(study), out_dir, timeline_config=options.timeline_config(i))
     return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"]), "json": str(paths["json"])}
 
 
@@ -106,7 +109,7 @@ def export(i: dict) -> dict:
     from reprokit.study import bundle
 
     study = load_study(str(i.get("data_uoa", "") or ""))
-    out = options.bundle_out(i, study.name)
+    out = output_file(options.bundle_out(i, study.name), "--out")
     done = bundle.export(study_store(str(i.get("store", "") or ""), study), out)
     skipped = done["left_out"]
     print(f"study: exported {done['records']} run(s) ({done['files']} files) to {done['path']}"
@@ -123,7 +126,10 @@ def import_bundle(i: dict) -> dict:
     given = options.bundle_in(i, i.get("data_uoa"))
     # `ck import study --in=F`: the bundle names its study
     study = load_study(str(i.get("data_uoa", "") or "") or bundle.bundle_study(given))
-    done = bundle.import_bundle(study_store(str(i.get("store", "") or ""), study), given)
+    store = study_store(str(i.get("store", "") or ""), study)
+    if i.get("store"):
+        output_folder(store.root, "--store")
+    done = bundle.import_bundle(store, given)
     if done["already"]:
         print(f"study: every run of this bundle was imported before ({done['path']}); nothing changed", flush=True)
     else:

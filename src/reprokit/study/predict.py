@@ -13,6 +13,7 @@ from typing import TextIO
 from reprokit.emulation.gpus import gpu, measured_path, paper_gpu
 from reprokit.emulation.profile import check_name
 from reprokit.errors import UserError
+from reprokit.outputs import replace_file, output_folder, save_figure
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study import layer_profiles
 from reprokit.study.claims import Study
@@ -203,8 +204,7 @@ def plot(request: PredictRequest, rows: list[Row], path: Path) -> None:
     ax.set_title(f"{request.model}: PREDICTED by the iteration model, not measured", usetex=False)
     ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -217,14 +217,14 @@ def run(options: Mapping, study: Study, out_dir: Path, console: TextIO = sys.std
         raise UserError(f"unknown option(s) --{', --'.join(sorted(unknown))}; ck predict study takes "
                         f"--{', --'.join(KNOWN)}")
     request = request_from(options, study)
+    out_dir = output_folder(out_dir, "--out_dir")  # before the model runs: a wrong destination costs nothing
     rows = predict(request)
     text = table(request, rows)
     console.write(text)
-    out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"predicted-speedup-{request.model}.png"
     plot(request, rows, png)
     md = out_dir / f"predicted-{request.model}.md"
-    md.write_text(text)
+    replace_file(md, text)
     console.write(f"study: predicted (not measured): table {md}, plot {png}\n")
     console.flush()
     return {"plot": png, "table": md}

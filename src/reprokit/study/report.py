@@ -37,6 +37,7 @@ import jinja2
 
 from reprokit.emulation.gpus import paper_gpu
 from reprokit.jsonfile import write_json
+from reprokit.outputs import replace_file, save_figure as save_figure_file
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
 from reprokit.study.answer import answer
 from reprokit.study.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
@@ -249,8 +250,8 @@ def save_figure(fig, folder: Path, name: str, model: str) -> Plot:
 
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"
-    fig.savefig(png, dpi=100)
-    fig.savefig(svg)
+    save_figure_file(fig, png, dpi=100)
+    save_figure_file(fig, svg)
     plt.close(fig)
     return Plot(model, png, svg, base64.b64encode(png.read_bytes()).decode("ascii"))
 
@@ -370,9 +371,7 @@ def _md(value) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    replace_file(path, text)
 
 
 def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Path, store_root: Path,

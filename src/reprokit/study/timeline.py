@@ -31,6 +31,7 @@ import pandas as pd
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.errors import UserError
+from reprokit.outputs import save_figure
 from reprokit.engine_side import program_module
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis import setup_label
@@ -272,8 +273,8 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / "timeline.png", folder / "timeline.svg"
-    fig.savefig(png, dpi=100)
-    fig.savefig(svg)
+    save_figure(fig, png, dpi=100)
+    save_figure(fig, svg)
     plt.close(fig)
     return TimelinePlot(png, svg, base64.b64encode(png.read_bytes()).decode("ascii"), views)
 

@@ -1,0 +1,75 @@
+"""Files we write where a user pointed us: the destination checked before any work, and every file created afresh
+or replaced atomically, so that nothing is ever written through a link someone planted there."""
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reprokit.errors import UserError
+
+
+def _shown(raw: str | os.PathLike) -> str:
+    text = str(raw)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def output_folder(raw: str | os.PathLike, option: str) -> Path:
+    """The folder ``option`` names, made if missing and checked writable, before any work; a UserError naming the
+    option otherwise (a file, a device, a read-only or full place)."""
+    path = Path(raw).expanduser()
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UserError(f"{option}={_shown(raw)}: cannot use it ({exc.strerror}); give a folder you can write") from None
+    if mode is not None and not stat.S_ISDIR(mode):
+        kind = "a file" if stat.S_ISREG(mode) else "a device or special file"
+        raise UserError(f"{option}={_shown(raw)} is {kind}, not a folder; give a folder (it is made if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{option}={_shown(raw)}: cannot write there ({exc.strerror}); give a folder you can "
+                        f"write") from None
+    return path.resolve()
+
+
+def output_file(raw: str | os.PathLike, option: str) -> Path:
+    """A file ``option`` names, to be replaced: not a folder or device, its folder checked as output_folder."""
+    path = Path(raw).expanduser()
+    if path.is_dir() or (path.exists() and not path.is_file()):
+        raise UserError(f"{option}={_shown(raw)} is not a file we can write; name a new file or one to replace")
+    try:
+        return output_folder(path.parent, option) / path.name
+    except UserError as exc:
+        raise UserError(str(exc).replace(f"{option}=", f"{option}={_shown(raw)}: its folder ", 1).replace(
+            "give a folder you can write", "name a file in a folder you can write")) from None
+
+
+def replace_file(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to a new file beside ``path`` (created exclusively), then rename it over ``path``: readers see
+    the old file or the new one, and a link at ``path`` is replaced, never written through."""
+    payload = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:60]}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_figure(fig: Any, path: Path, **options: Any) -> None:
+    """A matplotlib figure into ``path`` as replace_file writes (savefig itself would follow a link)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip(".") or "png", **options)
+    replace_file(path, buffer.getvalue())
