@@ -91,7 +91,8 @@ def parse_args(argv):
 
 
 def sockeye_arguments(args, data_dir, output):
-    run_length = (["--max-updates", str(args.num_batches), "--checkpoint-frequency", str(args.num_batches)]
+    # --checkpoint-interval: Sockeye 1.18's name (its older --checkpoint-frequency logs a deprecation warning).
+    run_length = (["--max-updates", str(args.num_batches), "--checkpoint-interval", str(args.num_batches)]
                   if args.num_batches else ["--max-num-epochs", str(args.num_epochs)])
     return ["-s", os.path.join(data_dir, "train.en"), "-t", os.path.join(data_dir, "train.vi"),
             "-vs", os.path.join(data_dir, "tst2012.en"), "-vt", os.path.join(data_dir, "tst2012.vi"),

@@ -211,6 +211,24 @@ def test_claims_at_bandwidths_no_run_had_are_drawn_apart_and_hollow_never_as_mea
         plt.close(fig)
 
 
+LOOPBACK_NOTE = ("Rows of embedded default [here] (the embedded default): their roles share one host over loopback, "
+                 "whose bandwidth cannot be set, so these speedups say nothing about P3's claims.")
+
+
+def test_the_speedup_table_says_that_loopback_runs_say_nothing_about_the_claims_only_when_it_holds_some(
+        report, tmp_path):
+    from markupsafe import escape
+
+    _, paths = report  # its resnet runs on the embedded default: P3 at 0.75x its baseline
+    md, html = paths["markdown"].read_text(), paths["html"].read_text()
+    assert f"### Speedups\n\n{LOOPBACK_NOTE}\n\n| setup | profile | model |" in md  # right above the table
+    assert f'<h3>Speedups</h3>\n<p id="loopback-note">{escape(LOOPBACK_NOTE)}</p>\n<table id="speedups">' in html
+    shaped = [r for r in constructed_records() if r.config.target.kind != "embedded"]
+    paths = render(study(), analyse(study(), shaped, ALL_MODELS), shaped, tmp_path, tmp_path, ALL_MODELS, **QUICK)
+    assert "(the embedded default):" not in paths["markdown"].read_text()
+    assert 'id="loopback-note"' not in paths["html"].read_text()
+
+
 def test_nothing_tested_is_the_first_line_of_the_reports_and_of_ck_reports_summary(tmp_path):
     store = Store(tmp_path / "store", "sysml19-p3")
     origin = store.origin()

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from reprokit.errors import UserError
 from reprokit.cluster.ports import hold_port
 from reprokit.paths import disk_error
+from reprokit.run.console import ConsoleFilter
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
 from reprokit.run.procscan import is_stopped, kill_run_processes
@@ -78,7 +79,8 @@ class RoleProcess(Protocol):
 
 
 class OutputSink:
-    """Copies each role's output live to the console, prefixed ``[host role#i]``, and to its log file."""
+    """Copies each role's output live to its log file, and to the console, prefixed ``[host role#i]``, but for the
+    libraries' chatter (console.py): the log keeps every line."""
 
     def __init__(self, console: TextIO, log_dir: Path, finish_pattern: str = "",
                  watch: Callable[[Role, str], None] | None = None):
@@ -172,6 +174,7 @@ class OutputSink:
 
         def copy() -> None:
             log = self._open_log(log_path)
+            console_filter = ConsoleFilter()  # one per role: a warning and its source line come from the same role
             for raw in iter(stream.readline, b""):  # read to the end even without a log: the role must not block
                 line = raw.decode("utf-8", errors="replace")
                 if consume is not None and consume(line):
@@ -184,7 +187,8 @@ class OutputSink:
                     self._note_error(role.name, line)
                     if role.kind == "worker" and is_speed_report(line):
                         self.progress.report(role.name, time.monotonic())
-                    self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
+                    if console_filter.shows(line):
+                        self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
                     if self.watch is not None:
                         self.watch(role, line)
             if log is not None:

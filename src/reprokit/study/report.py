@@ -51,6 +51,7 @@ from reprokit.study.sensitivity import (SPEED_POINTS, TITLE as SENSITIVITY_TITLE
 from reprokit.study.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
 from reprokit.study.store import Record, Store
 from reprokit.study.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
+from reprokit.study.verdict import Setup
 
 REPORT_FORMAT = "reprokit-study-report/1"
 
@@ -320,6 +321,17 @@ def _environments(records: list[Record]) -> list[dict]:
     return rows
 
 
+# Said at the speedup table when it holds runs of the embedded default: P3 may well measure below its baseline there.
+LOOPBACK_NOTE = ("their roles share one host over loopback, whose bandwidth cannot be set, so these speedups say nothing "
+                 "about P3's claims")
+
+
+def loopback_setups(setups: Iterable[Setup], speedups) -> list[str]:
+    """The setups of the speedup table (``speedups``: analysis.speedups) that are the embedded default."""
+    shown = set(speedups["setup"]) if "setup" in speedups.columns else set()
+    return [s.label for s in setups if s.kind == "embedded" and s.label in shown]
+
+
 STATISTICS = ("throughput: geometric mean with a Student-t interval of the mean of log throughputs, back-transformed; "
               "speedup: ratio of geometric means with a Welch t interval of the difference of mean logs (Welch-"
               "Satterthwaite degrees of freedom), back-transformed: neither interval can fall below zero")
@@ -416,6 +428,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "claims": study.claims, "program_models": sorted(program_models),
         "missing_models": [m for m in study.matrix.models if m not in program_models],
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
+        "loopback_setups": loopback_setups(analysis.setups, analysis.speedups), "loopback_note": LOOPBACK_NOTE,
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
         "labelled": labelled, "answer": the_answer, "paper_gpu_label": paper_gpu().label,
