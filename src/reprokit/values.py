@@ -25,10 +25,17 @@ TC_RATE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$")  # tc'
 _TC_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 
 
+MIN_RATE_BPS = 1e3  # below this a bandwidth means nothing here: tc keeps rates in bytes/s, the model divides by it
+
+
 def tc_rate_bps(rate: str) -> float | None:
-    """Bits per second of a tc rate like ``4gbit``; None when ``rate`` is not one."""
+    """Bits per second of a tc rate like ``4gbit``; None when ``rate`` is not one, or is below MIN_RATE_BPS
+    (``0gbit`` would pass tc an empty rate and make the model divide by zero)."""
     match = TC_RATE.match(rate)
-    return float(match.group(1)) * _TC_UNITS[match.group(2)] if match else None
+    if not match:
+        return None
+    bps = float(match.group(1)) * _TC_UNITS[match.group(2)]
+    return bps if bps >= MIN_RATE_BPS else None
 
 
 def whole_number(raw: object, name: str, fix: str, low: int = 0, high: int | None = None) -> int:

@@ -215,7 +215,7 @@ def test_testbed_never_touches_the_root_namespace_and_shapes_its_links(ck):
         ck("testbed", "cluster:iso", "--shape=off", check=True)
         assert "tbf" not in qdisc(1)
         bad = ck("testbed", "cluster:iso", "--shape=fast")
-        assert bad.returncode == 1 and "rate 'fast' is not a tc rate like 100mbit" in bad.stdout + bad.stderr
+        assert bad.returncode == 1 and "rate 'fast' is not a tc rate of at least 1kbit like 100mbit" in bad.stdout + bad.stderr
         bad = ck("testbed", "cluster:iso", "--shape=1gbit", "--dilation=abc")  # the fix names the option given
         assert bad.returncode == 1 and "--dilation must be a number above 0" in bad.stdout + bad.stderr
         assert "fix it with --dilation=K" in bad.stdout + bad.stderr and "Traceback" not in bad.stdout + bad.stderr

@@ -88,7 +88,7 @@ def check_name(name: str) -> None:
 
 def check_rate(rate: str) -> None:
     if tc_rate_bps(rate) is None:
-        raise UserError(f"rate {shown(rate)} is not a tc rate like 100mbit, 1gbit or 500kbit")
+        raise UserError(f"rate {shown(rate)} is not a tc rate of at least 1kbit like 100mbit, 1gbit or 500kbit")
 
 
 def _require_root_and_tools() -> str:

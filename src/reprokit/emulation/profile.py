@@ -302,7 +302,7 @@ def dilated_rate(rate: str, dilation: float) -> str:
     """A tc rate (``1gbit``) divided by the dilation, as a tc rate in bit/s (``250000000bit`` for k=4)."""
     whole = tc_rate_bps(rate)
     if whole is None:
-        raise UserError(f"rate {shown(rate)} is not a tc rate like 100mbit, 1gbit or 500kbit")
+        raise UserError(f"rate {shown(rate)} is not a tc rate of at least 1kbit like 100mbit, 1gbit or 500kbit")
     bps = whole / dilation
     if bps < 8:
         raise UserError(f"rate {rate} divided by DILATION={dilation:g} is below 8 bit/s; lower --env.DILATION")

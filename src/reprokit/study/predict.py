@@ -5,7 +5,7 @@ Every figure printed or plotted here is predicted by reprokit.study.iteration_mo
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -126,9 +126,29 @@ def request_from(options: Mapping, study: Study) -> PredictRequest:
         names = _list(options, "gpu", "p4000") if given_gpu not in (None, "") else [paper_gpu().name]
         computes = tuple(gpu_compute(name, model, profile.image_shape, batch, factor) for name in names)
     slice_elements = whole_number(options.get("slice") or 50_000, "--slice", "--slice=50000", 1, 2**31 - 1)
+    check_slices(model, computes[0].layers, slice_elements)
     latency = decimal(options.get("latency") or 0, "--latency", "--latency=0.0001 (seconds)", 0.0, 10.0)
     return PredictRequest(model, profile.image_shape, bandwidths, workers, servers, layout, computes, batch,
                           slice_elements, latency)
+
+
+# The model simulates every slice of every array: its time and memory grow with their number (VGG-19 at --slice=1000,
+# 143,688 slices: 21 s and 310 MB per prediction here; at --slice=1, 6 GB within a minute).
+MAX_SLICES = 50_000
+
+
+def slices_of(layers: Sequence[Layer], slice_elements: int) -> int:
+    return sum(-(-size // slice_elements) for layer in layers for size in layer.arrays)
+
+
+def check_slices(model: str, layers: Sequence[Layer], slice_elements: int) -> None:
+    """Refuse, before simulating, a slice size that would cut the model into more slices than MAX_SLICES."""
+    count = slices_of(layers, slice_elements)
+    if count > MAX_SLICES:
+        least = next(s for s in (2 ** k for k in range(40)) if slices_of(layers, s) <= MAX_SLICES)
+        raise UserError(f"--slice={slice_elements} cuts {model} into {count} slices per iteration; the model "
+                        f"simulates at most {MAX_SLICES} (its time and memory grow with them): give --slice of at "
+                        f"least {least}")
 
 
 def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: float = 1.0) -> Compute:

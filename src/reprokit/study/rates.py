@@ -13,7 +13,8 @@ def rate_bps(rate: str) -> float | None:
         return None
     bps = tc_rate_bps(rate)
     if bps is None:
-        raise UserError(f"bandwidth {shown(rate)} is not a rate like 100mbit, 1gbit or 4gbit (or 'native')")
+        raise UserError(f"bandwidth {shown(rate)} is not a rate of at least 1kbit like 100mbit, 1gbit or 4gbit "
+                        f"(or 'native')")
     return bps
 
 

@@ -1,0 +1,32 @@
+"""Numbers are checked where they enter, against the limits where they stop meaning anything or start costing
+without bound, before any work: one test per kind of number."""
+import pytest
+
+from reprokit.errors import UserError
+from reprokit.study import predict
+from reprokit.study.rates import rate_bps, shaped_bps
+from reprokit.values import MIN_RATE_BPS, tc_rate_bps
+from support.study_data import study
+
+pytestmark = pytest.mark.parallel
+
+
+@pytest.mark.parametrize("rate", ["0gbit", "0bit", "0.0mbit", "999bit", "0.5kbit"])
+def test_a_rate_below_a_kilobit_is_no_rate_anywhere(rate):
+    assert tc_rate_bps(rate) is None
+    with pytest.raises(UserError, match="is not a rate of at least 1kbit"):
+        shaped_bps(rate)
+    with pytest.raises(UserError, match="is not a rate of at least 1kbit"):
+        predict.request_from({"model": "resnet", "bandwidths": rate, "workers": "4"}, study())
+    assert rate_bps("1kbit") == MIN_RATE_BPS
+
+
+def test_a_slice_that_would_cut_the_model_into_too_many_slices_is_refused_before_simulating(monkeypatch):
+    simulated = []
+    monkeypatch.setattr(predict, "simulate", lambda spec: simulated.append(spec))
+    with pytest.raises(UserError, match=r"--slice=1 cuts vgg into 143667240 slices per iteration; the model "
+                                        r"simulates at most 50000 .*give --slice of at least 4096"):
+        predict.run({"model": "vgg", "bandwidths": "10gbit", "workers": "4", "slice": "1"}, study(), None)
+    assert simulated == []
+    request = predict.request_from({"model": "vgg", "bandwidths": "10gbit", "workers": "4", "slice": "4096"}, study())
+    assert predict.slices_of(request.computes[0].layers, 4096) <= predict.MAX_SLICES
