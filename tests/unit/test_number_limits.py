@@ -30,3 +30,28 @@ def test_a_slice_that_would_cut_the_model_into_too_many_slices_is_refused_before
     assert simulated == []
     request = predict.request_from({"model": "vgg", "bandwidths": "10gbit", "workers": "4", "slice": "4096"}, study())
     assert predict.slices_of(request.computes[0].layers, 4096) <= predict.MAX_SLICES
+
+
+def test_a_compute_profile_from_a_file_is_checked_against_the_network_and_for_plausible_layer_times(tmp_path):
+    import copy
+    import json
+
+    from reprokit.emulation import profile
+
+    reference = profile.collection("p4000").find("resnet", "3,224,224").to_dict()
+    wrong_arrays = copy.deepcopy(reference)
+    wrong_arrays["layers"][3]["arrays"][0] += 1
+    an_hour = copy.deepcopy(reference)
+    an_hour["layers"][0]["forward_s"] = 3600
+    for name, data, message in (("arrays", wrong_arrays, "does not match resnet's network at 3,224,224: 193 arrays "
+                                                         "of 25575913 elements in all, where the network has 193 of "
+                                                         "25575912"),
+                                ("hour", an_hour, r"layers\[0\].forward_s must be from 0 to 60, got 3600")):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(UserError, match=message):
+            profile.resolve_profile(str(path), "resnet", "3,224,224", 32)
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps(reference))
+    assert profile.resolve_profile(str(path), "resnet", "3,224,224", 32).layers[0].arrays == tuple(
+        reference["layers"][0]["arrays"])

@@ -41,8 +41,11 @@ DILATION_RANGE = f"a number above 0 and at most {MAX_DILATION:g}"  # what a dila
 MAX_PROFILE_BYTES = 4 << 20
 
 FACTOR_SCHEMA = s.Obj(required={"name": s.Name(), "value": s.Number(0.0, 1e12), "source": s.Text(2000)})
+# A layer's forward or backward pass of more than a minute on one worker is no GPU's (a P4000's slowest, VGG-19's
+# first convolution at batch 32, takes milliseconds); dilation stretches it further still.
+MAX_LAYER_S = 60.0
 LAYER_SCHEMA = s.Obj(required={"name": s.Text(200), "arrays": s.ListOf(s.Int(1, 2**40), max_items=64),
-                               "forward_s": s.Number(0.0, 3600.0), "backward_s": s.Number(0.0, 3600.0)})
+                               "forward_s": s.Number(0.0, MAX_LAYER_S), "backward_s": s.Number(0.0, MAX_LAYER_S)})
 PROFILE_SCHEMA = s.Obj(required={
     "name": s.Name(), "model": s.Name(), "image_shape": s.Text(32), "batch_size": s.Int(1, 65536),
     "source": s.Text(4000), "factors": s.ListOf(FACTOR_SCHEMA, max_items=32),
@@ -190,7 +193,26 @@ def resolve_profile(raw: str, model: str, image_shape: str, batch_size: int) -> 
         if (profile.model, profile.image_shape) != (model, image_shape):
             raise UserError(f"the compute profile {name} is for {profile.model} at {profile.image_shape}, but the "
                             f"run trains {model} at {image_shape}; give a profile of this model and shape")
+        check_arrays(profile, name)
     return profile.at_batch(batch_size)
+
+
+def arrays_of(profile: ComputeProfile) -> list[int]:
+    return [size for layer in profile.layers for size in layer.arrays]
+
+
+def check_arrays(profile: ComputeProfile, name: str) -> None:
+    """A profile from a file must hold the network's trainable arrays, in its order: the named profiles were made
+    from the network itself, so they are the reference. Otherwise every worker would fail at its first wait."""
+    reference = collection(DEFAULT_PROFILE).find(profile.model, profile.image_shape)
+    if reference is None:
+        return
+    theirs, ours = arrays_of(profile), arrays_of(reference)
+    if theirs != ours:
+        raise UserError(f"the compute profile {name} does not match {profile.model}'s network at "
+                        f"{profile.image_shape}: {len(theirs)} arrays of {sum(theirs)} elements in all, where the "
+                        f"network has {len(ours)} of {sum(ours)}; make it from a run of this model "
+                        f"(--env.TIMELINE=1, then measured:FILE)")
 
 
 def average(profiles: list[ComputeProfile], name: str, source: str) -> ComputeProfile:
