@@ -36,12 +36,26 @@ def study_store(given: str, study: claims.Study) -> Store:
     return Store(claims.store_dir(given, local, study.name), study.name)
 
 
-def program_models(study: claims.Study) -> set[str]:
-    """The models the study's program can run: its cmd_keys."""
+def _program_meta(study: claims.Study) -> dict:
     r = access({"action": "load", "module_uoa": "program", "data_uoa": study.program})
     if r["return"] > 0:
         raise UserError(f"program:{study.program} is not registered with CK (python -m reprokit.bootstrap)")
-    return set(r["dict"].get("run_cmds", {}))
+    return r["dict"]
+
+
+def program_models(study: claims.Study) -> set[str]:
+    """The models the study's program can run: its cmd_keys."""
+    return set(_program_meta(study).get("run_cmds", {}))
+
+
+def check_setting_names(i: dict, study: claims.Study) -> None:
+    """Every --env.NAME of a sweep known to the program (its run_vars, or a pass-through prefix), before the first
+    run: a typo would otherwise fail every run of the sweep and leave its failed records in the store."""
+    from reprokit.ck.program import unknown_setting
+
+    why = unknown_setting(options.env_overrides(i), _program_meta(study).get("run_vars", {}))
+    if why:
+        raise UserError(f"--env.{why.removeprefix('unknown setting ')}".replace(";", ": an unknown setting;", 1))
 
 
 def _study_and_store(i: dict) -> tuple[claims.Study, Store]:
@@ -55,6 +69,7 @@ def reproduce(i: dict) -> dict:
     from reprokit.study import sweep
 
     study, store = _study_and_store(i)
+    check_setting_names(i, study)
     if i.get("store"):  # where every record goes: checked before the first run
         output_folder(store.root, "--store")
     if i.get("submit"):
