@@ -444,6 +444,12 @@ def test_member_order_duplicates_and_strays_are_refused(cli, workspace, tmp_path
     forgery.members.append(Member(forgery.members[0].name, forgery.members[0].data, listed=False))
     refused(cli, forgery.write(tmp_path / "bundles" / "twice.tar.gz"), workspace, "appears twice")
     forgery.members.pop()
+    # One path as a file and as a folder: refused as such, not as the store's "File exists".
+    first_run = next(m for m in forgery.members if m.name.startswith("runs/"))
+    forgery.members.append(Member(f"{first_run.name}/inside.log", b"x"))
+    refused(cli, forgery.write(tmp_path / "bundles" / "file-folder.tar.gz"), workspace,
+            "is both a file and a folder of the bundle's files")
+    forgery.members.pop()
     forgery.members.append(Member("runs/no-such-record/attempt-1/x.log", b"x"))
     refused(cli, forgery.write(tmp_path / "bundles" / "stray.tar.gz"), workspace, "no-such-record",
             "has no record in it")

@@ -55,3 +55,12 @@ def test_a_compute_profile_from_a_file_is_checked_against_the_network_and_for_pl
     path.write_text(json.dumps(reference))
     assert profile.resolve_profile(str(path), "resnet", "3,224,224", 32).layers[0].arrays == tuple(
         reference["layers"][0]["arrays"])
+
+
+def test_a_port_refusal_names_the_option_it_came_from():
+    from reprokit.run.settings import resolve_port
+
+    with pytest.raises(UserError, match=r"^port must be a whole number, got 'abc'; fix it with --port=N \(1024-65535\)"):
+        resolve_port("abc", "--port")
+    with pytest.raises(UserError, match=r"^PS_ROOT_PORT must be at least 1024, got 80; fix it with --env.PS_ROOT_PORT=N"):
+        resolve_port("80")

@@ -55,7 +55,7 @@ def check(i: dict) -> dict:
         if not all(h.python for h in cluster.hosts):
             raise
         python = ""
-    port = resolve_port(str(i.get("port", ""))) or 0
+    port = resolve_port(str(i.get("port", "")), "--port") or 0
     data = choose_recordio(env_entries(RECORDIO_TAGS), str(i.get("data", "")), str(i.get("dataset_env", "")).strip())
     # The converted train set must be at the same path on every host.
     checks = check_cluster(cluster, python, [os.path.dirname(data.rec)] if data else [], scheduler_port=port,
@@ -94,7 +94,7 @@ def _check_job(launcher: str, name: str, i: dict) -> dict:
     if cluster.allocation:
         print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     python = "" if all(h.python for h in cluster.hosts) else find_engine("p3", "embedded").python
-    port = resolve_port(str(i.get("port", ""))) or 0
+    port = resolve_port(str(i.get("port", "")), "--port") or 0
     checks = check_job(launcher, cluster, python, runs_folder(str(i.get("tmp_dir", ""))), os.environ, port)
     print(table(launcher, checks), flush=True)
     failed = [c for c in checks if not c.ok]

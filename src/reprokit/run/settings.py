@@ -262,12 +262,12 @@ def check_writable_here(name: str, path: str, need_bytes: int, folder_ok: bool =
     check_room(path, need_bytes, f"{name}={given}")
 
 
-def resolve_port(raw: str, key: str = "PS_ROOT_PORT") -> int | None:
-    """A scheduler port from user input; None when empty (pick a free one)."""
+def resolve_port(raw: str, option: str = "--env.PS_ROOT_PORT") -> int | None:
+    """A scheduler port from user input, given as ``option``; None when empty (pick a free one)."""
     if not raw.strip():
         return None
-    return whole_number(raw, key, f"--env.{key}=N (1024-65535), or leave it empty to pick a free port",
-                        low=1024, high=65535)
+    return whole_number(raw, option.removeprefix("--env.").removeprefix("--"),
+                        f"{option}=N (1024-65535), or leave it empty to pick a free port", low=1024, high=65535)
 
 
 def _image_shape(raw: str, model: Model) -> str:

@@ -347,6 +347,7 @@ def _unpack(tar: tarfile.TarFile, budget: _Budget, manifest: dict, staging: Path
     """Every member after the manifest into ``staging``, checked; the bundle's records by record id."""
     listed, origin = manifest["files"], manifest["origin"]
     seen: set[str] = set()
+    folders: set[str] = set()  # every folder a member's path passes through
     records: dict[str, Record] = {}
     while True:
         budget.grant(HEADER_ROOM)
@@ -363,6 +364,10 @@ def _unpack(tar: tarfile.TarFile, budget: _Budget, manifest: dict, staging: Path
             raise _Refused(f"{s.shown(name)} is not listed in its manifest (unexpected path)")
         if name in seen:
             raise _Refused(f"{s.shown(name)} appears twice")
+        parents = {str(p) for p in PurePosixPath(name).parents if str(p) != "."}
+        if name in folders or parents & seen:
+            raise _Refused(f"{s.shown(name)} is both a file and a folder of the bundle's files")
+        folders |= parents
         if member.size != listed[name]["size"]:
             raise _Refused(f"{name} is {member.size} bytes in the archive, not the {listed[name]['size']} its manifest "
                            f"lists (corrupted or tampered with)")
