@@ -48,3 +48,34 @@ def test_a_host_whose_link_goes_down_is_named_within_15_s_and_its_roles_stop(ck,
     # client and their watchdogs hear no heartbeat), SIGTERM then SIGKILL.
     no_orphans(lambda: processes_in(CUT_NS, run_id), 25, f"roles on {CUT_HOST} after its link went down")
     no_orphans(lambda: run_processes(run_id), 5, "the run's other processes")
+
+
+def test_a_remote_worker_stopped_by_sigstop_is_named_within_15_s(ck, testbed2, tmp_path):
+    """A stopped remote role neither exits nor prints: its host's watchdog looks at its state at each heartbeat
+    and says so, so the run fails naming that role, not all workers at RUN_TIMEOUT."""
+    with long_run(ck, tmp_path, f"--target={testbed2}", "--env.PROFILE=smoke", "--env.WORKER_THREADS=1",
+                  "--env.BATCH_SIZE=8", watch_log="worker-1.log") as (run, run_id):
+        [victim] = [p for p in processes_in(CUT_NS, run_id) if _is_worker(p)]
+        stopped_at = time.time()
+        subprocess.run(["kill", "-STOP", str(victim)], check=True)
+        try:
+            output, _ = run.communicate(timeout=120)
+        finally:
+            subprocess.run(["kill", "-CONT", str(victim)], check=False)
+    no_traceback(output)
+    launch = json.loads((tmp_path / "launch.json").read_text())
+    expect(launch["finished_at"] - stopped_at < 15, "hang",
+           f"the stopped worker was noticed {launch['finished_at'] - stopped_at:.1f} s after SIGSTOP")
+    expect(f"on {CUT_HOST} has been stopped (SIGSTOP or a tracer)" in launch["reason"]
+           and launch["reason"].startswith("worker#"), "unclear",
+           f"the failure does not name the stopped worker: {launch['reason']!r}")
+    no_orphans(lambda: run_processes(run_id), 25, "the run's processes after the stopped worker")
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return False
+    return b"DMLC_ROLE=worker" in environ and b"train.py" in cmdline

@@ -134,3 +134,49 @@ def test_a_role_that_hears_no_heartbeat_stops_on_its_own_and_one_that_does_keeps
         quiet.stdin.close()
         beating.wait(timeout=15)
     assert no_process_left(beating_id, timeout=5)
+
+
+def test_the_watchdog_reports_a_stopped_role_at_each_heartbeat_and_falls_silent_once_it_resumes(tmp_path):
+    """A stopped role neither exits nor writes: its watchdog says so on the role's stdout, one STOPPED_MARK per
+    heartbeat while it stays stopped, nothing else; StoppedReports turns that into the role's state."""
+    import os
+    import threading
+
+    from reprokit.run.remote import STOPPED_MARK, StoppedReports
+
+    run_id = uuid.uuid4().hex
+    ticker = [sys.executable, "-c", "import time\nwhile True:\n print('tick', flush=True); time.sleep(0.2)"]
+    proc = subprocess.Popen(["/bin/sh", "-c", role_command(str(tmp_path / "r"), {"REPROKIT_RUN_ID": run_id}, ticker)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    lines: list[tuple[float, str]] = []
+    reports, seen_stopped = StoppedReports(), []
+    threading.Thread(target=lambda: [lines.append((time.monotonic(), raw.decode().strip())) or
+                                     (reports.note(raw.decode()) and seen_stopped.append(reports.stopped()))
+                                     for raw in proc.stdout], daemon=True).start()
+
+    def beats(seconds):
+        for _ in range(int(seconds / 0.5)):
+            proc.stdin.write(b".")
+            proc.stdin.flush()
+            time.sleep(0.5)
+
+    try:
+        assert wait_for(lambda: any(t == "tick" for _, t in lines), 10)
+        [role] = [p for p in run_processes(run_id)
+                  if open(f"/proc/{p}/cmdline", "rb").read().startswith(sys.executable.encode() + b"\0")]
+        beats(1)
+        assert not [t for _, t in lines if t == STOPPED_MARK]  # a running role: no report
+        os.kill(role, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        beats(3)
+        marks = [at for at, t in lines if t == STOPPED_MARK]
+        assert len(marks) >= 4 and marks[0] - stopped_at < 1.5 and reports.stopped() and all(seen_stopped)
+        assert all(t in ("tick", STOPPED_MARK) or t.startswith("reprokit-pgid ") for _, t in lines)
+        os.kill(role, signal.SIGCONT)
+        resumed_at = time.monotonic()
+        beats(2)
+        assert not [at for at, t in lines if t == STOPPED_MARK and at > resumed_at + 0.6]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=15)
+    assert no_process_left(run_id, timeout=5)

@@ -46,7 +46,7 @@ from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.remote import (BEAT_ANSWER, HEARTBEAT_S, LOST_CONNECTION, REMOTE_SILENCE_S, WATCHDOG_GRACE_S,
-                                 role_command, sweep_command)
+                                 StoppedReports, role_command, sweep_command)
 
 JOB_VARIABLES = ("OAR_JOB_ID", "OAR_NODEFILE")
 COMMAND_TIMEOUT_S = 60  # the probe, the sweep and the preflight's commands
@@ -145,6 +145,7 @@ class OarshRoleProcess:
         self.started_at = time.monotonic()
         self.heard_at: float | None = None  # the session started (its wrapper's first line), then each answer
         self.messages: list[str] = []  # what oarsh and ssh said on stderr
+        self.reports = StoppedReports()
         self.lock = threading.Lock()
         self.popen = subprocess.Popen([oarsh, role.host, command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env=command_environment(), start_new_session=True,
@@ -159,7 +160,7 @@ class OarshRoleProcess:
             with self.lock:
                 self.heard_at = time.monotonic()
             return True
-        return False
+        return self.reports.note(line)
 
     def _read_answers(self) -> None:
         stream = self.popen.stderr
@@ -215,7 +216,7 @@ class OarshRoleProcess:
                 f"own within {REMOTE_SILENCE_S + WATCHDOG_GRACE_S} s)")
 
     def stopped(self) -> bool:
-        return False  # not seen from here: a stopped remote role shows as a stall of the workers' progress
+        return self.reports.stopped()
 
     def beat(self) -> None:
         try:

@@ -44,6 +44,7 @@ LOST_CONNECTION = 1000  # not an exit code any process can have
 OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PGID_MARK = "reprokit-pgid "
+STOPPED_MARK = "reprokit-role-stopped"  # the watchdog's word, at a heartbeat, that the role's process is stopped
 BEAT_ANSWER_OCTAL = "006"  # ASCII ACK: what an answering watchdog writes to stderr for each heartbeat byte
 BEAT_ANSWER = bytes([int(BEAT_ANSWER_OCTAL, 8)])
 
@@ -66,19 +67,25 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
     # /dev/null as stdin before its own redirections, so `<&0` there would not reach the channel.
     # The watchdog only tells the main shell (USR1); the main shell TERMs the group and KILLs it
     # after a grace period. Nothing in the group ignores TERM: ignoring would pass on through exec.
+    # The role starts first (without the watchdog's descriptors), so the watchdog knows its pid: at each heartbeat
+    # it looks at the role's state and, while it is stopped (SIGSTOP, a tracer), says so on the channel's stdout
+    # (fd 5), where the launcher reads it (STOPPED_MARK): the stopped role writes nothing meanwhile.
+    keep = "3<&- 4>&- 5>&-" if answer else "3<&- 5>&-"
     inner = (
         f'echo "{_PGID_MARK}$$"; '
-        + ("exec 3<&0 4>&2 </dev/null 2>&1; " if answer else "exec 3<&0 </dev/null; ") +
-        # One byte at a time, each within REMOTE_SILENCE_S; EOF and silence both end the loop. --foreground keeps
-        # timeout (and dd) in the role's process group, so tearing the group down reaches them too.
-        f'(while [ -n "$(timeout --foreground {int(silence_s)} dd bs=1 count=1 <&3 2>/dev/null)" ]; do '
-        + (f"printf '\\{BEAT_ANSWER_OCTAL}' >&4; " if answer else ":; ") + "done; "
-        "kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
-        + ("exec 3<&- 4>&-; " if answer else "exec 3<&-; ") +
+        + ("exec 3<&0 4>&2 </dev/null 2>&1 5>&1; " if answer else "exec 3<&0 </dev/null 5>&1; ") +
         "trap : TERM; stopping=; "
         f"trap 'stopping=1; kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
         ">/dev/null 2>&1 &' USR1; "
-        f"env -u PYTHONPATH -u PYTHONHOME {unset} {assignments} {command} & child=$!; "
+        f"env -u PYTHONPATH -u PYTHONHOME {unset} {assignments} {command} {keep} & child=$!; "
+        # One byte at a time, each within REMOTE_SILENCE_S; EOF and silence both end the loop. --foreground keeps
+        # timeout (and dd) in the role's process group, so tearing the group down reaches them too.
+        f'(while [ -n "$(timeout --foreground {int(silence_s)} dd bs=1 count=1 <&3 2>/dev/null)" ]; do '
+        + (f"printf '\\{BEAT_ANSWER_OCTAL}' >&4; " if answer else "") +
+        f"case \"$(sed -n 's/^.*) \\(.\\).*$/\\1/p' /proc/$child/stat 2>/dev/null)\" in "
+        f"T|t) echo '{STOPPED_MARK}' >&5;; esac; done; "
+        "kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
+        + ("exec 3<&- 4>&- 5>&-; " if answer else "exec 3<&- 5>&-; ") +
         "wait $child; rc=$?; "
         "while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done; "
         # The role is over: stop the watchdog, then whatever else is left in the group. When it was
@@ -92,6 +99,25 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
     # The wrapper itself carries the run id too, so a sweep finds every process of the run.
     marker = f"REPROKIT_RUN_ID={shlex.quote(env['REPROKIT_RUN_ID'])} " if "REPROKIT_RUN_ID" in env else ""
     return f"mkdir -p {quoted_dir} && cd {quoted_dir} && exec env {marker}/bin/sh -c {shlex.quote(inner)}"
+
+
+class StoppedReports:
+    """What a role's watchdog said of its state: stopped while its STOPPED_MARK keeps coming, one per heartbeat.
+    A resumed role writes again and the watchdog falls silent about it, so a report older than two heartbeats
+    no longer counts."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def note(self, line: str) -> bool:
+        """Whether ``line`` is the watchdog's report (the launcher's, not the role's output)."""
+        if line.strip() != STOPPED_MARK:
+            return False
+        self._last = time.monotonic()
+        return True
+
+    def stopped(self) -> bool:
+        return self._last is not None and time.monotonic() - self._last <= 2 * HEARTBEAT_S + 1
 
 
 def sweep_command(run_id: str) -> str:
@@ -114,6 +140,7 @@ class RemoteRoleProcess:
         self.role = role
         self.conn = conn
         self.pgid: int | None = None
+        self.reports = StoppedReports()
         self.channel: paramiko.Channel = conn.start(command)
         self.output = sink.pump(role, self.channel.makefile("rb"), consume=self._consume)
 
@@ -121,10 +148,10 @@ class RemoteRoleProcess:
         if self.pgid is None and line.startswith(_PGID_MARK):
             self.pgid = int(line[len(_PGID_MARK):].strip())
             return True
-        return False
+        return self.reports.note(line)
 
     def stopped(self) -> bool:
-        return False  # not seen from here: a stopped remote role shows as a stall of the workers' progress
+        return self.reports.stopped()
 
     def poll(self) -> int | None:
         if self.channel.exit_status_ready():
