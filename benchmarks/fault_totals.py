@@ -1,4 +1,4 @@
-"""Totals of the fault and hostile-input suite (tests/faults), for docs/supervision.md.
+"""Totals of the fault and hostile-input suite (tests/faults), for docs/notebook/supervision.md.
 
     .venv/bin/python benchmarks/fault_totals.py [--json FILE] [pytest arguments ...]
     .venv/bin/python benchmarks/fault_totals.py --from FILE   # totals of a run made with REPROKIT_FAULT_TOTALS=FILE

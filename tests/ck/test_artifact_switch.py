@@ -140,7 +140,8 @@ def test_only_the_p3_build_installed_refuses_the_baseline_in_one_line(ck, artifa
     # Register the P3 build that is already built (ck detect), and nothing else of the artifact.
     p3_install = Path(builds["p3"]["CK_ENV_TOOL_SYSML19_P3_MANIFEST"]).parent
     cli("detect", "soft:tool.p3", f"--search_dirs={p3_install}", "--search_depth=1", "--quiet", check=True)
-    # Detected like installed: the p3-build tag the package gives (what the selection by tag in docs/engines.md relies on).
+    # Detected like installed: the p3-build tag the package gives (what the selection by tag in
+    # docs/explanation/engines.md relies on).
     assert len(artifact_envs(cli)) == 1
     found = json.loads(cli("search", "env", "--tags=tool,p3,p3-build", "--out=json", check=True).stdout)["lst"]
     assert len(found) == 1
@@ -204,7 +205,7 @@ def registered_build(cli: CkCli, folder: Path, python: str, commit: str) -> None
 def test_an_emulated_run_on_the_authors_build_is_our_train_py_in_its_interpreter_on_ps_lites_own_van(ck, tmp_path):
     """Emulated compute on one of the authors' builds: what our run gives their interpreter. The registered build's
     interpreter here is the session's stock MXNet (their fork takes over an hour to build); how their MXNet 1.1 runs
-    it is measured in docs/emulation.md ("Both P3 implementations")."""
+    it is measured in docs/notebook/emulation.md ("Both P3 implementations")."""
     stock_prefix = stock_engine_prefix(ck)
     cli = world(tmp_path / "ck", stock_prefix)
     registered_build(cli, tmp_path / "install", f"{stock_prefix}/bin/python", "c647954" * 6)

@@ -144,7 +144,8 @@ def test_a_conversion_installs_again_in_place_and_another_kind_gets_its_own(conv
     first = Path(synthetic["meta"]["customize"]["path_install"])
     assert first.name.endswith("-imagenet-synthetic-linux-64")
     assert sorted(p.name for p in first.iterdir()) == ["ck-install.json", "recordio"]
-    # The flow of docs/data.md: the small set first, then the "full" one (a detected folder is taken as real ImageNet).
+    # The flow of docs/howto/data.md: the small set first, then the "full" one (a detected folder is taken as real
+    # ImageNet).
     real = make_synthetic(tmp_path / "imagenet", classes=3, images_per_class=4).root
     (real / "reprokit-dataset.json").unlink()
     converted_ck("detect", "soft:dataset.imagenet.train", f"--search_dirs={tmp_path / 'imagenet'}", "--quiet",

@@ -33,8 +33,8 @@ def test_a_successful_run_still_exits_0(ck, tmp_path):
 def test_a_misspelt_setting_is_refused_with_the_likely_one_before_anything_runs(ck, tmp_path):
     proc = ck("run", "program:p3", "--cmd_key=resnet", "--env.BATCH_SZIE=16", f"--tmp_dir={tmp_path}", timeout=120)
     assert proc.returncode == 2
-    assert ("p3: error: unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in docs/settings.md, "
-            "'Run settings'") in proc.stderr
+    assert ("p3: error: unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in "
+            "docs/reference/settings.md, 'Run settings'") in proc.stderr
     assert not (tmp_path / "logs").exists()  # nothing started
     # Variables for the engine's processes pass through by prefix.
     proc = ck("run", "program:p3", "--cmd_key=resnet", "--env.OMP_WAIT_POLICY=PASSIVE", "--env.NUM_BATCHES=6",

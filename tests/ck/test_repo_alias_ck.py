@@ -88,7 +88,7 @@ def test_bootstrap_moves_the_old_alias_and_ck_pull_updates_the_clone(upstream, t
     assert git(clone, "rev-parse", "HEAD") == head and (clone / "UPSTREAM-1").is_file()
 
     head = push_change(upstream, "UPSTREAM-2")
-    proc = cli("pull", "all", "--out=json")  # the non-interactive form docs/setup.md names
+    proc = cli("pull", "all", "--out=json")  # the non-interactive form docs/reference/setup.md names
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert git(clone, "rev-parse", "HEAD") == head
 

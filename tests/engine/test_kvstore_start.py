@@ -3,7 +3,7 @@
 MXNet orders kvstore operations by the arrays they touch and then by priority; a parameter's first pull (into the
 parameter) and its first push (from its gradient) touch different arrays and may have the same priority, so with the
 engine busy the push can reach the server first and the pull then reads the pushed sum. On the authors' P3 fork this
-left worker 1 with zeros in some of ResNet-50's last-layer slices in every 2-worker run (docs/emulation.md).
+left worker 1 with zeros in some of ResNet-50's last-layer slices in every 2-worker run (docs/explanation/engines.md).
 """
 from support.engine_job import one_worker_job
 

@@ -1,5 +1,5 @@
 """Every document that crosses a process or disk boundary is one typed class whose to_dict/from_dict round trip
-keeps it whole (docs/layout.md, "Documents")."""
+keeps it whole (docs/reference/layout.md, "Documents")."""
 import json
 
 from reprokit.cluster.hosts import parse

@@ -107,7 +107,7 @@ def test_the_self_check_holds_only_when_every_model_and_both_ends_of_its_interva
     assert emulation_status(HOLDS) == ""
     wide = {**HOLDS, "models": [{**HOLDS["models"][0], "ci95": [0.85, 1.08]}, HOLDS["models"][1]]}
     assert emulation_status(wide) == ("not given: the emulation's self-check is outside 10% (real/emulated "
-                                      "throughput resnet 1.02x [0.85, 1.08], n=5; docs/emulation.md)")
+                                      "throughput resnet 1.02x [0.85, 1.08], n=5; docs/explanation/emulation.md)")
 
 
 def test_an_interval_just_too_wide_is_not_shown_as_wide_as_the_limit():
@@ -201,7 +201,7 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
     # Checks that hold only on fewer hosts than the claim's cluster validate nothing for it.
     assert predicted_verdict(vgg, study().tolerance, validation(hosts=2, links="fifo")) == (
         "not given: the iteration model is not validated (no check inside the model's assumptions has 4 hosts; "
-        "docs/study.md)")
+        "docs/explanation/iteration-model.md)")
 
 
 def claim(claim_id):
@@ -213,7 +213,7 @@ def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_wh
 
     said = predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(iteration_errors=(0.05, 0.105)))
     assert said == ("not given: the iteration model is not validated (real runs: iteration time within 10% in 1 of 2, "
-                    "speedup within 15% in 1 of 1; docs/study.md)")
+                    "speedup within 15% in 1 of 1; docs/explanation/iteration-model.md)")
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(speedup_errors=(-0.16,))).startswith(
         "not given: the iteration model is not validated")
 
@@ -226,7 +226,7 @@ def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_cla
     checks = validation(more=(sliced,))
     assert predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance, checks) == (
         "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 1 "
-        "of 2, speedup within 15% in 0 of 1; docs/study.md)")
+        "of 2, speedup within 15% in 0 of 1; docs/explanation/iteration-model.md)")
     assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)  # its baseline holds
     baseline_missed = check("slicing alone, fair links", names, [-0.16, -0.05], [0.05])
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(more=(baseline_missed,))).startswith(
@@ -242,7 +242,7 @@ def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_a
     checks = validation(more=(resnet_missed,))
     assert predicted_verdict(claim("resnet-4gbit"), study().tolerance, checks) == (
         "not given: the iteration model is not validated (the authors' builds, fair links: iteration time within 10% "
-        "in 1 of 2, speedup within 15% in 1 of 1; docs/study.md)")
+        "in 1 of 2, speedup within 15% in 1 of 1; docs/explanation/iteration-model.md)")
     assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)
     # The same miss on VGG-19's baseline withholds VGG-19's claims instead.
     vgg_missed = check("the authors' builds, fair links", names, [-0.018, 0.017, -0.156, -0.078], [-0.085, -0.035])
@@ -306,7 +306,7 @@ def test_no_predicted_verdict_at_a_gpu_no_check_ran_at():
     at_v100 = validation(gpu="v100")
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, at_v100) == (
         "not given: the iteration model is not validated (no check inside the model's assumptions ran at the p4000 "
-        "profile's compute (they ran at v100); docs/study.md)")
+        "profile's compute (they ran at v100); docs/explanation/iteration-model.md)")
     assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, at_v100, "v100")
 
 
@@ -364,4 +364,4 @@ def test_a_check_at_the_gpu_must_have_run_the_claims_variant_not_only_its_baseli
     said = predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance,
                              validation(gpu="v100", more=(baseline_only, at_v100)))
     assert said == ("not given: the iteration model is not validated (no check at the p4000 profile's compute ran "
-                    "p3-slicing-only; docs/study.md)")
+                    "p3-slicing-only; docs/explanation/iteration-model.md)")

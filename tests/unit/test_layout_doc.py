@@ -1,4 +1,4 @@
-"""docs/layout.md names every file under src/ and program/, and names no file that does not exist.
+"""docs/reference/layout.md names every file under src/ and program/, and names no file that does not exist.
 
 Files checked: every file git tracks under src/ and program/ (CK's `.cm/` metadata and the program/sysml19-p3
 symlink included), and every *.py, *.json and *.j2 file on disk there, so that a new module fails this test
@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-LAYOUT = REPO / "docs" / "layout.md"
+LAYOUT = REPO / "docs" / "reference" / "layout.md"
 ROOTS = ("src", "program")
 ON_DISK = (".py", ".json", ".j2")
 # Backticked paths under these folders must exist (a `*` is a glob).
@@ -52,12 +52,12 @@ def test_every_file_under_src_and_program_is_named_in_the_layout():
     files = tracked() | on_disk()
     assert "src/reprokit/run/launch.py" in files and "program/p3/train.py" in files  # the walk itself works
     missing = sorted(files - named())
-    assert not missing, f"docs/layout.md does not name: {missing}"
+    assert not missing, f"docs/reference/layout.md does not name: {missing}"
 
 
 def test_every_path_the_layout_names_exists():
     gone = sorted(path for path in named() if not glob.glob(str(REPO / path)) and not os.path.lexists(REPO / path))
-    assert not gone, f"docs/layout.md names paths that do not exist: {gone}"
+    assert not gone, f"docs/reference/layout.md names paths that do not exist: {gone}"
 
 
 def test_the_layout_says_sysml19_p3_is_a_symlink_to_p3():

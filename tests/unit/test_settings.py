@@ -233,7 +233,8 @@ def test_an_unknown_setting_is_named_with_the_likely_one_and_engine_variables_pa
 
     known = ["BATCH_SIZE", "P3_SLICE_SIZE", "SEED", "VARIANT"]
     assert unknown_setting(["SEED", "BATCH_SZIE"], known) == (
-        "unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in docs/settings.md, 'Run settings'")
+        "unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in docs/reference/settings.md, "
+        "'Run settings'")
     assert unknown_setting(["FOO"], known).startswith("unknown setting FOO; program:p3's settings are BATCH_SIZE, ")
     assert unknown_setting(["MXNET_ENGINE_TYPE", "OMP_WAIT_POLICY", "VARIANT"], known) is None
 

@@ -148,7 +148,7 @@ def unknown_setting(given: Iterable[str], known: Iterable[str]) -> str | None:
         meant = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         if meant:
             return (f"unknown setting {shown(name, quoted=False)} (did you mean {meant[0]}?); the settings are in "
-                    f"docs/settings.md, 'Run settings'")
+                    f"docs/reference/settings.md, 'Run settings'")
         return (f"unknown setting {shown(name, quoted=False)}; program:p3's settings are {', '.join(known)}, and "
                 f"variables starting {', '.join(PASS_THROUGH)} pass through to the engine")
     return None

@@ -448,7 +448,7 @@ def read_description(path: str) -> Any:
         raise UserError(f"{path} is not text (UTF-8)") from None
     if not text.strip():
         raise UserError(f"{path} is empty; describe the cluster's hosts in it "
-                        f"(see docs/clusters.md, 'Clusters over SSH')")
+                        f"(see docs/reference/hosts-json.md)")
     try:
         if path.lower().endswith(YAML_SUFFIXES):
             return _load_yaml(text, path)

@@ -89,7 +89,7 @@ def job_to_submit(description: Any, source: str, in_allocation: bool, what: str)
     job = job_of(description, source) if isinstance(description, dict) else None
     if job is None:
         raise UserError("--submit needs --target=MACHINE, a machine whose hosts.json has a 'slurm' section (e.g. "
-                        "{\"slurm\": {\"nodes\": 3, \"time\": \"00:30:00\"}}; see docs/clusters.md)")
+                        "{\"slurm\": {\"nodes\": 3, \"time\": \"00:30:00\"}}; see docs/reference/hosts-json.md)")
     if in_allocation:
         raise UserError(f"--submit inside a Slurm allocation would queue a job from a job: drop --submit, and "
                         f"{what} uses this allocation's nodes")

@@ -1,9 +1,11 @@
 """Emulated and predicted verdicts beside the measured ones, for each claim stated at a bandwidth.
 
-"Emulated": the real communication stack with emulated compute (docs/emulation.md) at the paper's cluster size
-and bandwidth divided by the dilation k, at the paper's GPU's compute (runs at another GPU's are shown apart).
-"Predicted": the iteration model (iteration_model.py, docs/study.md) at the setting the emulated runs have (the
-paper's cluster size, co-located servers, batch 32), over the paper's GPU's plausible range (docs/gpus.md).
+"Emulated": the real communication stack with emulated compute (docs/explanation/emulation.md) at the paper's
+cluster size and bandwidth divided by the dilation k, at the paper's GPU's compute (runs at another GPU's are shown
+apart).
+"Predicted": the iteration model (iteration_model.py, docs/explanation/iteration-model.md) at the setting the
+emulated runs have (the paper's cluster size, co-located servers, batch 32), over the paper's GPU's plausible range
+(docs/explanation/gpus.md).
 Each is given only when its check holds: the emulation's self-check (this machine's own profile emulated, its
 throughput within 10% of the real run's, ``emulation/selfcheck.json``), the model's validation against real and
 emulated runs (within 10% for throughput, 15% for P3's speedup, ``study/model_validation.json``). Neither counts
@@ -74,7 +76,7 @@ def emulation_status(check: Mapping) -> str:
     shown = "; ".join(f"{m['model']} {m['ratio']:.2f}x [{m['ci95'][0]:.2f}, {m['ci95'][1]:.2f}], n={m['n_pairs']}"
                       for m in missed)
     return (f"not given: the emulation's self-check is outside {tolerance:.0%} (real/emulated throughput {shown}; "
-            f"docs/emulation.md)")
+            f"docs/explanation/emulation.md)")
 
 
 @cache  # a report asks for every claim at a bandwidth over a GPU's range; each prediction simulates two policies
@@ -187,7 +189,8 @@ def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValida
     label = gpu(name).label
     missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model, name)
     if missed:
-        return (f"not given: the iteration model is not validated ({'; '.join(missed)}; docs/study.md)",
+        return (f"not given: the iteration model is not validated ({'; '.join(missed)}; "
+                f"docs/explanation/iteration-model.md)",
                 f"not given: model not validated at the {label}")
     if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
             or claim.versus not in VARIANT_POLICY or claim.model not in gpu(name).models):

@@ -186,12 +186,12 @@ class ModelValidation:
                    float(data["stack_costs"].get("fifo_bytes", 0.0)))
 
     def within(self) -> list[Mapping]:
-        """The checks inside the model's assumptions (docs/study.md) that no later check repeats. Each host's egress
-        is shared evenly among the hosts it sends to: links shared fairly (ck testbed --link_sharing=fair), or 2
-        hosts (one destination each, so one queue is as even); on one queue per host with more destinations TCP's
-        flows share it unevenly. A host's compute is not slowed by other hosts' work: emulated compute (waits), or
-        hosts with cores of their own; real compute on hosts that share cores takes turns with the other hosts'
-        network stacks. A check that another one ``repeats`` (the same runs on Linux's default TCP, cubic,
+        """The checks inside the model's assumptions (docs/explanation/iteration-model.md) that no later check repeats.
+        Each host's egress is shared evenly among the hosts it sends to: links shared fairly (ck testbed
+        --link_sharing=fair), or 2 hosts (one destination each, so one queue is as even); on one queue per host with
+        more destinations TCP's flows share it unevenly. A host's compute is not slowed by other hosts' work: emulated
+        compute (waits), or hosts with cores of their own; real compute on hosts that share cores takes turns with the
+        other hosts' network stacks. A check that another one ``repeats`` (the same runs on Linux's default TCP, cubic,
         where it ran on this machine's bbr) is kept in the record and judged no more: the repetition is."""
         repeated = {c["repeats"] for c in self.checks if c.get("repeats")}
         return [c for c in self.checks if c["against"] not in repeated

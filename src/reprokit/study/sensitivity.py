@@ -2,8 +2,9 @@
 emulated runs' speedups on it; and P3 predicted on today's hardware (GPUs, bandwidths, cluster sizes).
 
 The curves and the map are PREDICTED by the iteration model (iteration_model.py: no run, no stack cost) and say so;
-the points on the curves are EMULATED runs (docs/emulation.md) and say so. Neither is measured, and neither counts
-towards a badge. The paper's GPU's throughput is known only to a plausible range (gpus.json): the figure shades it.
+the points on the curves are EMULATED runs (docs/explanation/emulation.md) and say so. Neither is measured, and
+neither counts towards a badge. The paper's GPU's throughput is known only to a plausible range (gpus.json): the
+figure shades it.
 """
 from __future__ import annotations
 
