@@ -110,13 +110,42 @@ def test_a_job_that_can_never_start_or_pends_too_long_or_is_stopped_is_cancelled
     assert end.describe() == "Slurm job 7 was cancelled: the command following it was stopped by SIGINT"
 
 
-def test_an_unanswered_scontrol_is_not_an_end_until_it_lasts(tmp_path):
-    ticks = iter(range(0, 10**6, 50))
+def test_an_unanswered_scontrol_is_said_at_once_and_is_not_an_end_until_it_lasts(tmp_path):
+    from reprokit.cluster.slurm import UNANSWERED_S
+
+    ticks = iter(range(0, 10**6, 5))
     scripted = Scripted(JobState("RUNNING"), JobState("UNKNOWN"), JobState("UNKNOWN"), JobState("COMPLETED", "None", 0))
-    end, _ = _follow(scripted, tmp_path, clock=lambda: next(ticks))
+    end, said = _follow(scripted, tmp_path, clock=lambda: next(ticks))
     assert end.completed and not scripted.cancelled
-    end, _ = _follow(Scripted(JobState("RUNNING"), JobState("UNKNOWN")), tmp_path, clock=lambda: next(ticks))
-    assert end.why_cancelled.startswith("Slurm's scontrol did not answer for 300 s")
+    assert "p3: Slurm's scontrol does not answer about job 7 (slurmctld down?)" in said
+    assert "p3: Slurm answers again about job 7" in said
+    end, said = _follow(Scripted(JobState("RUNNING"), JobState("UNKNOWN")), tmp_path, clock=lambda: next(ticks))
+    assert end.why_cancelled.startswith(f"Slurm's scontrol did not answer for {UNANSWERED_S} s")
+    assert said.count("does not answer about job 7") == 1
+
+
+def test_a_stop_ends_the_following_within_its_bound_even_when_slurmctld_is_gone(tmp_path):
+    """SIGTERM to ck run --submit with slurmctld dead: one scancel and one look, then the command ends."""
+    from reprokit.cluster.slurm import STOPPED_WAIT_S
+    from reprokit.errors import UserError
+
+    now = [0.0]
+
+    def silent_state(job_id):
+        now[0] += 2.0  # each scontrol waits its whole timeout
+        return JobState("UNKNOWN")
+
+    def silent_cancel(job_id):
+        now[0] += 2.0
+        raise UserError("Slurm's scancel did not answer within 2 s; is slurmctld up? (check with sinfo)")
+
+    stop = []
+    end = follow("7", TWO_NODES, tmp_path / "job.out", io.StringIO(), lambda: stop[0] if stop else None,
+                 clock=lambda: now[0], state_of=lambda j: (stop.append("stopped by SIGTERM") or JobState("RUNNING"))
+                 if not stop else silent_state(j), cancel_job=silent_cancel, poll_s=0)
+    assert now[0] <= STOPPED_WAIT_S + 2.0  # the bound, plus the one look that may have begun before it
+    assert end.why_cancelled.startswith("the command following it was stopped by SIGTERM; scancel failed")
+    assert "check squeue for job 7" in end.describe()
 
 
 def test_submit_is_refused_for_a_machine_naming_no_job_and_from_inside_a_job():

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
-from reprokit.cluster.slurm import argv_without, cancel, job_of, job_to_submit, submit_command
+from reprokit.cluster.slurm import POLL_TIMEOUT_S, argv_without, cancel, job_of, job_to_submit, submit_command
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
@@ -42,7 +42,7 @@ from reprokit.run.launchers import check_allocated, check_in_job, choose_launche
 from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
-from reprokit.run.spec import SPEC_FILE, RunData, RunSpec, Submission, build_spec
+from reprokit.run.spec import FOLLOWING_FILE, SPEC_FILE, RunData, RunSpec, Submission, build_spec
 from reprokit.values import plain_setting, shown
 from reprokit.vocabulary import RunStatus
 
@@ -234,10 +234,16 @@ def postprocess(i: dict) -> dict:
             spec = RunSpec()
         if spec.error:
             result = Result.failed(spec.error)  # already printed by the run command
-        elif spec.submission is not None:  # submitted, but never followed (ck stopped first): the job goes too
-            cancel(spec.submission.job_id)
-            result = Result.failed(f"Slurm job {spec.submission.job_id} was cancelled: the run command never "
-                                   f"followed it", RunStatus.INTERRUPTED)
+        elif spec.submission is not None:  # submitted; its follower did not end (or never began): the job goes too
+            job = spec.submission.job_id
+            try:
+                cancel(job, timeout=POLL_TIMEOUT_S)
+                cancelled = f"Slurm job {job} was cancelled"
+            except UserError as exc:
+                cancelled = f"Slurm job {job} could not be cancelled ({exc}; check squeue for it)"
+            how = ("the run command following it was stopped before it could finish"
+                   if (run_dir / FOLLOWING_FILE).exists() else "the run command never followed it")
+            result = Result.failed(f"{cancelled}: {how}", RunStatus.INTERRUPTED)
             print(f"p3: FAILED: {result.failure_reason}", flush=True)
         elif (run_dir / lifeline.LAUNCHER_FILE).exists() or (run_dir / lifeline.STOP_FILE).exists():
             # It started and was killed before it could finish, or was stopped before it could start.

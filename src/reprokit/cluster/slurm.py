@@ -14,6 +14,7 @@ stop, when its pending time runs out, or when Slurm says it can never start.
 """
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import shutil
@@ -27,11 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from reprokit import schema as s
 from reprokit.errors import UserError
 
-COMMAND_TIMEOUT_S = 30  # each sbatch, scontrol, scancel
+COMMAND_TIMEOUT_S = 30  # each sbatch, scancel, and scontrol outside the following loop
+POLL_TIMEOUT_S = 2  # each scontrol and scancel of the following loop: a stop must not wait behind a silent slurmctld
 POLL_S = 1.0
 CANCEL_WAIT_S = 60  # after scancel, for the job to leave the running states
+STOPPED_WAIT_S = 4  # after a stop of ours (a signal, Ctrl-C): one scancel and one look, then the command ends
 DEFAULT_PENDING_TIMEOUT_S = 6 * 3600
-UNANSWERED_S = 300  # scontrol failing this long: the job is cancelled (if Slurm can) and the run fails
+UNANSWERED_S = 60  # scontrol failing this long: the job is cancelled (if Slurm can) and the run fails
 UNKNOWN = "UNKNOWN"  # scontrol did not answer: not an end
 FIRST_SEEN_S = 30  # a job scontrol does not know yet is not taken for one that ended, this long after sbatch
 # Pending reasons after which Slurm will never start the job as submitted (slurm/src/common/slurm_protocol_defs.c).
@@ -104,12 +107,12 @@ def _tool(name: str) -> str:
     return found
 
 
-def _slurm(argv: Sequence[str]) -> subprocess.CompletedProcess:
+def _slurm(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
     try:
         return subprocess.run([_tool(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=COMMAND_TIMEOUT_S)
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise UserError(f"Slurm's {argv[0]} did not answer within {COMMAND_TIMEOUT_S} s; is slurmctld up? "
+        raise UserError(f"Slurm's {argv[0]} did not answer within {timeout:g} s; is slurmctld up? "
                         f"(check with sinfo)") from None
 
 
@@ -181,9 +184,9 @@ class JobState:
         return self.state in ENDED or self.state == ""
 
 
-def job_state(job_id: str) -> JobState:
+def job_state(job_id: str, timeout: float = POLL_TIMEOUT_S) -> JobState:
     try:
-        proc = _slurm(["scontrol", "-o", "show", "job", job_id])
+        proc = _slurm(["scontrol", "-o", "show", "job", job_id], timeout)
     except UserError:  # slurmctld did not answer in time: ask again
         return JobState(UNKNOWN)
     if proc.returncode != 0:
@@ -195,8 +198,8 @@ def job_state(job_id: str) -> JobState:
                     int(code.group(1)) if code else None, fields.get("NodeList", ""))
 
 
-def cancel(job_id: str) -> None:
-    _slurm(["scancel", job_id])
+def cancel(job_id: str, timeout: float = COMMAND_TIMEOUT_S) -> None:
+    _slurm(["scancel", job_id], timeout)
 
 
 @dataclass
@@ -243,10 +246,14 @@ class _Tail:
 
 def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: Callable[[], str | None],
            clock: Callable[[], float] = time.monotonic, label: str = "p3",
-           state_of: Callable[[str], JobState] = job_state, cancel_job: Callable[[str], None] = cancel,
+           state_of: Callable[[str], JobState] = job_state,
+           cancel_job: Callable[[str], None] | None = None,
            poll_s: float = POLL_S) -> JobEnd:
     """Follow job ``job_id`` to its end, its output streamed to ``console``; cancel it when asked to stop, when it
-    pends longer than ``job.pending_timeout``, or when Slurm says it can never start."""
+    pends longer than ``job.pending_timeout``, when Slurm says it can never start, or when scontrol stays silent
+    for UNANSWERED_S (said at once when it falls silent). After a stop of ours, one scancel and one look within
+    STOPPED_WAIT_S: the command ends whatever slurmctld does."""
+    cancel_job = cancel_job or functools.partial(cancel, timeout=POLL_TIMEOUT_S)
     start = clock()
     tail = _Tail(output, console)
     said: set[str] = set()
@@ -254,7 +261,7 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
     why = ""
     state = JobState("PENDING")
     answered = start
-    seen = False
+    seen = silent = False
     while True:
         state = state_of(job_id)
         tail.pump()
@@ -262,8 +269,14 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
             state = JobState(UNKNOWN)  # not known yet (a busy slurmctld): not an end
         seen = seen or state.state not in ("", UNKNOWN)
         if state.state != UNKNOWN:
-            answered = clock()
-        elif clock() - answered > UNANSWERED_S:
+            if silent:
+                print(f"{label}: Slurm answers again about job {job_id}", file=console, flush=True)
+            answered, silent = clock(), False
+        elif seen and not silent:
+            silent = True
+            print(f"{label}: Slurm's scontrol does not answer about job {job_id} (slurmctld down?); the job is "
+                  f"cancelled if it stays silent for {UNANSWERED_S} s", file=console, flush=True)
+        if state.state == UNKNOWN and clock() - answered > UNANSWERED_S:
             why = f"Slurm's scontrol did not answer for {UNANSWERED_S} s; check slurmctld (sinfo)"
         if state.state == "PENDING":
             if state.reason not in said and state.reason not in ("None", ""):
@@ -282,11 +295,18 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
         if reason and not why:
             why = f"the command following it was {reason}"
         if why:
-            cancel_job(job_id)
-            deadline = clock() + CANCEL_WAIT_S
-            while not state_of(job_id).ended and clock() < deadline:
+            ours = bool(reason)  # a stop here: end within STOPPED_WAIT_S, whatever slurmctld does
+            deadline = clock() + (STOPPED_WAIT_S if ours else CANCEL_WAIT_S)
+            try:
+                cancel_job(job_id)
+            except UserError as exc:  # slurmctld silent: the job may live on; say so in the end's reason
+                why = f"{why}; scancel failed ({exc}): check squeue for job {job_id}"
+            state = JobState(UNKNOWN)
+            while clock() < deadline:
+                state = state_of(job_id)
+                if state.ended:
+                    break
                 time.sleep(poll_s)
-            state = state_of(job_id)
             break
         if state.ended:
             break

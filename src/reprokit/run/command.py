@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from reprokit.errors import UserError
@@ -22,8 +23,8 @@ from reprokit.run import lifeline
 from reprokit.run.forecast import EpochForecast
 from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.launchers import get_launcher
-from reprokit.run.result import build
-from reprokit.run.spec import SPEC_FILE, RunSpec
+from reprokit.run.result import Result, build
+from reprokit.run.spec import FOLLOWING_FILE, SPEC_FILE, RunSpec
 from reprokit.vocabulary import RunStatus
 
 
@@ -81,11 +82,11 @@ def _follow(spec: RunSpec, run_dir: Path, stop: StopRequest) -> int:
     from reprokit.run.submit import follow_submission
 
     assert spec.submission is not None
+    (run_dir / FOLLOWING_FILE).write_text(f"{time.time():.3f}\n")  # ck's postprocess: it was followed
     try:
         result = follow_submission(spec.submission, sys.stdout, stop)
     except UserError as exc:  # Slurm's commands stopped answering: the job may live on, so say which it is
-        print(f"p3: error: {exc} (Slurm job {spec.submission.job_id})", file=sys.stderr, flush=True)
-        return RunStatus.FAILED.exit_code
+        result = Result.failed(f"{exc} (Slurm job {spec.submission.job_id}); check squeue for it")
     result.save(run_dir)
     print(result.summary_line(), flush=True)
     return result.status.exit_code

@@ -26,6 +26,7 @@ from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profil
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
 
 SPEC_FILE = "p3-run.json"
+FOLLOWING_FILE = "following"  # --submit: written when the run command starts following the job
 
 
 @dataclass(frozen=True)
