@@ -42,12 +42,12 @@ def test_the_registry_knows_local_ssh_srun_and_oarsh():
     ("", False, {**OAR_JOB, **ALLOCATION}, "srun"),
 ])
 def test_the_launcher_follows_the_allocation_and_the_target_unless_told(setting, target, environ, chosen):
-    assert choose_launcher(setting, target, environ, which=oarsh_here) == chosen
+    assert choose_launcher(setting, target, environ, which=oarsh_here).name == chosen
 
 
 def test_inside_an_oar_job_without_oarsh_the_run_keeps_ssh_or_local():
-    assert choose_launcher("", True, OAR_JOB, which=no_oarsh) == "ssh"
-    assert choose_launcher("", False, OAR_JOB, which=no_oarsh) == "local"
+    assert choose_launcher("", True, OAR_JOB, which=no_oarsh).name == "ssh"
+    assert choose_launcher("", False, OAR_JOB, which=no_oarsh).name == "local"
     with pytest.raises(UserError, match="--env.LAUNCHER=oarsh needs OAR's oarsh on the PATH"):
         choose_launcher("oarsh", False, OAR_JOB, which=no_oarsh)
 
@@ -145,3 +145,28 @@ def test_the_probe_finds_the_scheduler_a_port_below_the_ephemeral_range(launcher
                               timeout=30, env={"SLURMD_NODENAME": "h1"}, stdin=subprocess.DEVNULL)
         port = json.loads(proc.stdout)["port"]
         assert 10000 <= port < low, (port, proc.stderr)
+
+
+def test_a_new_launcher_is_one_class_registered_by_name():
+    from reprokit.run import launchers
+
+    @launchers.register_launcher
+    class Mpirun(launchers.Launcher):
+        name = "mpirun-test"
+        inside_job = True
+        job_hosts = {"nodefile": "$PBS_NODEFILE"}
+
+        def refusal(self, has_target, environ, which):
+            return None if environ.get("PBS_JOBID") else "--env.LAUNCHER=mpirun-test needs a PBS job"
+
+    try:
+        assert "mpirun-test" in launcher_names()
+        chosen = choose_launcher("mpirun-test", False, {"PBS_JOBID": "1"})
+        assert isinstance(chosen, Mpirun) and chosen.inside_job and get_launcher("mpirun-test") is chosen
+        with pytest.raises(UserError, match="--env.LAUNCHER=mpirun-test needs a PBS job"):
+            choose_launcher("mpirun-test", False, {})
+        assert choose_launcher("", False, {"PBS_JOBID": "1"}).name == "local"  # never a default unless it says so
+        with pytest.raises(ValueError, match="registered twice"):
+            launchers.register_launcher(Mpirun)
+    finally:
+        del launchers._LAUNCHERS["mpirun-test"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
@@ -21,6 +22,9 @@ from reprokit.jsonfile import write_json
 from reprokit.cluster.slurm import SlurmJob, job_of
 from reprokit.errors import UserError
 from reprokit.values import whole_number
+
+if TYPE_CHECKING:
+    from reprokit.run.launchers import Launcher
 
 
 @ck_command
@@ -35,11 +39,11 @@ def check(i: dict) -> dict:
 
     name = i.get("data_uoa", "")
     launcher = choose_launcher(str(i.get("launcher", "")), bool(name), os.environ)
-    if launcher == "local":
+    if launcher.inside_job:
+        return _check_job(launcher, name, i)
+    if not name:  # the local launcher: no hosts to check
         raise UserError("name the machine: ck check cluster:NAME (or run it inside a Slurm allocation or an OAR job "
                         "to check the nodes the run would use)")
-    if launcher in ("srun", "oarsh"):
-        return _check_job(launcher, name, i)
     described = machine_cluster_data(name)  # hosts.json, read once
     job = job_of(described, f"machine:{name}")
     if job is not None:
@@ -80,26 +84,23 @@ def _check_submission(job: SlurmJob) -> dict:
     return {"return": 0, "slurm_test_only": estimate}
 
 
-def _check_job(launcher: str, name: str, i: dict) -> dict:
-    """`ck check cluster` for the srun and oarsh launchers: the machine's hosts, else the job's nodes."""
+def _check_job(launcher: Launcher, name: str, i: dict) -> dict:
+    """`ck check cluster` for a launcher inside a job (srun, oarsh): the machine's hosts, else the job's nodes."""
     from reprokit.run.jobcheck import check_job, runs_folder, table
-    from reprokit.run.launchers import check_in_job
     from reprokit.run.settings import resolve_port
 
-    job = {"hostlist": "$SLURM_JOB_NODELIST"} if launcher == "srun" else {"nodefile": "$OAR_NODEFILE"}
-    where = "the Slurm allocation" if launcher == "srun" else "the OAR job"
+    job, where = dict(launcher.job_hosts or {}), launcher.job_where
     cluster = parse(machine_cluster_data(name) if name else job, source=f"machine:{name}" if name else where)
-    if launcher == "oarsh":
-        check_in_job(cluster.names, parse(job, source=where).names)
+    launcher.check_hosts(cluster.names, os.environ)
     if cluster.allocation:
         print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     python = "" if all(h.python for h in cluster.hosts) else find_engine("p3", "embedded").python
     port = resolve_port(str(i.get("port", "")), "--port") or 0
     checks = check_job(launcher, cluster, python, runs_folder(str(i.get("tmp_dir", ""))), os.environ, port)
-    print(table(launcher, checks), flush=True)
+    print(table(launcher.name, checks), flush=True)
     failed = [c for c in checks if not c.ok]
     if failed:
-        raise UserError(f"{len(failed)} of {len(checks)} host(s) failed ({launcher}): "
+        raise UserError(f"{len(failed)} of {len(checks)} host(s) failed ({launcher.name}): "
                         + "; ".join(c.problems[0] for c in failed if c.problems))
     print(f"cluster: all {len(checks)} host(s) ready for the {launcher} launcher", flush=True)
     return {"return": 0, "launcher": launcher, "hosts": [asdict(c) for c in checks]}

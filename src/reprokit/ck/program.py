@@ -38,7 +38,7 @@ from reprokit.errors import UserError
 from reprokit.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
-from reprokit.run.launchers import check_allocated, check_in_job, choose_launcher, in_slurm_allocation
+from reprokit.run.launchers import choose_launcher, in_slurm_allocation
 from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
@@ -89,29 +89,24 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     cluster_data = _cluster_data(i)
     launcher = choose_launcher(str(env.get("LAUNCHER", "")), cluster_data is not None, os.environ)
     source = "the machine's hosts.json (see: ck load machine:NAME)"
-    if launcher == "srun" and cluster_data is None:  # the allocation's nodes
-        cluster_data, source = {"hostlist": "$SLURM_JOB_NODELIST"}, "the Slurm allocation"
-    if launcher != "srun" and job_of(cluster_data, "the machine's hosts.json") is not None \
+    if launcher.inside_job and cluster_data is None:  # the job's nodes
+        cluster_data, source = dict(launcher.job_hosts or {}), launcher.job_where
+    if launcher.name != "srun" and job_of(cluster_data, "the machine's hosts.json") is not None \
             and not any(key in cluster_data for key in ("hosts", "nodefile", "hostlist")):
         raise UserError("the machine's hosts.json describes a Slurm job, not hosts: add --submit to run as that job "
                         "(or run inside an allocation, e.g. salloc)")
-    if launcher == "oarsh" and cluster_data is None:  # the job's nodes
-        cluster_data, source = {"nodefile": "$OAR_NODEFILE"}, "the OAR job"
     cluster = None
     if cluster_data is not None:
         # An allocation (nodefile, hostlist) is expanded now, from this run's environment.
         cluster = parse_cluster(cluster_data, source=source)
-    if launcher == "srun":
-        assert cluster is not None  # srun runs in an allocation: its nodes at least
-        check_allocated(cluster.names, os.environ)
-    if launcher == "oarsh":
-        assert cluster is not None  # oarsh runs in an OAR job: its nodes at least
-        check_in_job(cluster.names, parse_cluster({"nodefile": "$OAR_NODEFILE"}, source="the OAR job").names)
-    settings, engine, data = decided_run(i, cluster_data, os.environ if launcher == "srun" else None)
+    if cluster is not None:
+        launcher.check_hosts(cluster.names, os.environ)
+    settings, engine, data = decided_run(i, cluster_data, os.environ if launcher.reads_job_environment else None)
     if cluster is not None and cluster.allocation:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
-    return build_spec(settings, engine, data, cluster, run_dir=str(run_dir) if run_dir else None, launcher=launcher)
+    return build_spec(settings, engine, data, cluster, run_dir=str(run_dir) if run_dir else None,
+                      launcher=launcher.name)
 
 
 # ck run options the run inside a submitted job must not repeat: the submission, our run folder, our output file.
@@ -216,7 +211,7 @@ def preprocess(i: dict) -> dict:
         spec = RunSpec.refused(str(exc))
     else:
         if spec.submission is None:
-            (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.accepted()[2].hosts))
+            (run_dir / "hosts").write_text("".join(f"{h}\n" for h in spec.accepted().plan.hosts))
             print(f"p3: plan: {spec.describe()}", flush=True)
     spec.save(run_dir)
     return {"return": 0, "bat": f"cd {shlex.quote(str(run_dir))}", "new_env": ours}

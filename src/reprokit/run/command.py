@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     forecast = EpochForecast.for_run(spec, sys.stdout)
     watch = forecast.watch if forecast is not None else None
     try:
-        outcome: Outcome = get_launcher(spec.launcher_name)(spec, run_dir, sys.stdout, stop, watch)
+        outcome: Outcome = get_launcher(spec.launcher_name).run(spec, run_dir, sys.stdout, stop, watch)
     except OSError as exc:
         full = disk_error(exc, "the run folder", run_dir)  # a full disk or an overlong name: not a bug of ours
         outcome = Outcome(RunStatus.FAILED, str(full)) if full else _internal_error(exc, run_dir)

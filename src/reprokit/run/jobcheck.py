@@ -17,12 +17,16 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.preflight import checks_table
 from reprokit.errors import UserError
 from reprokit.run.plan import RolePlan
+
+if TYPE_CHECKING:
+    from reprokit.run.launchers import Launcher
 
 
 @dataclass
@@ -44,21 +48,9 @@ def _probe_plan(cluster: ClusterConfig, python: str, port: int) -> RolePlan:
                     scheduler_port=port, command=[python], worker_threads=0, timeout_s=60)
 
 
-def check_job(launcher: str, cluster: ClusterConfig, python: str, runs: Path, environ: Mapping[str, str],
+def check_job(launcher: Launcher, cluster: ClusterConfig, python: str, runs: Path, environ: Mapping[str, str],
               port: int = 0) -> list[JobHostCheck]:
-    """Every host of ``cluster`` checked for ``launcher`` (srun or oarsh); ``runs``: where run folders go."""
-    if launcher == "oarsh":
-        from reprokit.run.oarsh import oarsh_path
-
-        tool = oarsh_path()
-    else:
-        from reprokit.run.srun import srun_path
-
-        tool = srun_path()
-        if not shutil.which("scontrol"):
-            raise UserError("scontrol not found on the PATH; the srun launcher needs Slurm's client commands "
-                            "(Debian: slurm-client) where ck runs")
-    checks = {h: JobHostCheck(h) for h in cluster.names}
+    """Every host of ``cluster`` checked for a launcher inside a job (srun, oarsh); ``runs``: where run folders go."""
     try:
         runs.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="preflight-", dir=runs))
@@ -67,19 +59,18 @@ def check_job(launcher: str, cluster: ClusterConfig, python: str, runs: Path, en
                         f"there: give another with --tmp_dir=DIR") from None
     try:
         (folder / "p3-run.json").write_text("{}\n")
-        if launcher == "oarsh":
-            _check_oarsh(tool, cluster, python, folder, port, checks)
-        else:
-            _check_srun(tool, cluster, python, folder, port, checks, environ)
+        checks = launcher.preflight(cluster, python, folder, port, environ)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return [checks[h] for h in cluster.names]
 
 
-def _check_oarsh(oarsh: str, cluster: ClusterConfig, python: str, folder: Path, port: int,
-                 checks: dict[str, JobHostCheck]) -> None:
-    from reprokit.run.oarsh import check_reachable, probe_host
+def check_oarsh(cluster: ClusterConfig, python: str, folder: Path, port: int) -> dict[str, JobHostCheck]:
+    """The oarsh launcher's preflight: ``oarsh HOST true`` on every node, then the run's probe through oarsh."""
+    from reprokit.run.oarsh import check_reachable, oarsh_path, probe_host
 
+    oarsh = oarsh_path()
+    checks = {h: JobHostCheck(h) for h in cluster.names}
     first = cluster.names[0]
 
     def one(host: str) -> None:
@@ -102,26 +93,33 @@ def _check_oarsh(oarsh: str, cluster: ClusterConfig, python: str, folder: Path, 
         check.python, check.cores, check.run_folder = "ok", str(found["cores"]), "ok"
 
     on_each(cluster.names, one)
+    return checks
 
 
-def _check_srun(srun: str, cluster: ClusterConfig, python: str, folder: Path, port: int,
-                checks: dict[str, JobHostCheck], environ: Mapping[str, str]) -> None:
-    from reprokit.run.launchers import check_allocated
-    from reprokit.run.srun import probe
+def check_srun(cluster: ClusterConfig, python: str, folder: Path, port: int,
+               environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
+    """The srun launcher's preflight: Slurm's commands here, then one probe step on every node (the hosts were
+    checked to be nodes of the allocation before: Launcher.check_hosts)."""
+    from reprokit.run.srun import probe, srun_path
 
-    check_allocated(cluster.names, environ)
+    srun = srun_path()
+    if not shutil.which("scontrol"):
+        raise UserError("scontrol not found on the PATH; the srun launcher needs Slurm's client commands "
+                        "(Debian: slurm-client) where ck runs")
+    checks = {h: JobHostCheck(h) for h in cluster.names}
     try:
         found = probe(srun, _probe_plan(cluster, python, port), cluster, folder)
     except UserError as exc:
         for check in checks.values():
             check.reach = "FAILED"
         next(iter(checks.values())).problems.append(str(exc))
-        return
+        return checks
     for host, check in checks.items():
         check.reach, check.python, check.cores, check.run_folder = "ok", "ok", str(found[host]["cores"]), "ok"
+    return checks
 
 
-def table(launcher: str, checks: list[JobHostCheck]) -> str:
+def table(launcher: str, checks: list[JobHostCheck]) -> str:  # the launcher's name heads its column
     return checks_table(["host", launcher, "python", "cores", "run folder"],
                         [[c.host, c.reach, c.python, c.cores, c.run_folder] for c in checks], [c.problems for c in checks])
 

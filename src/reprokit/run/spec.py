@@ -11,7 +11,7 @@ import os
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
 from reprokit.cluster.ssh import resolve as ssh_resolve
@@ -27,6 +27,13 @@ from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
 
 SPEC_FILE = "p3-run.json"
 FOLLOWING_FILE = "following"  # --submit: written when the run command starts following the job
+
+
+class Accepted(NamedTuple):
+    """What a spec the preprocess accepted holds to run."""
+    settings: RunSettings
+    engine: InstalledEngine
+    plan: RolePlan
 
 
 @dataclass(frozen=True)
@@ -91,11 +98,11 @@ class RunSpec:
     def refused(cls, reason: str) -> RunSpec:
         return cls(error=reason)
 
-    def accepted(self) -> tuple[RunSettings, InstalledEngine, RolePlan]:
+    def accepted(self) -> Accepted:
         """The settings, engine and plan of a spec the preprocess accepted; a refused one has none."""
         if self.settings is None or self.engine is None or self.plan is None:
             raise UserError(f"the run specification holds no run: {self.error or 'it is incomplete'}")
-        return self.settings, self.engine, self.plan
+        return Accepted(self.settings, self.engine, self.plan)
 
     def to_dict(self) -> dict[str, Any]:
         if self.error:
@@ -160,6 +167,9 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
                         worker_threads=settings.worker_threads or worker_threads_per_host(num_workers),
                         timeout_s=settings.timeout_s)
     else:
+        from reprokit.run.launchers import get_launcher  # launchers hold run specs: imported when one is planned
+
+        inside_job = bool(launcher) and get_launcher(launcher).inside_job
         absolute_outputs(settings)
         plan = RolePlan(
             run_id=uuid.uuid4().hex,
@@ -170,7 +180,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
             command=[],
             worker_threads=settings.worker_threads,  # 0: the launcher asks each host for its cores
             timeout_s=settings.timeout_s,
-            addresses={h.host: _node_address(h.host) if launcher in ("srun", "oarsh") else ssh_resolve(h, cluster).hostname
+            addresses={h.host: _node_address(h.host) if inside_job else ssh_resolve(h, cluster).hostname
                        for h in cluster.hosts},
             interfaces={h.host: h.interface for h in cluster.hosts if h.interface},
         )
