@@ -65,6 +65,7 @@ from reprokit.study.model_check import (UNSHAPED, Configuration, Errors, Observe
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
+STUDY = "sysml19-p3"  # the study whose stores the benchmark reads
 BATCHES = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2"]
 RUN = [*BATCHES, "--env.TIMELINE=1"]
 # Communication alone: every layer waits the V100 profile's time divided by 1000 (microseconds).
@@ -94,7 +95,7 @@ def stored_again(work: Path) -> list[ObservedRun]:
 
 
 def emulated_in(stores: list[str]) -> list[ObservedRun]:
-    observed = [run for store in stores for run in stored_emulated(Path(store))]
+    observed = [run for store in stores for run in stored_emulated(Path(store), STUDY)]
     if not observed:
         raise SystemExit(f"benchmark: no emulated runs are stored in {', '.join(stores)}")
     return observed

@@ -49,7 +49,9 @@ def test_emulated_run_records_its_profile_and_dilation_and_its_time_follows_the_
     assert one["measured_compute_profile"] == MEASURED_FILE and "measured_compute_profile" not in two
     measured = resolve_profile(str(tmp_path / "k1" / MEASURED_FILE), "resnet", "3,32,32", BATCH)
     assert len(measured.layers) == 107 and "2 workers" in measured.source
-    assert WAIT_S * 0.95 < measured.total_s < WAIT_S * 1.2, measured.total_s
+    # No wall-clock ceiling (a loaded machine stretches every wait): the measured compute lies within the run's own
+    # iteration, which a loaded machine stretches alike.
+    assert WAIT_S * 0.95 < measured.total_s <= t1 * 1.02, (measured.total_s, t1)
     # measured:FILE gives the model what the run measured of itself: with nothing to wait for on the links, the
     # predicted iteration is the run's own, within the model's validated error (10%).
     proc = ck("predict", "study:sysml19-p3", "--model=resnet", "--image_shape=3,32,32", f"--batch={BATCH}",

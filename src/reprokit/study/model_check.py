@@ -23,7 +23,6 @@ from reprokit.study.rates import shaped_bps
 from reprokit.study.store import Store
 
 UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
-STUDY = "sysml19-p3"
 
 
 @dataclass(frozen=True, order=True)
@@ -99,11 +98,11 @@ def compared(observed: Iterable[ObservedRun], costs: StackCosts = StackCosts()) 
     return rows
 
 
-def stored_emulated(root: Path) -> list[ObservedRun]:
-    """Every emulated run stored in the study store ``root`` whose variant the model has a policy for (it has no
+def stored_emulated(root: Path, study: str) -> list[ObservedRun]:
+    """Every emulated run stored in ``study``'s store ``root`` whose variant the model has a policy for (it has no
     optimizer, so not the worker-update baseline); empty if there is none."""
     observed = []
-    for record in Store(root, STUDY).all_records():
+    for record in Store(root, study).all_records():
         result = record.run_result if record.ok and record.emulated and record.run_folder else None
         if result is None or record.config.variant not in VARIANT_POLICY:
             continue

@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from reprokit.paths import REPO_ROOT
 from reprokit.study import iteration_model
 from reprokit.study.iteration_model import ModelInput, Prediction
 
@@ -74,7 +75,7 @@ def what_reports_ask() -> None:
     from reprokit.study.model_check import ModelValidation
     from reprokit.study.sensitivity import hardware_map, sensitivity
 
-    meta = json.loads((Path(__file__).resolve().parents[3] / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
+    meta = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
     study = from_meta("sysml19-p3", meta)
     validation = ModelValidation.stored()
     for claim in study.claims:
