@@ -47,3 +47,26 @@ def test_a_recordio_manifest_and_a_study_record_round_trip():
     [record, *_] = records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
     again = Record.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.to_dict() == record.to_dict() and again.status is RunStatus.OK
+
+
+def test_the_run_spec_and_the_result_carry_their_format_and_refuse_another():
+    import pytest
+
+    from reprokit.errors import UserError
+    from reprokit.run.result import RESULT_FORMAT
+    from reprokit.run.spec import SPEC_FORMAT, RunSpec
+
+    spec = RunSpec.refused("no such model")
+    result = Result(RunStatus.FAILED, "x")
+    assert spec.to_dict()["format"] == SPEC_FORMAT and result.to_dict()["format"] == RESULT_FORMAT
+    for document, data in ((RunSpec, spec.to_dict()), (Result, result.to_dict())):
+        with pytest.raises(ValueError, match="written by another version of this framework"):
+            document.from_dict({**data, "format": data["format"].replace("/1", "/2")})
+        assert document.from_dict({k: v for k, v in data.items() if k != "format"}).to_dict() == data  # older files
+    with pytest.raises(UserError, match=r"cannot read the run specification .*: format 'reprokit-run-spec/2'"):
+        import tempfile
+        from pathlib import Path
+
+        folder = Path(tempfile.mkdtemp())
+        (folder / "p3-run.json").write_text(json.dumps({**spec.to_dict(), "format": "reprokit-run-spec/2"}))
+        RunSpec.load(folder / "p3-run.json")

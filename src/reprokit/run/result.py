@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from reprokit.run.spec import RunSpec
 
 RESULT_FILE = "p3-result.json"
+RESULT_FORMAT = "reprokit-run-result/1"  # the unified result's format, in the file as "format"
 VAN_LINE = re.compile(r"ps-van: role=\S+ van=(\S+)")  # role_van.py's line
 
 
@@ -110,11 +111,15 @@ class Result:
         # the result has always had them.
         data = {**asdict(self), "status": self.status.value, "run_success": self.run_success,
                 **({"interrupted": True} if self.interrupted else {})}
-        return {k: v for k, v in data.items() if k in self.ALWAYS or v is not None}
+        return {"format": RESULT_FORMAT, **{k: v for k, v in data.items() if k in self.ALWAYS or v is not None}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
-        """Also a result written before ``status`` existed (run_success and interrupted only)."""
+        """Also a result written before ``status`` existed (run_success and interrupted only), or before results
+        carried their format; one of another format is refused (ValueError)."""
+        if data.get("format", RESULT_FORMAT) != RESULT_FORMAT:
+            raise ValueError(f"a result of format {str(data['format'])[:40]!r}, not {RESULT_FORMAT}: written by "
+                             f"another version of this framework")
         values = fields_of(cls, data)
         if "status" in data:
             values["status"] = RunStatus(data["status"])

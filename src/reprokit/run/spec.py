@@ -26,6 +26,7 @@ from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profil
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
 
 SPEC_FILE = "p3-run.json"
+SPEC_FORMAT = "reprokit-run-spec/1"  # the run specification's format, in the file as "format"
 FOLLOWING_FILE = "following"  # --submit: written when the run command starts following the job
 
 
@@ -106,16 +107,20 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         if self.error:
-            return {"error": self.error}
+            return {"format": SPEC_FORMAT, "error": self.error}
         if self.submission is not None:
-            return {"submission": asdict(self.submission)}
+            return {"format": SPEC_FORMAT, "submission": asdict(self.submission)}
         settings, engine, plan = self.accepted()
-        return {"settings": settings.to_dict(), "engine": engine.to_dict(), "data": asdict(self.data),
+        return {"format": SPEC_FORMAT, "settings": settings.to_dict(), "engine": engine.to_dict(),
+                "data": asdict(self.data),
                 "plan": plan.to_dict(), "cluster": self.cluster.to_data() if self.cluster is not None else None,
                 "launcher": self.launcher_name}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        if data.get("format", SPEC_FORMAT) != SPEC_FORMAT:  # one written before specs had a format is this one
+            raise ValueError(f"format {str(data['format'])[:40]!r}, not {SPEC_FORMAT}: written by another version "
+                             f"of this framework")
         if data.get("error"):
             return cls.refused(str(data["error"]))
         if data.get("submission"):
