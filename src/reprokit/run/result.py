@@ -13,7 +13,7 @@ from reprokit.jsonfile import write_json
 from reprokit.schema import fields_of
 from reprokit.run import speedometer
 from reprokit.engine_side import program_module
-from reprokit.vocabulary import RunStatus
+from reprokit.vocabulary import RunStatus, Variant
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 
@@ -162,13 +162,13 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
     are the launch's, in order, then those found here (the launcher printed its own as they happened)."""
     settings, engine, plan = spec.accepted()
     reports = engine.engine.reports
-    ours = settings.variant == "p3" and reports.p3_knobs
+    ours = settings.variant is Variant.P3 and reports.p3_knobs
     result = Result(
         status=outcome.status,
         failure_reason=outcome.reason or None,
         model=settings.model, network=settings.network, profile=settings.profile, batch_size=settings.batch_size,
         image_shape=settings.image_shape or None, num_epochs=settings.num_epochs,
-        num_workers=len(plan.workers), num_servers=len(plan.servers), variant=settings.variant,
+        num_workers=len(plan.workers), num_servers=len(plan.servers), variant=settings.variant.value,
         p3_slice_size=settings.p3_slice_size if ours else None, p3_priority=settings.p3_priority if ours else None,
         p3_water_mark=settings.p3_water_mark if ours else None,
         engine=engine.name, data=spec.data.name, hosts=plan.hosts, run_id=plan.run_id,

@@ -21,7 +21,7 @@ from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, Com
 from reprokit.errors import UserError
 from reprokit.paths import MB, check_room
 from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
-from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, PsVan
+from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, PsVan, Variant
 
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
@@ -115,7 +115,7 @@ class RunSettings:
     timeout_s: int
     ps_root_port: int | None  # None: pick a free port
     seed: int
-    variant: str  # one of VARIANTS
+    variant: Variant
     p3_slice_size: int  # elements per slice; 0: no slicing
     p3_priority: bool
     p3_water_mark: int  # messages queued in ZMQ per connection before P3's priority queue holds them; 0: no limit
@@ -127,8 +127,11 @@ class RunSettings:
     dilation: float = 1.0  # emulated only: every wait times this, every shaped link's rate divided by it
     compute_wait: str = SLEEP  # emulated only: sleep (a GPU host's free CPU) or busy (a CPU device's held core)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variant", Variant(self.variant))  # also given as its stored string
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "variant": self.variant.value}
 
     def train_args(self, stock_knobs: bool = True) -> list[str]:
         """Command-line arguments of the training script for this run. ``stock_knobs`` False: on one of the authors'
@@ -147,7 +150,7 @@ class RunSettings:
             "--disp-batches", str(self.disp_batches),
             "--seed", str(self.seed),
             "--kv-store", "dist_sync",
-            "--variant", self.variant,
+            "--variant", self.variant.value,
             "--ps-van", self.ps_van if stock_knobs else PsVan.ZMQ.value,
             "--p3-priority", "1" if self.p3_priority or not stock_knobs else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
@@ -166,9 +169,9 @@ class RunSettings:
 
     def role_env(self) -> dict[str, str]:
         """The environment every role of the run gets (scheduler, servers and workers alike): it makes the variant."""
-        if self.variant == "baseline-worker-update":
+        if self.variant is Variant.BASELINE_WORKER_UPDATE:
             return {"MXNET_UPDATE_ON_KVSTORE": "0"}
-        if self.variant == "p3":
+        if self.variant is Variant.P3:
             return {"DMLC_PS_VAN_TYPE": PsVan.P3.value, "DMLC_PS_WATER_MARK": str(self.p3_water_mark),
                     "MXNET_KVSTORE_SLICE_THRESHOLD": str(self.p3_slice_size or P3_NO_SLICING_THRESHOLD)}
         return {}
@@ -338,7 +341,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True,
                                     high=P3_NO_SLICING_THRESHOLD - 1),
         # The priority-off ablation is P3's; every other variant keeps the trainer's own priorities.
-        p3_priority=_flag(env, "P3_PRIORITY", True) if variant == "p3" else True,
+        p3_priority=_flag(env, "P3_PRIORITY", True) if variant is Variant.P3 else True,
         p3_water_mark=_positive_int(env, "P3_WATER_MARK", P3_DEFAULT_WATER_MARK, allow_zero=True, high=10**6),
         timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
@@ -379,11 +382,11 @@ def compute_profile_of(settings: RunSettings) -> ComputeProfile:
     return resolve_profile(settings.compute_profile, settings.model, settings.image_shape, settings.batch_size)
 
 
-def _variant(env: Mapping[str, str]) -> str:
+def _variant(env: Mapping[str, str]) -> Variant:
     variant = str(env.get("VARIANT", "")).strip() or DEFAULT_VARIANT.value
     if variant not in VARIANTS:
         raise UserError(f"unknown VARIANT {shown(variant)}; valid ones: {', '.join(VARIANTS)}")
-    return variant
+    return Variant(variant)
 
 
 def _flag(env: Mapping[str, str], key: str, default: bool) -> bool:

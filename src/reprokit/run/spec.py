@@ -20,7 +20,6 @@ from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.vocabulary import Variant
 from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
                                    output_paths, with_local_outputs)
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
@@ -195,7 +194,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     if settings.compute == EMULATED:
         check_emulation_on(engine, settings)
     stock_knobs = engine.engine.side == EMBEDDED  # the authors' builds get neither stock MXNet's knobs nor its van
-    job = RunJob(variant=Variant(settings.variant), model=settings.model, batch_size=settings.batch_size,
+    job = RunJob(variant=settings.variant, model=settings.model, batch_size=settings.batch_size,
                  image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
                  disp_batches=settings.disp_batches, output_file=settings.output_file,
                  worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],
