@@ -91,7 +91,7 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
     source = "the machine's hosts.json (see: ck load machine:NAME)"
     if launcher.inside_job and cluster_data is None:  # the job's nodes
         cluster_data, source = dict(launcher.job_hosts or {}), launcher.job_where
-    if launcher.name != "srun" and job_of(cluster_data, "the machine's hosts.json") is not None \
+    if not launcher.runs_in_described_job and job_of(cluster_data, "the machine's hosts.json") is not None \
             and not any(key in cluster_data for key in ("hosts", "nodefile", "hostlist")):
         raise UserError("the machine's hosts.json describes a Slurm job, not hosts: add --submit to run as that job "
                         "(or run inside an allocation, e.g. salloc)")

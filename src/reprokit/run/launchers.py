@@ -36,6 +36,8 @@ class Launcher:
     job_hosts: ClassVar[dict[str, str] | None] = None
     job_where: ClassVar[str] = ""
     reads_job_environment: ClassVar[bool] = False  # the run's settings read the job's environment (its cores)
+    # A machine whose hosts.json describes a Slurm job (for --submit) is run with this launcher inside that job.
+    runs_in_described_job: ClassVar[bool] = False
 
     def refusal(self, has_target: bool, environ: Mapping[str, str], which: Which) -> str | None:
         """Why this launcher, asked for by name, cannot work here; None when it can."""
@@ -132,6 +134,7 @@ class SrunLauncher(Launcher):
     job_hosts = {"hostlist": "$SLURM_JOB_NODELIST"}
     job_where = "the Slurm allocation"
     reads_job_environment = True
+    runs_in_described_job = True
 
     def refusal(self, has_target: bool, environ: Mapping[str, str], which: Which) -> str | None:
         if in_slurm_allocation(environ):
