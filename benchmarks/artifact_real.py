@@ -39,8 +39,8 @@ from pathlib import Path
 
 from reprokit.bootstrap import REPO_ALIAS, ck as ck_cli
 from reprokit.paths import SRC_DIR
-from reprokit.study.analysis import mean_interval, ratio_interval  # the study's speedup interval (log scale, never below zero)
-from reprokit.study.claims import NATIVE
+from reprokit.study.analysis.analyse import mean_interval, ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.paper.claims import NATIVE
 
 REPO_ROOT = SRC_DIR.parent
 CK = str(Path(sys.executable).with_name("ck"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
-from reprokit.study.store import Store
+from reprokit.study.store.records import Store
 
 NAME = "es"
 

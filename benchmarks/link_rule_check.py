@@ -32,8 +32,8 @@ from pathlib import Path
 
 from model_validation import emulated_in, stored_again
 
-from reprokit.study.iteration_model import BYTES_PER_ELEMENT, ModelInput, messages
-from reprokit.study.model_check import ObservedRun, Rows, compared, measured_s, model_input
+from reprokit.study.whatif.iteration_model import BYTES_PER_ELEMENT, ModelInput, messages
+from reprokit.study.whatif.model_check import ObservedRun, Rows, compared, measured_s, model_input
 
 Stream = tuple[int, int, str]  # (from host, to host, "push" or "answer")
 Done = Callable[[float], None]

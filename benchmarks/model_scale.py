@@ -9,8 +9,8 @@ import argparse
 import statistics
 import time
 
-from reprokit.study import layer_profiles
-from reprokit.study.iteration_model import Layout, ModelInput, Policy, simulate
+from reprokit.study.profiles import layer_profiles
+from reprokit.study.whatif.iteration_model import Layout, ModelInput, Policy, simulate
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ and writes them to WORK/stack.json. `--costs WORK/stack.json` adds them to any o
     ... --again WORK | --emulated STORE ... [--costs STACK_JSON] --record AGAINST
 
 writes the errors it prints, and the same without the stack costs, into the check AGAINST of
-src/reprokit/study/model_validation.json (the check must be there, with what it says of its runs), so that the record's
+src/reprokit/study/whatif/model_validation.json (the check must be there, with what it says of its runs), so that the record's
 figures are this script's output, never copied by hand.
 """
 from __future__ import annotations
@@ -59,8 +59,8 @@ from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, 
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import RESULT_FILE, Result
-from reprokit.study.iteration_model import simulate
-from reprokit.study.model_check import (UNSHAPED, Configuration, Errors, ObservedRun, Rows, StackCosts, compared,
+from reprokit.study.whatif.iteration_model import simulate
+from reprokit.study.whatif.model_check import (UNSHAPED, Configuration, Errors, ObservedRun, Rows, StackCosts, compared,
                                         interval_spreads, measured_s, model_input, recorded_errors, stored_emulated)
 
 CK = str(Path(sys.executable).with_name("ck"))
@@ -229,7 +229,7 @@ def main() -> int:
                         help="measure the hosts' stack costs (no compute, unshaped) and fit them instead")
     parser.add_argument("--costs", metavar="STACK_JSON", help="predict with the stack costs --stack wrote")
     parser.add_argument("--record", metavar="AGAINST", help="with --again or --emulated: write the errors (with and "
-                        "without --costs) into that check of src/reprokit/study/model_validation.json")
+                        "without --costs) into that check of src/reprokit/study/whatif/model_validation.json")
     parser.add_argument("--hosts", type=int, default=3, help="testbed hosts (a worker and a server on each)")
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)

@@ -8,7 +8,7 @@
 Needs root. On a fresh testbed (one server and one worker per host, every host's egress shaped with tc):
 1. per model, one baseline probe on the unshaped links measures compute and communication time per
    iteration (the p3-comm line); the bandwidths are then chosen so that the baseline's predicted
-   communication-to-computation ratio spans --ratios (the study's own rule: reprokit.study.choice). A model
+   communication-to-computation ratio spans --ratios (the study's own rule: reprokit.study.sweep.choice). A model
    the study has no parameter count for (sockeye) takes its bandwidths from --bandwidths MODEL=RATE+RATE;
 2. tuning, on the first model at its most communication-bound bandwidth: P3_SLICE_SIZE over --tune-slices
    (water mark at its default), then P3_WATER_MARK over --tune-water-marks (at the best slice size), each
@@ -36,9 +36,9 @@ from pathlib import Path
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
 from reprokit.paths import REPO_ROOT
 from reprokit.run.settings import P3_DEFAULT_SLICE_SIZE, P3_DEFAULT_WATER_MARK
-from reprokit.study.analysis import ratio_interval  # the study's speedup interval (log scale, never below zero)
-from reprokit.study.choice import choose  # the study's bandwidth choice from a measured probe
-from reprokit.study.claims import NATIVE  # a target the links cannot reach: run unshaped
+from reprokit.study.analysis.analyse import ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.sweep.choice import choose  # the study's bandwidth choice from a measured probe
+from reprokit.study.paper.claims import NATIVE  # a target the links cannot reach: run unshaped
 
 STUDY = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
 

@@ -1,10 +1,10 @@
 """Per-layer trainable parameters and forward FLOPs of the image models, as program:p3's train.py builds them.
 
 Run once in the engine's interpreter (MXNet 1.9.1), not in the framework's; it wrote the framework's data file
-src/reprokit/study/layer_profiles.json:
+src/reprokit/study/profiles/layer_profiles.json:
 
     /root/CK-TOOLS/lib-mxnet-1.9.1-linux-64/prefix/bin/python program/p3/layer_profile.py \\
-        > src/reprokit/study/layer_profiles.json
+        > src/reprokit/study/profiles/layer_profiles.json
 
 A layer is a Gluon block that holds trainable parameters of its own (Conv2D, Dense, BatchNorm), in the order one
 forward pass reaches it (input first), which is also the order of net.collect_params() for these models (checked:
@@ -83,7 +83,7 @@ def main() -> None:
                             "Gluon model zoo, classes=1000, trainable arrays per block that holds its own, in forward (= key) order, "
                             "forward FLOPs per image (multiply-add = 2)"),
                  "command": ("/root/CK-TOOLS/lib-mxnet-1.9.1-linux-64/prefix/bin/python program/p3/layer_profile.py "
-                             "> src/reprokit/study/layer_profiles.json"),
+                             "> src/reprokit/study/profiles/layer_profiles.json"),
                  "models": {}}
     for model, zoo_name, shapes in MODELS:
         out["models"][model] = {",".join(map(str, s)): profile(zoo_name, s) for s in shapes}

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reprokit.study.bundle import MAX_MANIFEST_BYTES, MAX_RECORD_BYTES
-from reprokit.study.store import Store
+from reprokit.study.store.bundle import MAX_MANIFEST_BYTES, MAX_RECORD_BYTES
+from reprokit.study.store.records import Store
 
 from support.bundles import Member, filled_store, forgery_of
 from support.ckcli import CkCli, own_ck

@@ -45,7 +45,7 @@ def test_a_run_folder_on_a_full_disk_is_refused_before_it_is_made(tiny_disk):
 
 
 def test_the_study_store_on_a_full_disk_names_the_store_not_the_bundle(tiny_disk):
-    from reprokit.study.store import write_once
+    from reprokit.study.store.records import write_once
 
     fill(tiny_disk)
     with pytest.raises(UserError) as refused:
@@ -55,7 +55,7 @@ def test_the_study_store_on_a_full_disk_names_the_store_not_the_bundle(tiny_disk
 
 
 def test_an_overlong_record_name_is_refused_naming_it(tmp_path):
-    from reprokit.study.store import write_once
+    from reprokit.study.store.records import write_once
 
     with pytest.raises(UserError) as refused:
         write_once(tmp_path / "records" / ("r" * 300 + ".json"), {"value": 1})

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reprokit.study import identity
-from reprokit.study.bundle import BUNDLE_FORMAT, _signed_bytes
-from reprokit.study.store import Store
+from reprokit.study.store import identity
+from reprokit.study.store.bundle import BUNDLE_FORMAT, _signed_bytes
+from reprokit.study.store.records import Store
 
 from support.study_data import records
 

@@ -2,9 +2,9 @@
 import json
 from pathlib import Path
 
-from reprokit.study import claims as studies
-from reprokit.study.store import Origin, Record, RecordConfig
-from reprokit.study.target import Target
+from reprokit.study.paper import claims as studies
+from reprokit.study.store.records import Origin, Record, RecordConfig
+from reprokit.study.paper.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY_META = json.loads((REPO / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())

@@ -9,7 +9,7 @@ from reprokit.engines.registry import get_engine
 from reprokit.run.result import Result
 from reprokit.run.settings import resolve
 from reprokit.run.spec import RunData, build_spec
-from reprokit.study.store import Record
+from reprokit.study.store.records import Record
 from reprokit.vocabulary import RunStatus
 from support.study_data import records
 

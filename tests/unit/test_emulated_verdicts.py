@@ -3,9 +3,9 @@ import re
 
 import pytest
 
-from reprokit.study.analysis import analyse
-from reprokit.study.labelled import emulation_status, labelled_verdicts
-from reprokit.study.verdict import judge_at_bandwidth
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.labelled import emulation_status, labelled_verdicts
+from reprokit.study.analysis.verdict import judge_at_bandwidth
 
 from support.study_data import ALL_MODELS, records, study
 
@@ -170,7 +170,7 @@ def check(against, names, iteration_errors, speedup_errors, hosts=4, links="fair
 
 def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=2.6e-9, per_message=42e-6,
                hosts=4, links="fair", compute="emulated", cores="shared", more=(), gpu="p4000"):
-    from reprokit.study.model_check import ModelValidation
+    from reprokit.study.whatif.model_check import ModelValidation
 
     return ModelValidation(0.10, 0.15, (check("real runs", ["vgg 15gbit baseline", "vgg 15gbit p3"],
                                               iteration_errors, speedup_errors, hosts, links, compute, cores, gpu),
@@ -178,7 +178,7 @@ def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=
 
 
 def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside_the_models_assumption():
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     vgg = claim("vgg-15gbit")
     uneven = check("emulated, 4 hosts, one queue each", ["vgg 15gbit baseline", "vgg 15gbit p3"], [-0.18, -0.05],
@@ -209,7 +209,7 @@ def claim(claim_id):
 
 
 def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_which():
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     said = predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(iteration_errors=(0.05, 0.105)))
     assert said == ("not given: the iteration model is not validated (real runs: iteration time within 10% in 1 of 2, "
@@ -219,7 +219,7 @@ def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_wh
 
 
 def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_claims_about_it():
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     names = ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"]
     sliced = check("slicing alone, fair links", names, [-0.039, -0.228], [0.244])
@@ -235,7 +235,7 @@ def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_cla
 
 
 def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_about_that_network():
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     names = ["resnet 4gbit baseline", "resnet 4gbit p3", "vgg 15gbit baseline", "vgg 15gbit p3"]
     resnet_missed = check("the authors' builds, fair links", names, [-0.156, -0.078, -0.018, 0.017], [-0.085, -0.035])
@@ -254,7 +254,7 @@ def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_a
 def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error():
     from dataclasses import replace
 
-    from reprokit.study.labelled import predicted_speedup, predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_speedup, predicted_verdict
 
     vgg = claim("vgg-15gbit")
     free, costly = predicted_speedup(vgg), predicted_speedup(vgg, "p4000", 0.0, 2.6e-9, 42e-6)
@@ -278,7 +278,7 @@ def test_a_verdict_that_holds_over_part_of_the_gpus_range_only_is_inconclusive_a
     from dataclasses import replace
 
     from reprokit.emulation.gpus import gpu
-    from reprokit.study.labelled import predicted_at, predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_at, predicted_verdict
 
     resnet = claim("resnet-4gbit")
     rate = gpu("p4000").throughput("resnet")
@@ -301,7 +301,7 @@ def test_a_verdict_that_holds_over_part_of_the_gpus_range_only_is_inconclusive_a
 
 
 def test_no_predicted_verdict_at_a_gpu_no_check_ran_at():
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     at_v100 = validation(gpu="v100")
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, at_v100) == (
@@ -313,7 +313,7 @@ def test_no_predicted_verdict_at_a_gpu_no_check_ran_at():
 def test_a_check_repeated_on_cubic_is_judged_by_its_repetition_and_kept_in_the_record():
     """The authors' ResNet-50 baseline missed on this machine's bbr; the same runs on cubic (the paper's hosts' TCP)
     repeat that check: the gate judges the repetition, whichever way it goes, and the record keeps both."""
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     names = ["resnet 4gbit baseline", "resnet 4gbit p3"]
     on_bbr = check("the authors' builds, fair links", names, [-0.156, -0.078], [-0.085])
@@ -356,7 +356,7 @@ def test_runs_at_another_gpu_are_never_pooled_with_the_papers_and_are_shown_apar
 
 
 def test_a_check_at_the_gpu_must_have_run_the_claims_variant_not_only_its_baseline():
-    from reprokit.study.labelled import predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
 
     baseline_only = check("the P4000's baseline", ["vgg 15gbit baseline"], [0.01], [])
     at_v100 = check("slicing alone at the V100", ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"], [0.01, 0.02],

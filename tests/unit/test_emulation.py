@@ -7,7 +7,8 @@ import pytest
 from reprokit.emulation import profile as em
 from reprokit.errors import UserError
 from reprokit.run.settings import resolve
-from reprokit.study import emulation_profiles, layer_profiles
+from reprokit.study.profiles import emulation_profiles
+from reprokit.study.profiles import layer_profiles
 
 
 def test_every_stored_profile_is_what_its_gpus_figures_make_and_every_gpu_has_one():

@@ -61,7 +61,7 @@ def predict_options(**extra):
 
 
 def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid_names():
-    from reprokit.study.predict import predict, request_from
+    from reprokit.study.whatif.predict import predict, request_from
     from tests.support.study_data import study
 
     request = request_from(predict_options(gpu="p4000,v100"), study())
@@ -82,8 +82,8 @@ def test_a_measured_profile_gives_the_model_the_compute_its_run_measured(tmp_pat
     """measured:FILE is what a run with --env.TIMELINE=1 measured of itself (measured-compute.json): the model is
     given exactly its layers at the run's batch, so with nothing to send the predicted iteration is the run's
     measured compute, and it is what the validation's checks of real runs predict from (model_check)."""
-    from reprokit.study.compute import layers_of
-    from reprokit.study.predict import predict, request_from
+    from reprokit.study.whatif.compute import layers_of
+    from reprokit.study.whatif.predict import predict, request_from
     from tests.support.study_data import study
 
     ran = em.resolve_profile("v100", "resnet", "3,32,32", 32).scaled(em.Factor("cpu", 180.0, "a CPU's compute"))

@@ -1,11 +1,11 @@
-"""The discrete-event iteration model (reprokit.study.iteration_model) and the layer profiles it is fed."""
+"""The discrete-event iteration model (reprokit.study.whatif.iteration_model) and the layer profiles it is fed."""
 import math
 
 import pytest
 
-from reprokit.study import layer_profiles
-from reprokit.study.claims import from_meta
-from reprokit.study.iteration_model import (TCP_OVER_ETHERNET, Layer, Layout, ModelInput, Policy, messages,
+from reprokit.study.profiles import layer_profiles
+from reprokit.study.paper.claims import from_meta
+from reprokit.study.whatif.iteration_model import (TCP_OVER_ETHERNET, Layer, Layout, ModelInput, Policy, messages,
                                            simulate)
 
 GBIT = 1e9

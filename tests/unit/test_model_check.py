@@ -4,8 +4,8 @@ import json
 
 from reprokit.emulation import profile as em
 from reprokit.run.result import Result
-from reprokit.study.iteration_model import Layer, ModelInput, Policy, simulate
-from reprokit.study.model_check import Configuration, ObservedRun, StackCosts, compared, recorded_errors
+from reprokit.study.whatif.iteration_model import Layer, ModelInput, Policy, simulate
+from reprokit.study.whatif.model_check import Configuration, ObservedRun, StackCosts, compared, recorded_errors
 from reprokit.vocabulary import RunStatus
 
 

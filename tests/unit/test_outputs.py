@@ -32,7 +32,7 @@ def test_files_replace_a_planted_link_and_never_write_through_it(tmp_path):
 
 
 def test_ck_predict_writes_its_table_and_plot_beside_planted_links_not_through_them(tmp_path):
-    from reprokit.study import predict
+    from reprokit.study.whatif import predict
     from support.study_data import study
 
     table, victim = planted(tmp_path, "predicted-resnet.md")

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.study.results_pages import RESULTS_DIR, check_name, read_summaries, render_pages, summarise
+from reprokit.study.report.results_pages import RESULTS_DIR, check_name, read_summaries, render_pages, summarise
 from support.study_data import ALL_MODELS, records, study
 
 pytestmark = pytest.mark.parallel
@@ -19,7 +19,7 @@ def test_the_committed_pages_are_what_their_summaries_generate(tmp_path):
     for page in written:
         assert filecmp.cmp(page, RESULTS_DIR / page.name, shallow=False), (
             f"docs/results/{page.name} differs from what its summary generates: "
-            f"python -m reprokit.study.results_pages")
+            f"python -m reprokit.study.report.results_pages")
 
 
 def test_a_page_names_every_record_with_its_figure_and_states_the_speedup(tmp_path):

@@ -5,10 +5,10 @@ import math
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.study import identity
+from reprokit.study.store import identity
 from reprokit import schema as s
-from reprokit.study.bundle import MANIFEST_SCHEMA, member_name_ok
-from reprokit.study.store import Record, Store, check_record, write_once
+from reprokit.study.store.bundle import MANIFEST_SCHEMA, member_name_ok
+from reprokit.study.store.records import Record, Store, check_record, write_once
 
 from support.study_data import records
 from test_study_store import STORED_RECORD

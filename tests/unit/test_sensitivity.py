@@ -5,10 +5,10 @@ import json
 import pytest
 
 from reprokit.emulation.gpus import gpu
-from reprokit.study.analysis import analyse
-from reprokit.study.labelled import predicted_speedup
-from reprokit.study.predict import predict, request_from
-from reprokit.study.sensitivity import (PREDICTED_LINE, SPEED_HIGH, SPEED_LOW, HardwareGrid, caption,
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.labelled import predicted_speedup
+from reprokit.study.whatif.predict import predict, request_from
+from reprokit.study.whatif.sensitivity import (PREDICTED_LINE, SPEED_HIGH, SPEED_LOW, HardwareGrid, caption,
                                         claim_sensitivity, draw, emulated_points, hardware_map, speed_grid)
 
 from support.study_data import ALL_MODELS, records, study
@@ -47,7 +47,7 @@ def test_the_curve_at_the_paper_gpu_is_the_predicted_speedup_with_its_range_and_
     assert c.to_dict()["kind"] == "predicted (line), emulated (points)"
     # Beside it, the same with the testbed host's queue below the van: at the P4000 it is what the emulated runs'
     # hosts had, and it takes most of P3's gain there.
-    from reprokit.study.model_check import ModelValidation
+    from reprokit.study.whatif.model_check import ModelValidation
 
     fifo = ModelValidation.stored().fifo_bytes
     queued = dict(c.queued_curve)

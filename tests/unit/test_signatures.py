@@ -5,7 +5,7 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from reprokit.study import identity
+from reprokit.study.store import identity
 
 pytestmark = pytest.mark.parallel
 

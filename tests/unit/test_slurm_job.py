@@ -176,8 +176,8 @@ def test_a_sweep_with_a_bad_option_is_refused_before_anything_is_queued(tmp_path
     for: PATH holds no Slurm here)."""
     from support.study_data import ALL_MODELS, study
 
-    from reprokit.study.store import Store
-    from reprokit.study.submit import submit_sweep
+    from reprokit.study.store.records import Store
+    from reprokit.study.sweep.submit import submit_sweep
 
     monkeypatch.setenv("PATH", str(tmp_path))
     for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):

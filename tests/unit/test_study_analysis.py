@@ -5,15 +5,16 @@ from dataclasses import replace
 
 import pytest
 
-from reprokit.study import claims as studies
-from reprokit.study import planning, target
+from reprokit.study.paper import claims as studies
+from reprokit.study.paper import planning
+from reprokit.study.paper import target
 from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 from reprokit.errors import UserError
-from reprokit.study.analysis import analyse
-from reprokit.study.options import select
-from reprokit.study.rates import NATIVE
-from reprokit.study.speedup import mean_interval, ratio_interval, t_quantile
-from reprokit.study.verdict import Verdict
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.sweep.options import select
+from reprokit.study.paper.rates import NATIVE
+from reprokit.study.analysis.speedup import mean_interval, ratio_interval, t_quantile
+from reprokit.study.analysis.verdict import Verdict
 
 
 def log_interval(values, confidence=0.95):
@@ -78,7 +79,7 @@ def test_too_few_runs_say_so_plainly_in_the_summary_and_the_speedups():
 
 
 def test_verdicts_and_badge_statuses_are_shown_and_stored_as_their_plain_strings():
-    from reprokit.study.badge import BadgeStatus
+    from reprokit.study.analysis.badge import BadgeStatus
 
     assert [v.value for v in Verdict] == ["replicated", "not replicated", "inconclusive", "not testable here"]
     assert [b.value for b in BadgeStatus] == ["recommended", "not recommended", "undecided"]
@@ -497,7 +498,7 @@ def worker_update_runs(model, bandwidth, values, **kwargs):
 
 
 def test_p3_variants_are_also_set_against_the_worker_update_baseline_and_the_authors_build_keeps_two():
-    from reprokit.study.speedup import claim_pairs
+    from reprokit.study.analysis.speedup import claim_pairs
 
     pairs = claim_pairs(study())
     for variant in ("p3", "p3-slicing-only", "p3-priority-only"):

@@ -7,12 +7,12 @@ import pytest
 
 from reprokit.vocabulary import RunStatus
 
-from reprokit.study import runner as study_runner
-from reprokit.study.forecast import Forecast, forecast
-from reprokit.study.planning import RunConfig
-from reprokit.study.rates import NATIVE
-from reprokit.study.store import Store
-from reprokit.study.sweep import reproduce
+from reprokit.study.sweep import runner as study_runner
+from reprokit.study.sweep.forecast import Forecast, forecast
+from reprokit.study.paper.planning import RunConfig
+from reprokit.study.paper.rates import NATIVE
+from reprokit.study.store.records import Store
+from reprokit.study.sweep.driver import reproduce
 
 from support.study_data import ALL_MODELS, EMBEDDED, records, study
 

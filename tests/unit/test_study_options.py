@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.study import options
-from reprokit.study.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
-from reprokit.study.store import Store, Sweep
-from reprokit.study.sweep import check_can_shape, open_sweep
-from reprokit.study.target import make_target
+from reprokit.study.sweep import options
+from reprokit.study.sweep.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
+from reprokit.study.store.records import Store, Sweep
+from reprokit.study.sweep.driver import check_can_shape, open_sweep
+from reprokit.study.paper.target import make_target
 
 from support.study_data import ALL_MODELS, study
 
@@ -79,7 +79,7 @@ def test_resume_without_a_stored_sweep_or_of_an_unknown_one_is_refused(tmp_path)
 
 def test_resume_continues_the_newest_or_the_named_sweep_on_its_machine_as_registered_now(tmp_path, monkeypatch):
     times = iter(["2025-01-01T10:00:00+0000", "2025-01-01T10:00:01+0000"])
-    monkeypatch.setattr("reprokit.study.sweep.now_iso", lambda: next(times))  # two sweeps, seconds apart
+    monkeypatch.setattr("reprokit.study.sweep.driver.now_iso", lambda: next(times))  # two sweeps, seconds apart
     machines = Machines(c2=CLUSTER)
     first, _, store, _ = opened(tmp_path, {"target": "c2", "models": "resnet", "link_capacity": "1gbit"},
                                 machines=machines)
@@ -347,7 +347,7 @@ def test_timeline_config_option():
 
 
 def test_bandwidth_choice_rule_rounding_and_the_links_capacity():
-    from reprokit.study.choice import choose, rate_name
+    from reprokit.study.sweep.choice import choose, rate_name
 
     assert [rate_name(x) for x in (5.83e9, 7.2e8, 1.46e6, 8.1e5, 10)] == ["5800mbit", "720mbit", "1.5mbit", "810kbit",
                                                                          "1kbit"]
@@ -439,8 +439,8 @@ def test_emulate_refuses_what_it_cannot_run_in_one_line(tmp_path, given, problem
 
 
 def test_runs_that_were_cpu_bound_get_the_command_that_runs_their_claim_again_at_twice_the_k(tmp_path):
-    from reprokit.study.planning import RunConfig
-    from reprokit.study.sweep import larger_k_advice
+    from reprokit.study.paper.planning import RunConfig
+    from reprokit.study.sweep.driver import larger_k_advice
 
     sweep, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100", "dilation": "20"},
                             machines=machines_with_a_testbed(tmp_path))

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.study.analysis import analyse
-from reprokit.study.report import render, write_report
-from reprokit.study.store import Store
-from reprokit.study.timeline import read_iteration
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.report.render import render, write_report
+from reprokit.study.store.records import Store
+from reprokit.study.report.timeline import read_iteration
 
 from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
 
@@ -83,7 +83,7 @@ def test_report_json_holds_every_configuration_speedup_and_verdict(report):
 
 
 def test_report_asks_whether_the_verdict_depends_on_the_gpu_and_predicts_p3_on_todays_hardware(report):
-    from reprokit.study.labelled import predicted_speedup
+    from reprokit.study.analysis.labelled import predicted_speedup
 
     out, paths = report
     assert (out / "plots" / "sensitivity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -177,7 +177,7 @@ def markers_at(ax, label):
 
 def test_claims_at_bandwidths_no_run_had_are_drawn_apart_and_hollow_never_as_measurements():
     import matplotlib.pyplot as plt
-    from reprokit.study.report import UNMEASURED_CLAIMS, draw_model
+    from reprokit.study.report.render import UNMEASURED_CLAIMS, draw_model
 
     runs = (records("vgg", "native", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0], target=EMBEDDED, profile="smoke")
             + records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0]))
@@ -470,9 +470,9 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
 
 
 def test_claims_show_emulated_and_predicted_labelled_and_say_why_none_is_given(report):
-    from reprokit.study.labelled import (UP_TO_NOT_PREDICTED, emulation_status, labelled_verdicts, predicted_verdict,
+    from reprokit.study.analysis.labelled import (UP_TO_NOT_PREDICTED, emulation_status, labelled_verdicts, predicted_verdict,
                                          self_check)
-    from reprokit.study.model_check import ModelValidation
+    from reprokit.study.whatif.model_check import ModelValidation
 
     _, paths = report
     md, data = paths["markdown"].read_text(), json.loads(paths["json"].read_text())

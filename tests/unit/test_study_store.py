@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from reprokit.errors import UserError
-from reprokit.study.analysis import analyse
-from reprokit.study.bundle import export, import_bundle
-from reprokit.study.store import RECORD_FORMAT, AlreadyStored, Store, write_once
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.store.bundle import export, import_bundle
+from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Store, write_once
 
 from support.study_data import ALL_MODELS, records, study
 
@@ -66,7 +66,7 @@ STORED_RECORD = {  # as `ck reproduce` writes a record (provenance shortened)
 
 
 def test_a_records_result_reads_as_a_result_whatever_keys_it_has():
-    from reprokit.study.store import Record
+    from reprokit.study.store.records import Record
 
     bare = Record.from_dict({**STORED_RECORD, "result": {"throughput_samples_per_sec": 3.0, "engine_own_key": 1}})
     assert not bare.run_result.run_success and bare.run_result.throughput_samples_per_sec == 3.0  # no run_success

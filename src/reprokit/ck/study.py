@@ -12,8 +12,9 @@ from reprokit.ck.registry import artifact_builds, machine_cluster_data
 from reprokit.errors import UserError
 from reprokit.outputs import output_file, output_folder
 from reprokit.values import shown
-from reprokit.study import claims, options
-from reprokit.study.store import Store
+from reprokit.study.paper import claims
+from reprokit.study.sweep import options
+from reprokit.study.store.records import Store
 
 
 def load_study(name: str) -> claims.Study:
@@ -66,14 +67,14 @@ def _study_and_store(i: dict) -> tuple[claims.Study, Store]:
 @ck_command
 def reproduce(i: dict) -> dict:
     """Run the study's matrix on a target through `ck run program:P`, storing one record per run; then report."""
-    from reprokit.study import sweep
+    from reprokit.study.sweep import driver as sweep
 
     study, store = _study_and_store(i)
     check_setting_names(i, study)
     if i.get("store"):  # where every record goes: checked before the first run
         output_folder(store.root, "--store")
     if i.get("submit"):
-        from reprokit.study.submit import submit_sweep
+        from reprokit.study.sweep.submit import submit_sweep
 
         job_id = submit_sweep(i, study, store, program_models(study), machine_cluster_data,
                               artifact_builds=artifact_builds())
@@ -86,7 +87,7 @@ def reproduce(i: dict) -> dict:
 @ck_command
 def report(i: dict) -> dict:
     """Write the Markdown, HTML and JSON reports (plots, timelines, verdicts, badges) from every stored and imported run."""
-    from reprokit.study.report import write_report
+    from reprokit.study.report.render import write_report
 
     study, store = _study_and_store(i)
     if i.get("store") and not store.root.is_dir():  # a mistyped --store would otherwise get an empty report made there
@@ -95,7 +96,7 @@ def report(i: dict) -> dict:
     out_dir = output_folder(options.report_dir(i, store.root), "--out_dir")  # before the analysis
     docs = str(i.get("docs", "") or "")
     if docs:  # --docs=NAME: the repository's results page NAME, from this store's records
-        from reprokit.study import results_pages
+        from reprokit.study.report import results_pages
 
         name = results_pages.check_name(docs)
         summary = results_pages.summarise(study, store.all_records(), program_models(study), name,
@@ -110,7 +111,7 @@ def report(i: dict) -> dict:
 @ck_command
 def predict(i: dict) -> dict:
     """Predict baseline and p3 iteration times from the iteration model: a table (printed) and a plot."""
-    from reprokit.study import predict as model
+    from reprokit.study.whatif import predict as model
 
     study, store = _study_and_store(i)
     out_dir = options.report_dir(i, store.root) if i.get("out_dir") else store.root / "predict"
@@ -121,7 +122,7 @@ def predict(i: dict) -> dict:
 @ck_command
 def export(i: dict) -> dict:
     """Write every local run (records and run folders) into a bundle: --out=FILE.tar.gz."""
-    from reprokit.study import bundle
+    from reprokit.study.store import bundle
 
     study = load_study(str(i.get("data_uoa", "") or ""))
     out = output_file(options.bundle_out(i, study.name), "--out")
@@ -136,7 +137,7 @@ def export(i: dict) -> dict:
 @ck_command
 def import_bundle(i: dict) -> dict:
     """Add another evaluator's runs (a bundle from ck export) to the store, beside the local ones."""
-    from reprokit.study import bundle
+    from reprokit.study.store import bundle
 
     given = options.bundle_in(i, i.get("data_uoa"))
     # `ck import study --in=F`: the bundle names its study

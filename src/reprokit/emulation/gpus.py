@@ -1,7 +1,7 @@
 """GPUs as data: each one's training throughput per model with its source and plausible range (gpus.json).
 
 The one place the compute of a GPU is stated. An emulated run waits a GPU's per-layer profile (profiles/NAME.json,
-made from these figures by ``python -m reprokit.study.emulation_profiles``), and the iteration model predicts with the
+made from these figures by ``python -m reprokit.study.profiles.emulation_profiles``), and the iteration model predicts with the
 same figures (`ck predict --gpu=NAME`, the report's predicted verdicts). A figure of a GPU we hold no benchmark of
 (``estimated``) is the nearest GPU's scaled by the spec ratios; its range says how far that may be off
 (``range_rule`` in the file). ``measured:FILE`` names a profile a real run measured of itself instead

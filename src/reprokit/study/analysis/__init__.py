@@ -1,0 +1,1 @@
+"""Analysis of stored runs: speedups with intervals, verdicts per claim, badges, the report's answer."""

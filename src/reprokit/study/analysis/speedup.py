@@ -1,0 +1,212 @@
+"""Throughput and speedup intervals, and the speedups of every configuration.
+
+Statistics: per configuration, the geometric mean of the successful runs'
+throughputs with a Student-t interval on the log scale (mean_interval); the
+speedup of a variant over its reference is the ratio of the geometric means
+with a Welch interval on the log scale (ratio_interval says why: neither
+interval can fall below zero). The t quantiles are scipy.stats.t's.
+
+Every speedup is per engine kind (``embedded``: stock MXNet 1.9.1, its own P3
+and its two baselines; ``artifact``: the authors' 2018 baseline and P3 builds)
+and pairs variants of one engine only. Each carries its reference's measured
+communication-to-computation ratio; the authors' builds report none, so a
+speedup of theirs takes the ratio the stock baseline measured in the same
+configuration (``ratio_engine`` says whose).
+
+Two baselines: the claims are P3 over ``baseline`` (the optimizer on the
+servers, as the paper's baseline). MXNet 1.9.1's P3 must update on the
+workers, so each P3 variant is also set against ``baseline-worker-update``
+(the optimizer on the workers): that speedup isolates slicing and priority
+from where the optimizer runs; it is shown, never judged (verdict.py).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+from scipy import stats
+
+from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study.paper.claims import MIN_RUNS, Study
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with df degrees of freedom (scipy.stats.t)."""
+    if not 0.0 < p < 1.0 or df <= 0:  # scipy answers nan or inf here: a study's bad confidence must be refused
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    return float(stats.t.ppf(p, df))
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    n: int
+    mean: float  # arithmetic mean, as measured
+    std: float
+    low: float  # the interval of the geometric mean (log scale); NaN when n < 2
+    high: float
+    geometric_mean: float = math.nan
+
+
+def _logs(values: Sequence[float], what: str) -> list[float]:
+    bad = [v for v in values if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"{what} must be positive finite numbers on the log scale, got {bad[0]!r}")
+    return [math.log(v) for v in values]
+
+
+def mean_interval(values: Sequence[float], confidence: float) -> MeanInterval:
+    """Mean, standard deviation and a log-scale Student-t interval (see log_t_interval) of positive values."""
+    n = len(values)
+    if n == 0:
+        return MeanInterval(0, math.nan, math.nan, math.nan, math.nan)
+    logs = _logs(values, "throughputs")
+    mean, gmean = statistics.fmean(values), math.exp(statistics.fmean(logs))
+    if n < 2:
+        return MeanInterval(1, mean, math.nan, math.nan, math.nan, gmean)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    return MeanInterval(n, mean, statistics.stdev(values), gmean * math.exp(-half), gmean * math.exp(half), gmean)
+
+
+def ratio_interval(numerator: Sequence[float], denominator: Sequence[float],
+                   confidence: float = 0.95) -> tuple[float, float, float]:
+    """The ratio of the geometric means with its log-scale Welch interval; (ratio, nan, nan) with fewer
+    than 2 values a side.
+
+    Why the log scale and not Fieller's interval: both variants' throughputs are positive and their noise
+    is multiplicative (a run is some percent slower), so on the log scale a speedup is a difference of
+    two means and one Welch t interval (unequal variances, Welch-Satterthwaite degrees of freedom) serves
+    it, back-transformed with exp: it can never fall below zero, it inverts exactly when the variants are
+    swapped ([1/high, 1/low]), and the same log-scale t interval gives each configuration's throughput
+    interval. Fieller's interval is exact for a ratio of normal means, but with the small n and wide
+    spread of short CPU runs it can reach below zero (a numerator not clearly above zero) or be
+    unbounded (a denominator not clearly above zero), and it gives nothing for a single throughput.
+    The estimate is the ratio of geometric means, which for run-to-run spreads of a few percent differs
+    from the ratio of arithmetic means by far less than the interval.
+    """
+    a, b = _logs(numerator, "throughputs"), _logs(denominator, "throughputs")
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    ratio = math.exp(diff)
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return ratio, math.nan, math.nan
+    va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
+    if va + vb == 0.0:
+        return ratio, ratio, ratio
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))  # Welch-Satterthwaite
+    half = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(va + vb)
+    return ratio, math.exp(diff - half), math.exp(diff + half)
+
+
+# --- speedups per configuration ------------------------------------------------------------------
+
+ENGINE_NAMES = {ARTIFACT: "the authors' build", EMBEDDED: "stock MXNet 1.9.1"}
+BASELINE = "baseline"  # stock MXNet, the optimizer on the servers: the claims are P3 over this one
+WORKER_UPDATE = "baseline-worker-update"  # the optimizer on the workers, as P3 updates: shown beside, never judged
+# The report's throughputs per configuration: the authors' 2018 builds beside MXNet 1.9.1's P3 and its two
+# baselines, (engine, variant, label); and the P3 ratios beside them, (engine, reference, column prefix, label).
+SIDE_BY_SIDE = ((ARTIFACT, BASELINE, "authors' 2018 baseline"), (ARTIFACT, "p3", "authors' 2018 P3"),
+                (EMBEDDED, BASELINE, "MXNet 1.9.1 baseline"),
+                (EMBEDDED, WORKER_UPDATE, "MXNet 1.9.1 worker-update baseline"), (EMBEDDED, "p3", "MXNet 1.9.1 P3"))
+SIDE_BY_SIDE_RATIOS = ((ARTIFACT, BASELINE, "artifact_speedup", "authors' P3/baseline"),
+                       (EMBEDDED, BASELINE, "embedded_speedup", "MXNet 1.9.1 P3/baseline"),
+                       (EMBEDDED, WORKER_UPDATE, "embedded_worker_update_speedup",
+                        "MXNet 1.9.1 P3/worker-update baseline"))
+
+
+def too_few(n: int) -> str:
+    """The report's plain note for a configuration without enough runs for a verdict ('' when enough)."""
+    return f"n={n} < {MIN_RUNS}: no verdict" if n < MIN_RUNS else ""
+
+
+def comm_to_compute(group: pd.DataFrame) -> float:
+    """The measured communication-to-computation ratio of runs: mean comm_s_per_iter / mean compute_s_per_iter."""
+    both = group[group["comm_s"].notna() & group["compute_s"].notna() & (group["compute_s"] > 0)]
+    return float(both["comm_s"].mean() / both["compute_s"].mean()) if not both.empty else math.nan
+
+
+def ordered(df: pd.DataFrame) -> pd.DataFrame:
+    """A table of configurations by setup, profile, model and bandwidth (native first)."""
+    if df.empty:
+        return df
+    df = df.assign(_bw=df["bandwidth_bps"].fillna(-1.0))
+    return df.sort_values(["setup", "profile", "model", "_bw"], kind="stable").drop(columns="_bw").reset_index(drop=True)
+
+
+def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: float) -> pd.DataFrame:
+    """Speedup of each (variant, versus) pair per setup, profile, model, bandwidth and engine, where both ran
+    on that engine, with the reference's measured communication-to-computation ratio there (the x axis of the
+    ratio plot); where the engine measured none (the authors' builds), the stock baseline's in the same
+    configuration, and ``ratio_engine`` says whose it is."""
+    out = []
+    keys = ["setup", "profile", "model", "bandwidth", "dilation", "gpu"]  # dilation 1 and gpu "" unless emulated
+    ok = df[df["ok"] & df["throughput"].notna()]
+    for key, config in ok.groupby(keys, sort=False, dropna=False):
+        for engine in [e for e in ENGINE_KINDS if e in set(config["engine"])]:
+            group = config[config["engine"] == engine]
+            for variant, versus in pairs:
+                num = group.loc[group["variant"] == variant, "throughput"].astype(float).tolist()
+                reference = group[group["variant"] == versus]
+                den = reference["throughput"].astype(float).tolist()
+                if not num or not den:
+                    continue
+                ratio, low, high = ratio_interval(num, den, confidence)
+                compared = group[group["variant"].isin([variant, versus])]
+                busy = compared["host_cpu_busy"].max()  # frame() always has both columns
+                cpu_bound = bool(compared["cpu_bound"].any())
+                apart = int((compared["params_in_sync"] == False).sum())  # noqa: E712 (None: not checked)
+                measured, ratio_engine = comm_to_compute(reference), engine
+                if math.isnan(measured) and engine != EMBEDDED:
+                    ours = config[(config["engine"] == EMBEDDED) & (config["variant"] == versus)]
+                    measured, ratio_engine = comm_to_compute(ours), EMBEDDED
+                out.append({**dict(zip(keys, key)), "bandwidth_bps": group["bandwidth_bps"].iloc[0], "engine": engine,
+                            "variant": variant, "versus": versus, "n_variant": len(num), "n_versus": len(den),
+                            "speedup": ratio, "ci_low": low, "ci_high": high, "comm_to_compute": measured,
+                            "ratio_engine": ratio_engine if not math.isnan(measured) else None,
+                            "host_cpu_busy": busy, "cpu_bound": cpu_bound, "params_apart": apart,
+                            "note": too_few(min(len(num), len(den)))})
+    cols = keys + ["bandwidth_bps", "engine", "variant", "versus", "n_variant", "n_versus", "speedup", "ci_low",
+                   "ci_high", "comm_to_compute", "ratio_engine", "host_cpu_busy", "cpu_bound", "params_apart", "note"]
+    return ordered(pd.DataFrame(out, columns=cols))
+
+
+def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per setup, profile, model and bandwidth: the throughputs of SIDE_BY_SIDE with n, failed runs and
+    interval, and the P3 speedups of SIDE_BY_SIDE_RATIOS with interval and n. An engine or variant without
+    runs there has n = failed = 0 and NaN figures: the report says "not measured"."""
+    keys = ["setup", "profile", "model", "bandwidth"]
+    pairs = speedup_rows[speedup_rows["variant"] == "p3"]
+    ratios = {tuple(r[k] for k in keys + ["engine", "versus"]): r for _, r in pairs.iterrows()}
+    rows = []
+    for key, config in summary.groupby(keys, sort=False, dropna=False):
+        row = {**dict(zip(keys, key)), "bandwidth_bps": config["bandwidth_bps"].iloc[0]}
+        for engine, variant, _ in SIDE_BY_SIDE:
+            found = config[(config["engine"] == engine) & (config["variant"] == variant)]
+            one = found.iloc[0] if not found.empty else None
+            prefix = f"{engine}_{variant}"
+            row.update({f"{prefix}_n": int(one["n"]) if one is not None else 0,
+                        f"{prefix}_failed": int(one["failed"]) if one is not None else 0,
+                        **{f"{prefix}_{c}": float(one[c]) if one is not None else math.nan
+                           for c in ("geometric_mean", "ci_low", "ci_high")}})
+        for engine, versus, prefix, _ in SIDE_BY_SIDE_RATIOS:
+            one = ratios.get((*key, engine, versus))
+            row.update({f"{prefix}_n": int(min(one["n_variant"], one["n_versus"])) if one is not None else 0,
+                        **{f"{prefix}{suffix}": float(one[c]) if one is not None else math.nan
+                           for suffix, c in (("", "speedup"), ("_low", "ci_low"), ("_high", "ci_high"))}})
+        rows.append(row)
+    cols = keys + ["bandwidth_bps"] + [f"{e}_{v}_{c}" for e, v, _ in SIDE_BY_SIDE
+                                       for c in ("n", "failed", "geometric_mean", "ci_low", "ci_high")] \
+        + [f"{prefix}{c}" for _, _, prefix, _ in SIDE_BY_SIDE_RATIOS for c in ("_n", "", "_low", "_high")]
+    return ordered(pd.DataFrame(rows, columns=cols))
+
+
+def claim_pairs(study: Study) -> list[tuple[str, str]]:
+    """The (variant, reference) speedups formed: the claims', every variant over the baseline, and every P3
+    variant (its run settings say VARIANT=p3) over the worker-update baseline, as both update on the workers."""
+    pairs = {(c.variant, c.versus) for c in study.claims}
+    pairs |= {(v, BASELINE) for v in study.variants if v != BASELINE}
+    if WORKER_UPDATE in study.variants:
+        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items() if settings.get("VARIANT") == "p3"}
+    return sorted(pairs)

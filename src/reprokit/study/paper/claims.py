@@ -1,0 +1,188 @@
+"""A paper's claims as data: the study entry's claims, experiment matrix, variants and tolerances.
+
+A study entry (``study:NAME``) describes a paper: its claims (per model, the
+speedup claimed, and the bandwidth and cluster size it was claimed at, with
+the source of each number), the experiment matrix (models, variants,
+bandwidths, repetitions, profile), named variants (run settings per variant)
+and the tolerances the verdicts use. ``from_meta`` reads it from the entry's
+meta and refuses a malformed one. Where a sweep runs is target.py, which runs
+it makes planning.py.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+
+from reprokit import schema as s
+from reprokit.errors import UserError
+from reprokit.study.paper.rates import NATIVE, rate_bps  # noqa: F401 (NATIVE: the benchmarks import it from here)
+from reprokit.study.store.records import store_dir  # noqa: F401 (reprokit.ck.study, the CK module's code, calls it here)
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    model: str  # the program's cmd_key
+    speedup: float  # claimed throughput of `variant` over `versus`
+    bandwidth: str | None  # None: not stated (an "up to" claim over realistic bandwidths)
+    cluster_size: int | None  # machines; None: not stated
+    source: str  # "abstract", "second-hand, not checked against the PDF", ...
+    text: str
+    variant: str = "p3"
+    versus: str = "baseline"
+    # The communication-to-computation ratio of the paper's setting at `bandwidth`, where a sourced fact
+    # gives it (claims[].paper_comm_to_compute: {"value": R, "source": "..."}); None: no such fact.
+    paper_ratio: float | None = None
+    paper_ratio_source: str | None = None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    models: tuple[str, ...]
+    variants: tuple[str, ...]
+    bandwidths: tuple[str, ...]
+    repetitions: int
+    profile: str
+    env: tuple[tuple[str, str], ...] = ()  # run settings every run of the sweep gets
+    # On a target whose links can be shaped and without --bandwidths: the bandwidths are chosen per model
+    # from a measured baseline probe so that the communication-to-computation ratio spans these (choice.py).
+    ratios: tuple[float, ...] = ()
+    timeline_repetition: int | None = None  # the repetition whose runs record timelines (TIMELINE=1)
+    # What a sweep of this matrix should take, and why it is this size (the quick matrix says so; the sweep
+    # records it): a forecast above budget_s is said before the first run (forecast.py), never refused.
+    why: str = ""
+    budget_s: float | None = None
+    # Seconds per run the study entry expects per model, where neither earlier runs nor a probe give one.
+    run_seconds: tuple[tuple[str, float], ...] = ()
+    run_seconds_source: str = ""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    speedup: float  # a claim of S is met by an interval that reaches [S - speedup, S + speedup]
+    min_runs: int  # fewer successful runs per variant: inconclusive
+    max_relative_half_width: float  # a wider speedup interval (half-width over the ratio): inconclusive
+    confidence: float
+    profile: str  # claims hold for this profile only; others are inconclusive (except "up to" claims on a
+    # shaped testbed whose bandwidths made the baseline communication-bound: verdict.judge)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    program: str
+    metric: str
+    paper: dict
+    artifact: dict
+    claims: tuple[Claim, ...]
+    matrix: Matrix
+    quick: Matrix
+    tolerance: Tolerance
+    variants: dict[str, dict[str, str]]  # variant name -> run settings (--env.K=V)
+    parameters: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> image shape -> trainable parameters
+    parameters_source: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+MIN_RUNS = 3  # a verdict needs at least this many successful runs per variant and configuration
+
+
+def _positive(value: object) -> bool:
+    return value > 0  # type: ignore[operator]  # a Number spec has checked it first
+
+
+_POSITIVE = s.Where(s.Number(0, 1e12), _positive, "a positive number")
+_SOURCED = s.Where(s.Json(depth=1), lambda v: isinstance(v, dict) and all(
+    k == "source" and isinstance(x, str) or isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+    for k, x in v.items()), "an object mapping each model to a positive number, with its 'source'")
+_PARAMETERS = s.Where(s.Json(depth=2), lambda v: isinstance(v, dict) and all(
+    k == "source" and isinstance(x, str) or isinstance(x, dict) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in x.values()) for k, x in v.items()),
+    "an object mapping each model to {image shape: trainable parameters}, with its 'source'")
+_MATRIX = s.Obj(required={"models": s.ListOf(s.Name(), min_items=1), "repetitions": s.Int(1, 10_000),
+                          "profile": s.Name()},
+                optional={"variants": s.ListOf(s.Name(), min_items=1), "bandwidths": s.ListOf(s.Text(40)),
+                          "env": s.MapOf(s.Name(), s.Text(400)), "ratios": s.ListOf(_POSITIVE),
+                          "timeline_repetition": s.Int(1, 10_000), "budget_minutes": _POSITIVE,
+                          "run_seconds": _SOURCED, "why": s.Text()})
+_CLAIM = s.Obj(required={"id": s.Name(), "model": s.Name(), "speedup": _POSITIVE, "source": s.Text(),
+                         "text": s.Text()},
+               optional={"bandwidth": s.Optional(s.Text(40)), "cluster_size": s.Optional(s.Int(1, 1_000_000)),
+                         "variant": s.Name(), "versus": s.Name(),
+                         "paper_comm_to_compute": s.Obj(required={"value": _POSITIVE, "source": s.Where(
+                             s.Text(), lambda v: bool(v.strip()), "the text that states it")})})
+# A study entry's meta (ck load study:NAME), checked before anything is built from it.
+STUDY_SCHEMA = s.Obj(
+    required={"variants": s.MapOf(s.Name(), s.MapOf(s.Name(), s.Text(400))), "claims": s.ListOf(_CLAIM),
+              "matrix": _MATRIX, "quick": _MATRIX,
+              "tolerance": s.Obj(required={"speedup": _POSITIVE, "min_runs": s.Int(1, 10_000),
+                                           "max_relative_half_width": _POSITIVE, "confidence": s.Number(0.5, 0.999),
+                                           "profile": s.Name()})},
+    optional={"program": s.Name(), "metric": s.Name(), "parameters": _PARAMETERS}, extra=s.Json())
+
+
+def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
+    run_seconds = {k: v for k, v in data.get("run_seconds", {}).items() if k != "source"}
+    budget = data.get("budget_minutes")
+    matrix = Matrix(
+        models=tuple(data["models"]), variants=tuple(data.get("variants", ("baseline", "p3"))),
+        bandwidths=tuple(data.get("bandwidths", [])), repetitions=data["repetitions"], profile=data["profile"],
+        env=tuple(sorted((str(k), str(v)) for k, v in data.get("env", {}).items())),
+        ratios=tuple(sorted(float(r) for r in data.get("ratios", []))),
+        timeline_repetition=data.get("timeline_repetition"), why=str(data.get("why", "")),
+        budget_s=None if budget is None else float(budget) * 60,
+        run_seconds=tuple(sorted((str(m), float(v)) for m, v in run_seconds.items())),
+        run_seconds_source=str(data.get("run_seconds", {}).get("source", "")),
+    )
+    for name in matrix.variants:
+        if name not in variants:
+            raise UserError(f"{where}: variant {name!r} is not described under 'variants'")
+    for rate in matrix.bandwidths:
+        rate_bps(rate)
+    return matrix
+
+
+def from_meta(name: str, meta: Mapping) -> Study:
+    """The study from its CK entry's meta; a malformed entry is one UserError naming where."""
+    where = f"study:{name}"
+    try:
+        STUDY_SCHEMA.check(meta, where)
+    except s.Invalid as exc:
+        raise UserError(f"{exc}; fix the study entry's meta (ck load study:{name})") from None
+    variants = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in meta["variants"].items()}
+    claims = []
+    for index, raw in enumerate(meta["claims"]):
+        at = f"{where} claims[{index}]"
+        fact = raw.get("paper_comm_to_compute")
+        claim = Claim(
+            id=raw["id"], model=raw["model"], speedup=float(raw["speedup"]),
+            bandwidth=raw.get("bandwidth"), cluster_size=raw.get("cluster_size"), source=raw["source"],
+            text=raw["text"], variant=str(raw.get("variant", "p3")), versus=str(raw.get("versus", "baseline")),
+            **({"paper_ratio": float(fact["value"]), "paper_ratio_source": fact["source"]} if fact else {}),
+        )
+        if claim.bandwidth is not None:
+            rate_bps(claim.bandwidth)
+        for v in (claim.variant, claim.versus):
+            if v not in variants:
+                raise UserError(f"{at}: variant {v!r} is not described under 'variants'")
+        claims.append(claim)
+    tol = meta["tolerance"]
+    if tol["min_runs"] < MIN_RUNS:
+        raise UserError(f"{where}: tolerance 'min_runs' is {tol['min_runs']}; a verdict needs at least {MIN_RUNS} runs "
+                        f"per configuration: set it to {MIN_RUNS} or more")
+    raw_parameters = meta.get("parameters", {})
+    return Study(
+        name=name, program=str(meta.get("program", "p3")), metric=str(meta.get("metric", "throughput_samples_per_sec")),
+        paper=dict(meta.get("paper", {})), artifact=dict(meta.get("artifact", {})), claims=tuple(claims),
+        matrix=_matrix(meta["matrix"], f"{where} matrix", variants),
+        quick=_matrix(meta["quick"], f"{where} quick", variants),
+        tolerance=Tolerance(speedup=float(tol["speedup"]), min_runs=tol["min_runs"],
+                            max_relative_half_width=float(tol["max_relative_half_width"]),
+                            confidence=float(tol["confidence"]), profile=tol["profile"]),
+        variants=variants,
+        parameters={str(m): {str(shape): int(n) for shape, n in v.items()}
+                    for m, v in raw_parameters.items() if m != "source"},
+        parameters_source=str(raw_parameters.get("source", "")),
+    )

@@ -1,0 +1,155 @@
+"""docs/results: the pages of measured figures, generated from the records they cite, never written by hand.
+
+A store's records are too large for the repository (run folders, logs, timelines), so what the pages cite is kept
+as one small summary per store in docs/results/data/NAME.json: each run's figures and provenance (record id, the
+framework's revision, when it ran, its host CPU), each configuration's speedup with its interval and n, and the
+claims' verdicts in brief. Two commands:
+
+    ck report study:sysml19-p3 --store=STORE --docs=NAME   # summarise STORE into data/NAME.json, then regenerate
+    python -m reprokit.study.report.results_pages                 # regenerate every page from the summaries
+
+A unit test regenerates the pages and fails on any difference, so no figure in them can drift from its record.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from reprokit.errors import UserError
+from reprokit.outputs import output_folder, replace_file
+from reprokit.paths import REPO_ROOT
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.answer import answer
+from reprokit.study.paper.claims import Study
+from reprokit.study.analysis.labelled import labelled_verdicts
+from reprokit.study.store.records import Record
+
+SUMMARY_FORMAT = "reprokit-results-summary/1"
+RESULTS_DIR = REPO_ROOT / "docs" / "results"
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise UserError(f"--docs={name[:80]!r} is not a results page name; use lower-case letters, digits and '-', "
+                        f"e.g. --docs=p4000-emulated")
+    return name
+
+
+def _number(x: Any, digits: int = 2) -> float | None:
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        return None
+    return round(value, digits) if math.isfinite(value) else None
+
+
+def run_summary(record: Record) -> dict[str, Any]:
+    """One run's figures and provenance, as a page cites them."""
+    result = record.result or {}
+    provenance = record.provenance if isinstance(record.provenance, dict) else {}
+    workers = result.get("num_workers") or len(result.get("throughput_per_worker") or []) or None
+    total = result.get("throughput_dedilated_samples_per_sec", result.get("throughput_samples_per_sec"))
+    return {
+        "record": record.record_id, "model": record.config.model, "variant": record.config.variant,
+        "bandwidth": record.config.bandwidth, "engine": record.config.engine, "gpu": record.gpu,
+        "dilation": record.dilation, "ok": record.ok, "failure": record.failure_reason,
+        "samples_per_sec": _number(total),
+        "images_per_sec_per_worker": _number(float(total) / workers) if total is not None and workers else None,
+        "host_cpu_busy": _number(result.get("host_cpu_busy")), "wall_s": _number(provenance.get("duration_s"), 1),
+        "started_at": str(provenance.get("started_at", "")).split(" (")[0],
+        "revision": str(provenance.get("repo_revision", ""))[:12],
+        "setup": record.config.target.get("label", "") if isinstance(record.config.target, dict) else "",
+    }
+
+
+def _rows(frame: Any) -> list[dict[str, Any]]:
+    keep = ("setup", "model", "bandwidth", "engine", "gpu", "dilation", "variant", "versus", "n_variant", "n_versus",
+            "speedup", "ci_low", "ci_high")
+    out = []
+    for row in ([] if frame is None or frame.empty else frame.to_dict("records")):
+        out.append({k: (_number(row[k]) if isinstance(row.get(k), float) else row.get(k)) for k in keep if k in row})
+    return out
+
+
+def summarise(study: Study, records: Sequence[Record], program_models: set[str], name: str,
+              title: str) -> dict[str, Any]:
+    """The summary of a store that a results page is generated from."""
+    analysis = analyse(study, records, program_models)
+    labelled = labelled_verdicts(study.claims, analysis.overall, study.name, tolerance=study.tolerance,
+                                 verdicts=analysis.verdicts, emulated=analysis.emulated_speedups,
+                                 emulated_runs=analysis.emulated_runs)
+    the_answer = answer(study, analysis.verdicts, analysis.overall, analysis.decided, labelled)
+    return {"format": SUMMARY_FORMAT, "name": name, "title": title, "study": study.name,
+            "runs": sorted((run_summary(r) for r in records), key=lambda r: (r["started_at"], r["record"])),
+            "speedups": _rows(analysis.speedups) + _rows(analysis.emulated_speedups),
+            "answer": the_answer.to_dict()}
+
+
+def wall_times(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per configuration (model, bandwidth, compute, k): how many runs, and their wall minutes in all and each."""
+    groups: dict[tuple, list[float]] = {}
+    for r in runs:
+        if r["wall_s"] is not None:
+            groups.setdefault((r["model"], r["bandwidth"], r["gpu"] or "real", r["dilation"]), []).append(r["wall_s"])
+    return [{"model": m, "bandwidth": b, "compute": g, "dilation": k, "runs": len(w),
+             "minutes": round(sum(w) / 60, 1), "minutes_per_run": round(sum(w) / 60 / len(w), 1)}
+            for (m, b, g, k), w in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+
+
+def read_summaries(data_dir: Path) -> list[dict[str, Any]]:
+    summaries = []
+    for path in sorted(data_dir.glob("*.json")):
+        data = json.loads(path.read_text())
+        if data.get("format") != SUMMARY_FORMAT:
+            raise UserError(f"{path} is not a results summary ({SUMMARY_FORMAT}); remove it or write it again with "
+                            f"ck report study:NAME --store=STORE --docs={path.stem}")
+        summaries.append(data)
+    return summaries
+
+
+def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """Write one page per summary and the index; returns the pages written."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    page, index = env.get_template("results_page.md.j2"), env.get_template("results_index.md.j2")
+    written = []
+    listed = list(summaries)
+    for summary in listed:
+        path = out_dir / f"{summary['name']}.md"
+        replace_file(path, page.render(s=summary, fmt=_fmt, times=wall_times(summary["runs"])))
+        written.append(path)
+    replace_file(out_dir / "README.md", index.render(summaries=listed))
+    return [*written, out_dir / "README.md"]
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def write_summary(summary: dict[str, Any], results_dir: Path = RESULTS_DIR) -> list[Path]:
+    """Keep ``summary`` beside the others and regenerate every page."""
+    data_dir = results_dir / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    replace_file(data_dir / f"{summary['name']}.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return render_pages(read_summaries(data_dir), results_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    out = output_folder(args[0], "the pages' folder") if args else RESULTS_DIR
+    written = render_pages(read_summaries(RESULTS_DIR / "data"), out)
+    print(f"results: wrote {len(written)} page(s) in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

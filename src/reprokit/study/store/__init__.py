@@ -1,0 +1,1 @@
+"""The results store: write-once run records, signed bundles between evaluators, the store's identity."""

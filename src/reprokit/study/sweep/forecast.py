@@ -1,0 +1,152 @@
+"""How long a sweep will take, said before its first run, against the budget its matrix states.
+
+A run's duration (ck included) is estimated from the first of:
+
+1. earlier runs: the median ``provenance.duration_s`` of this store's own
+   successful runs of the same model, engine and bandwidth, with the same
+   profile and run size (SIZE_KEYS), on the same target (so a resumed sweep
+   learns from its own runs);
+2. the model's baseline probe, on a testbed whose bandwidths were chosen from
+   it (choice.py): the probe's duration on the unshaped links, plus per batch
+   the time the wire bytes take at the chosen bandwidth, 8 x wire bytes / B,
+   as if none of it were hidden behind computation (so it errs long);
+3. the study entry's seconds per run for the model (the matrix's
+   ``run_seconds``, with its source), only when the sweep runs the matrix's
+   own profile and run size.
+
+Runs with none of these are counted as without an estimate, and the forecast
+says how many. A forecast above the matrix's budget (the quick study: 30
+minutes) is said as a warning before the first run; the sweep runs anyway.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+
+from reprokit.engines.choice import EMBEDDED
+from reprokit.run import settings as run_settings
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.paper.planning import RunConfig
+from reprokit.study.sweep.progress import duration_text
+from reprokit.study.paper.rates import NATIVE, shaped_bps
+from reprokit.study.paper.target import Target
+
+if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module (and claims.py the store)
+    from reprokit.study.paper.claims import Matrix
+    from reprokit.study.store.records import Record
+
+# The run settings that set how long a run takes; runs that differ in any are no estimate for each other.
+SIZE_KEYS = ("NUM_BATCHES", "BATCH_SIZE", "IMAGE_SHAPE", "NUM_EPOCHS", "NUM_WORKERS", "NUM_SERVERS",
+             "WORKER_THREADS", "COMPUTE", "COMPUTE_PROFILE", "DILATION")  # an emulated GPU's compute sets the pace
+
+
+def run_size(env: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(env.get(key, "")) for key in SIZE_KEYS)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What the sweep's remaining runs will take, and from what."""
+    runs: int  # runs still to do
+    seconds: float  # of the runs with an estimate
+    unknown: int  # runs without an estimate
+    budget_s: float | None  # what the matrix aims at, the time already spent included; None: no budget
+    basis: tuple[str, ...]  # per model and engine: how many runs, how long each, from what
+    spent_s: float = 0.0  # already spent on this sweep before these runs (its baseline probes)
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget_s is not None and self.spent_s + self.seconds > self.budget_s
+
+    def line(self) -> str:
+        """One line for the console: the total first, then how it was estimated, then the budget."""
+        total = f"about {duration_text(self.seconds)}" if self.runs > self.unknown else "no estimate"
+        spent = f" after {duration_text(self.spent_s)} of probes" if self.spent_s else ""
+        unknown = (f"; {self.unknown} run(s) without an estimate (no earlier run, probe or study figure for them)"
+                   if self.unknown else "")
+        budget = ""
+        if self.budget_s is not None:
+            budget = (f"; MORE than the {duration_text(self.budget_s)} this matrix aims at: it runs anyway (fewer "
+                      f"runs: --models=, --variants=)" if self.over_budget
+                      else f"; within the {duration_text(self.budget_s)} this matrix aims at")
+        return f"{self.runs} run(s), {total}{spent} ({'; '.join(self.basis) or 'nothing to estimate from'}){unknown}{budget}"
+
+    def to_dict(self) -> dict:
+        return {"runs": self.runs, "seconds": self.seconds, "unknown": self.unknown,
+                "budget_s": self.budget_s, "basis": list(self.basis), "spent_s": self.spent_s}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Forecast:
+        budget = d.get("budget_s")
+        return cls(runs=int(d["runs"]), seconds=float(d["seconds"]), unknown=int(d["unknown"]),
+                   budget_s=None if budget is None else float(budget), basis=tuple(map(str, d["basis"])),
+                   spent_s=float(d.get("spent_s", 0.0)))
+
+
+def history(records: Sequence[Record], target: Target, profile: str) -> dict[tuple, list[float]]:
+    """Durations of the store's own successful runs on this target and profile, per (model, engine, bandwidth,
+    run size)."""
+    out: dict[tuple, list[float]] = {}
+    for r in records:
+        seconds = r.provenance.get("duration_s")
+        env = r.provenance.get("env_overrides")
+        if (not r.ok or r.imported_from or r.config.profile != profile or r.config.target.label != target.label
+                or not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0
+                or not isinstance(env, dict)):
+            continue
+        out.setdefault((r.config.model, r.config.engine, r.config.bandwidth, run_size(env)), []).append(float(seconds))
+    return out
+
+
+def probe_estimate(choice: BandwidthChoice, bandwidth: str, batches: int) -> float | None:
+    """A run at ``bandwidth`` from the model's probe: its duration plus the wire time the shaping adds, unhidden."""
+    if choice.probe_seconds is None or batches <= 0:
+        return None
+    if bandwidth == NATIVE:
+        return choice.probe_seconds
+    return choice.probe_seconds + batches * 8 * choice.wire_bytes_per_iter / shaped_bps(bandwidth)
+
+
+def forecast(runs: Sequence[RunConfig], records: Sequence[Record], target: Target, profile: str,
+             env: Mapping[str, str], matrix: Matrix, choices: Sequence[BandwidthChoice] = (),
+             spent_s: float = 0.0) -> Forecast:
+    """The forecast of ``runs`` (the sweep's runs not stored yet), see the module's docstring. ``matrix``: the one
+    the sweep runs (its budget and its run_seconds, which hold for its own profile and run settings only);
+    ``spent_s``: time the sweep already took (its probes), counted against the budget."""
+    earlier = history(records, target, profile)
+    size = run_size(env)
+    own_size = profile == matrix.profile and size == run_size(dict(matrix.env))
+    study_seconds = dict(matrix.run_seconds) if own_size else {}
+    probe_of = {c.model: c for c in choices}
+    batches: dict[str, int] = {}
+    per_group: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (model, engine) -> (seconds, source) per run
+    unknown = 0
+    for run in runs:
+        seconds, source = None, ""
+        durations = earlier.get((run.model, run.engine, run.bandwidth, size))
+        if durations:
+            seconds, source = statistics.median(durations), f"median of {len(durations)} earlier run(s)"
+        elif run.model in probe_of:
+            if run.model not in batches:
+                batches[run.model] = run_settings.resolve(run.model, {**env, "PROFILE": profile}, profile).num_batches
+            seconds = probe_estimate(probe_of[run.model], run.bandwidth, batches[run.model])
+            source = "its probe plus the shaped link's wire time"
+        if seconds is None and run.model in study_seconds:
+            seconds, source = study_seconds[run.model], "the study entry's run_seconds"  # its meta gives their source
+        if seconds is None:
+            unknown += 1
+            continue
+        per_group.setdefault((run.model, run.engine), []).append((seconds, source))
+    basis = []
+    for (model, engine), estimates in per_group.items():
+        low, high = min(s for s, _ in estimates), max(s for s, _ in estimates)
+        each = duration_text(low) if math.isclose(low, high, rel_tol=0.05) \
+            else f"{duration_text(low)} to {duration_text(high)}"
+        sources = ", ".join(dict.fromkeys(source for _, source in estimates))
+        basis.append(f"{model}{'' if engine == EMBEDDED else ' (' + engine + ')'}: {len(estimates)} run(s), "
+                     f"{each} each from {sources}")
+    return Forecast(runs=len(runs), seconds=sum(s for estimates in per_group.values() for s, _ in estimates),
+                    unknown=unknown, budget_s=matrix.budget_s, basis=tuple(basis), spent_s=spent_s)

@@ -1,0 +1,1 @@
+"""The what-if model: one iteration simulated, its validation against emulated runs, predictions."""
