@@ -7,7 +7,7 @@ from reprokit.ck.errors import access
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import ARTIFACT, InstalledEngine
 from reprokit.engines.choice import select_engine
-from reprokit.engines.registry import engines
+from reprokit.engines.registry import engines_on
 from reprokit.errors import UserError
 from reprokit.values import shown
 
@@ -25,7 +25,7 @@ def installed_engines(side: str = "") -> list[tuple[EnvEntry, InstalledEngine | 
     """Every env entry of a registered engine (of one side of the ENGINE knob, or all), with the usable install it
     registers (None: its install was removed); each engine's tags are searched once, in the engines' order."""
     found: list[tuple[EnvEntry, InstalledEngine | None]] = []
-    wanted = [e for e in engines() if not side or e.side == side]
+    wanted = engines_on(side)
     for tags in dict.fromkeys(e.env_tags for e in wanted):
         readers = [e for e in wanted if e.env_tags == tags]
         for entry in env_entries(tags):

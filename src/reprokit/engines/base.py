@@ -131,6 +131,8 @@ class Engine(Protocol):
     """One registered engine (``@register_engine(kind)``)."""
     kind: EngineKind
     side: str  # EMBEDDED or ARTIFACT: which value of the ENGINE knob chooses it
+    stock_knobs: bool  # it takes stock MXNet's P3 knobs and van (DMLC_PS_VAN_TYPE, the slice threshold, ...)
+    busy_waits: bool  # emulated compute may spin on its engine thread (MXEnginePushSync): COMPUTE_WAIT=busy
     variants: tuple[Variant, ...]  # the variants it runs
     reports: Reports
     env_tags: str  # the CK env entries that register it

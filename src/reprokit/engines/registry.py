@@ -55,6 +55,11 @@ def engines() -> list[Engine]:
     return [_ENGINES[kind] for kind in EngineKind if kind in _ENGINES]
 
 
+def engines_on(side: str = "") -> list[Engine]:
+    """The engines one value of the ENGINE knob chooses (embedded, artifact), in registration order; all for ""."""
+    return [e for e in engines() if not side or e.side == side]
+
+
 def builds(side: str) -> tuple[str, ...]:
     """The stored kinds of the engines on one side of the ENGINE knob (artifact: p3, baseline)."""
     return tuple(e.kind.value for e in engines() if e.side == side)

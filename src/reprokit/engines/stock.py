@@ -32,6 +32,8 @@ def engine_files() -> list[Path]:
 class StockMXNet:
     kind: EngineKind  # set by @register_engine
     side = EMBEDDED
+    stock_knobs = True
+    busy_waits = True
     variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3)
     reports = Reports(p3_knobs=True, ps_van=True, comm_probes=True)
     env_tags = "lib,mxnet"

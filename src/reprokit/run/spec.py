@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
 from reprokit.cluster.ssh import resolve as ssh_resolve
-from reprokit.engines.base import EMBEDDED, InstalledEngine, JobData, RunJob
+from reprokit.engines.base import InstalledEngine, JobData, RunJob
 from reprokit.errors import UserError
 from reprokit.jsonfile import write_json
 from reprokit.cluster.ports import LOCALHOST, check_port_free
@@ -193,7 +193,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
     if settings.compute == EMULATED:
         check_emulation_on(engine, settings)
-    stock_knobs = engine.engine.side == EMBEDDED  # the authors' builds get neither stock MXNet's knobs nor its van
+    stock_knobs = engine.engine.stock_knobs
     job = RunJob(variant=settings.variant, model=settings.model, batch_size=settings.batch_size,
                  image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
                  disp_batches=settings.disp_batches, output_file=settings.output_file,
@@ -215,7 +215,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
 
 def check_emulation_on(engine: InstalledEngine, settings: RunSettings) -> None:
     """Every engine runs program/p3's train.py for emulated compute; busy waits need stock MXNet's engine call."""
-    if engine.engine.side != EMBEDDED and settings.compute_wait == BUSY:
+    if not engine.engine.busy_waits and settings.compute_wait == BUSY:
         raise UserError(f"COMPUTE_WAIT=busy spins on MXNet's engine thread through MXEnginePushSync, which "
                         f"{engine.name} (MXNet 1.1) lacks; drop --env.COMPUTE_WAIT (waits asleep, as on a GPU host) "
                         f"or use --env.ENGINE=embedded")

@@ -29,6 +29,8 @@ class ArtifactBuild:
     """One of the authors' builds; ``kind`` is set by the registration."""
     kind: EngineKind
     side = ARTIFACT
+    stock_knobs = False  # their P3 is compiled into ps-lite's own van; MXNet 1.1 has none of 1.9.1's knobs
+    busy_waits = False  # MXNet 1.1 lacks MXEnginePushSync
     variants: tuple[Variant, ...] = ()
     reports = Reports()
     env_tags = ARTIFACT_TAGS

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from collections.abc import Collection, Iterable, Mapping
 
 from reprokit.engines.choice import EMBEDDED
-from reprokit.engines.registry import engines as registered_engines
+from reprokit.engines.registry import engines_on
 from reprokit.vocabulary import Variant
 
 
@@ -31,7 +31,7 @@ def engine_variants(engine: str, variants: Iterable[str]) -> list[str]:
     """The study variants the engines on one side of the ENGINE knob run (the registry says which): each engine
     runs its own variants; the study's other variants are ablations of p3 (p3-slicing-only, ...) that set MXNet's
     P3 knobs, so they run only on an engine that reads those knobs."""
-    ours = [e for e in registered_engines() if e.side == engine]
+    ours = engines_on(engine)
     run_variants = {v.value for v in Variant}
     return [v for v in variants
             if any(v in e.variants or (v not in run_variants and e.reports.p3_knobs) for e in ours)]
