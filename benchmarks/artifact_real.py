@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from reprokit.bootstrap import REPO_ALIAS, ck as ck_cli
-from reprokit.paths import SRC_DIR
+from reprokit.core.paths import SRC_DIR
 from reprokit.study.analysis.analyse import mean_interval, ratio_interval  # the study's speedup interval (log scale, never below zero)
 from reprokit.study.paper.claims import NATIVE
 

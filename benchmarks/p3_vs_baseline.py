@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.paths import REPO_ROOT
+from reprokit.core.paths import REPO_ROOT
 from reprokit.run.settings import P3_DEFAULT_SLICE_SIZE, P3_DEFAULT_WATER_MARK
 from reprokit.study.analysis.analyse import ratio_interval  # the study's speedup interval (log scale, never below zero)
 from reprokit.study.sweep.choice import choose  # the study's bandwidth choice from a measured probe

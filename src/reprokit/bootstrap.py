@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reprokit.paths import REPO_ROOT
+from reprokit.core.paths import REPO_ROOT
 
 REPO_ALIAS = "reproduce-sysml19-paper-p3"  # the original workflow's: `ck pull repo:<it>` and `ck pull all` find us
 OLD_REPO_ALIASES = ("ck-sysml19-p3",)  # what earlier versions registered; ensure_repo moves them to REPO_ALIAS

@@ -9,7 +9,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from reprokit.paths import PROGRAM_DIR
+from reprokit.core.paths import PROGRAM_DIR
 
 
 def program_module(name: str) -> ModuleType:

@@ -4,7 +4,7 @@ With a timeline its workers measure each layer's compute, a profile a later run 
 from dataclasses import replace
 
 from reprokit.emulation.profile import MEASURED_FILE, Factor, resolve_profile
-from reprokit.jsonfile import write_json
+from reprokit.core.jsonfile import write_json
 
 BATCH = 8
 WAIT_S = 0.6  # forward + backward per iteration at k=1: well above this machine's communication of ResNet-50

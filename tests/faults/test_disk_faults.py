@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from support.faults import one_clear_line
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 pytestmark = [pytest.mark.root, pytest.mark.fault("disk")]
 

@@ -92,7 +92,7 @@ def test_the_output_folder_check_on_a_host_passes_where_a_file_can_be_written_an
     from reprokit.cluster import rundir
     from reprokit.cluster.hosts import load
     from reprokit.cluster.ssh import Connection, resolve
-    from reprokit.errors import UserError
+    from reprokit.core.errors import UserError
 
     _, state = testbed2
     cluster = load(str(state / "hosts.json"))

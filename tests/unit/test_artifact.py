@@ -15,7 +15,7 @@ from reprokit.engines.artifact.install import InstallError, Steps, apply_patches
 from reprokit.engines.base import InstalledEngine, JobData, RoleCommand, RunJob
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import get_engine
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 
 def fake_toolkit(root: Path, cudnn: bool = False) -> Path:
@@ -139,7 +139,7 @@ def test_patch_folder_is_the_packages_own_unless_given(tmp_path):
 
 def test_one_copy_of_each_patch_serves_every_package_that_names_it(tmp_path):
     """The baseline and Zenodo packages take the P3 package's patches; the baseline only those its meta lists."""
-    from reprokit.paths import REPO_ROOT
+    from reprokit.core.paths import REPO_ROOT
 
     base = {"INSTALL_DIR": str(tmp_path), "PACKAGE_URL": "u", "USE_CUDA": "0"}
     applied = {}

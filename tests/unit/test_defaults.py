@@ -5,7 +5,7 @@ import json
 
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.engine_side import program_module
-from reprokit.paths import PROGRAM_DIR
+from reprokit.core.paths import PROGRAM_DIR
 from reprokit.run.settings import resolve
 from reprokit.engines.stock import FINISH_LINE
 from reprokit.vocabulary import PsVan

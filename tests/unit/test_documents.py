@@ -52,7 +52,7 @@ def test_a_recordio_manifest_and_a_study_record_round_trip():
 def test_the_run_spec_and_the_result_carry_their_format_and_refuse_another():
     import pytest
 
-    from reprokit.errors import UserError
+    from reprokit.core.errors import UserError
     from reprokit.run.result import RESULT_FORMAT
     from reprokit.run.spec import SPEC_FORMAT, RunSpec
 

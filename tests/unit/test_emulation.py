@@ -5,7 +5,7 @@ import re
 import pytest
 
 from reprokit.emulation import profile as em
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.settings import resolve
 from reprokit.study.profiles import emulation_profiles
 from reprokit.study.profiles import layer_profiles

@@ -56,7 +56,7 @@ def test_a_run_folder_on_a_full_filesystem_or_with_an_overlong_name_is_refused_b
 
     import pytest
 
-    from reprokit.errors import UserError
+    from reprokit.core.errors import UserError
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(real_shutil, "disk_usage", lambda _path: usage(10 ** 9, 10 ** 9, 1024))

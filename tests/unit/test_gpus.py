@@ -6,7 +6,7 @@ import pytest
 
 from reprokit.emulation import gpus as g
 from reprokit.emulation import profile as em
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 pytestmark = pytest.mark.parallel
 STORED = json.loads(g.GPUS_FILE.read_text())

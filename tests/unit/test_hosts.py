@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.cluster.hosts import HostSpec, check_description, load, parse
 
 

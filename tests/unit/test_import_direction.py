@@ -5,7 +5,7 @@ import ast
 import sys
 from pathlib import Path
 
-from reprokit.paths import PROGRAM_DIR, SRC_DIR
+from reprokit.core.paths import PROGRAM_DIR, SRC_DIR
 
 PACKAGE = SRC_DIR / "reprokit"
 # Higher may import lower or equal; anything else under reprokit (errors, values, files, paths, ...) is core (0).

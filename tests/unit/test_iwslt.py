@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from reprokit.data.registered import EnvEntry
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.data.iwslt import (ENV, FILES, KIND_REAL, KIND_SYNTHETIC, check_corpus, choose_corpus, describe,
                             make_synthetic)
 

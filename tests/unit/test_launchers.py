@@ -2,7 +2,7 @@
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.launchers import check_allocated, check_in_job, choose_launcher, get_launcher, launcher_names
 from reprokit.run.settings import default_profile
 from reprokit.run.spec import RunSpec

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from reprokit.paths import REPO_ROOT
+from reprokit.core.paths import REPO_ROOT
 
 pytestmark = pytest.mark.parallel
 

@@ -3,9 +3,9 @@ import io
 
 import pytest
 
-from reprokit.errors import UserError
-from reprokit.jsonfile import write_json
-from reprokit.outputs import output_file, output_folder, replace_file, save_figure
+from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import write_json
+from reprokit.core.outputs import output_file, output_folder, replace_file, save_figure
 
 pytestmark = pytest.mark.parallel
 

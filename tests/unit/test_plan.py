@@ -2,7 +2,7 @@ import socket
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.cluster.ports import check_port_free, hold_port, pick_free_port
 from reprokit.run.plan import RolePlan, layout_roles, worker_threads_per_host
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.report.results_pages import RESULTS_DIR, check_name, read_summaries, render_pages, summarise
 from support.study_data import ALL_MODELS, records, study
 

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.store import identity
-from reprokit import schema as s
+from reprokit.core import schema as s
 from reprokit.study.store.bundle import MANIFEST_SCHEMA, member_name_ok
 from reprokit.study.store.records import Record, Store, check_record, write_once
 

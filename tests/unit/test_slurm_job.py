@@ -8,7 +8,7 @@ import pytest
 from reprokit.cluster import hosts
 from reprokit.cluster import slurm
 from reprokit.cluster.slurm import JobState, SlurmJob, argv_without, batch_script, follow, job_of
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 
 def test_the_section_becomes_sbatch_options_each_one_argument():
@@ -127,7 +127,7 @@ def test_an_unanswered_scontrol_is_said_at_once_and_is_not_an_end_until_it_lasts
 def test_a_stop_ends_the_following_within_its_bound_even_when_slurmctld_is_gone(tmp_path):
     """SIGTERM to ck run --submit with slurmctld dead: one scancel and one look, then the command ends."""
     from reprokit.cluster.slurm import STOPPED_WAIT_S
-    from reprokit.errors import UserError
+    from reprokit.core.errors import UserError
 
     now = [0.0]
 

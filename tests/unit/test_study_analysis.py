@@ -9,7 +9,7 @@ from reprokit.study.paper import claims as studies
 from reprokit.study.paper import planning
 from reprokit.study.paper import target
 from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.sweep.options import select
 from reprokit.study.paper.rates import NATIVE

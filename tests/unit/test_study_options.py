@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.sweep import options
 from reprokit.study.sweep.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
 from reprokit.study.store.records import Store, Sweep

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.report.render import render, write_report
 from reprokit.study.store.records import Store

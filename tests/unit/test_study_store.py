@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.store.bundle import export, import_bundle
 from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Store, write_once

@@ -2,7 +2,7 @@
 import pytest
 
 from reprokit.cluster import testbed as testbed
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 
 def test_without_root_the_testbed_says_so(monkeypatch, tmp_path):

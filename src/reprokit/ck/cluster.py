@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
-from reprokit.jsonfile import write_json
+from reprokit.core.jsonfile import write_json
 from reprokit.cluster.slurm import SlurmJob, job_of
-from reprokit.errors import UserError
-from reprokit.values import whole_number
+from reprokit.core.errors import UserError
+from reprokit.core.values import whole_number
 
 if TYPE_CHECKING:
     from reprokit.run.launchers import Launcher

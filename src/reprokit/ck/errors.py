@@ -7,7 +7,7 @@ import sys
 from typing import Any
 from collections.abc import Callable
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 
 def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from reprokit.ck.errors import access, ck_command
 from reprokit.ck.script import install_parameters, refuse_shell_syntax_in_labels
-from reprokit.errors import UserError
-from reprokit.paths import SRC_DIR
-from reprokit.values import decimal, plain_setting, whole_number
+from reprokit.core.errors import UserError
+from reprokit.core.paths import SRC_DIR
+from reprokit.core.values import decimal, plain_setting, whole_number
 
 INSTALL_SCRIPT_WRITES = "stock CK writes every install variable into the install script (quoted only around spaces)"
 

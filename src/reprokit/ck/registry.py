@@ -8,8 +8,8 @@ from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import ARTIFACT, InstalledEngine
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import engines_on
-from reprokit.errors import UserError
-from reprokit.values import shown
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 
 
 def env_entries(tags: str) -> list[EnvEntry]:

@@ -14,7 +14,7 @@ import sys
 from types import FrameType
 from pathlib import Path
 
-from reprokit.values import plain_setting
+from reprokit.core.values import plain_setting
 
 
 def ck_locals(function: str, module_dir: str) -> dict:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from reprokit.ck.errors import access, ck_command
 from reprokit.ck.registry import artifact_builds, machine_cluster_data
-from reprokit.errors import UserError
-from reprokit.outputs import output_file, output_folder
-from reprokit.values import shown
+from reprokit.core.errors import UserError
+from reprokit.core.outputs import output_file, output_folder
+from reprokit.core.values import shown
 from reprokit.study.paper import claims
 from reprokit.study.sweep import options
 from reprokit.study.store.records import Store

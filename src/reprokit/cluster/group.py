@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ssh import Connection, resolve
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 T = TypeVar("T")
 MAX_PARALLEL = 32

@@ -42,11 +42,11 @@ from collections.abc import Mapping
 
 import yaml
 
-from reprokit.errors import UserError
-from reprokit.files import read_regular
-from reprokit import schema as s
-from reprokit.schema import HOST_NAME
-from reprokit.values import shown
+from reprokit.core.errors import UserError
+from reprokit.core.files import read_regular
+from reprokit.core import schema as s
+from reprokit.core.schema import HOST_NAME
+from reprokit.core.values import shown
 
 # NUM_WORKERS/NUM_SERVERS and hosts.json's per-host counts, whatever the hosts: 1000 nodes x 100 roles. It
 # keeps a typo (1e9) from being laid out role by role before the per-host limit sees it.
@@ -109,7 +109,7 @@ class ClusterConfig:
 
 
 def _valid(spec: s.Spec, value: Any, where: str) -> Any:
-    """``value`` checked against ``spec`` (the one validation idiom, reprokit.schema); a refusal is one line."""
+    """``value`` checked against ``spec`` (the one validation idiom, reprokit.core.schema); a refusal is one line."""
     try:
         spec.check(value, where)
     except s.Invalid as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 
 from reprokit.cluster.ssh import Connection
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 CHECK_TIMEOUT_S = 60
 NOT_RUNNABLE = (126, 127)  # the shell's "cannot execute" and "not found"

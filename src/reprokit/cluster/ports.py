@@ -7,7 +7,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from reprokit.cluster import portchoice
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 if TYPE_CHECKING:  # paramiko only where a remote host is asked
     from paramiko import Channel

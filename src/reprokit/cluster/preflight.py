@@ -16,7 +16,7 @@ from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, resolve
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 
 @dataclass

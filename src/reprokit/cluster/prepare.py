@@ -22,7 +22,7 @@ from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.ports import hold_remote_port
 from reprokit.cluster.ssh import Connection
 from reprokit.cluster.transfer import Transfer, choose as choose_transfer
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 if TYPE_CHECKING:
     import paramiko

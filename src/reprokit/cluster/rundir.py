@@ -17,9 +17,9 @@ import shlex
 import paramiko
 
 from reprokit.cluster.ssh import Connection
-from reprokit.errors import UserError
-from reprokit.paths import MB
-from reprokit.values import SHOWN_PATH_CHARACTERS, shown
+from reprokit.core.errors import UserError
+from reprokit.core.paths import MB
+from reprokit.core.values import SHOWN_PATH_CHARACTERS, shown
 
 RUNS_ROOT = "/tmp/reprokit-runs"
 MIN_FREE_MB = 100

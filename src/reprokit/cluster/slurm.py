@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from collections.abc import Callable, Mapping, Sequence
 
-from reprokit import schema as s
-from reprokit.errors import UserError
+from reprokit.core import schema as s
+from reprokit.core.errors import UserError
 
 COMMAND_TIMEOUT_S = 30  # each sbatch, scancel, and scontrol outside the following loop
 POLL_TIMEOUT_S = 2  # each scontrol and scancel of the following loop: a stop must not wait behind a silent slurmctld

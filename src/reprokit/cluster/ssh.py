@@ -25,8 +25,8 @@ from typing import BinaryIO
 
 import paramiko
 
-from reprokit.errors import UserError
-from reprokit.files import read_regular
+from reprokit.core.errors import UserError
+from reprokit.core.files import read_regular
 from reprokit.cluster.hosts import ClusterConfig, HostSpec
 
 # paramiko's transport threads log failures with tracebacks; our SshError lines already say what

@@ -22,7 +22,7 @@ import paramiko
 
 from reprokit.cluster import rundir
 from reprokit.cluster.ssh import Connection
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 PROBE_TIMEOUT_S = 10.0
 TRANSFER_TIMEOUT_S = 60.0  # without progress, per file

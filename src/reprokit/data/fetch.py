@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 from collections.abc import Callable
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 DOWNLOAD_TIMEOUT_S = 60  # per network operation; a stalled server fails instead of hanging
 CHUNK = 1 << 20

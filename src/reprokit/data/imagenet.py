@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.errors import UserError, one_line_errors
+from reprokit.core.errors import UserError, one_line_errors
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k (its train set)
 KIND_IMAGENET = "imagenet"
@@ -148,7 +148,7 @@ def describe(root: str | Path) -> TrainFolder:
 
 
 def write_marker(root: Path, kind: str, **details: object) -> None:
-    from reprokit.jsonfile import write_json
+    from reprokit.core.jsonfile import write_json
 
     write_json(root / MARKER, {"kind": kind, **details})
 

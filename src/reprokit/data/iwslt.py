@@ -27,8 +27,8 @@ from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinne
 from reprokit.data.imagenet import (read_marker,
                        write_marker)
 from reprokit.engine_side import program_module
-from reprokit.errors import UserError, one_line_errors
-from reprokit.values import whole_number
+from reprokit.core.errors import UserError, one_line_errors
+from reprokit.core.values import whole_number
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = ("train.en", "train.vi", "tst2012.en", "tst2012.vi", "tst2013.en", "tst2013.vi", "vocab.en", "vocab.vi")

@@ -44,8 +44,8 @@ from types import ModuleType
 from typing import Any, TextIO
 from collections.abc import Callable, Iterator
 
-from reprokit.schema import fields_of
-from reprokit.errors import UserError, one_line_errors
+from reprokit.core.schema import fields_of
+from reprokit.core.errors import UserError, one_line_errors
 
 OUTPUT_DIR = "recordio"
 MANIFEST = "recordio.json"

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from reprokit.errors import UserError
-from reprokit.values import shown
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 
 T = TypeVar("T")
 

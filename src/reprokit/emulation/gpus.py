@@ -15,9 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from reprokit import schema as s
-from reprokit.errors import UserError
-from reprokit.values import shown
+from reprokit.core import schema as s
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 
 GPUS_FILE = Path(__file__).with_name("gpus.json")
 MEASURED_PREFIX = "measured:"  # --gpu/--emulate=measured:FILE: a profile a run measured of itself

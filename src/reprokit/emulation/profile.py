@@ -17,11 +17,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from reprokit import schema as s
+from reprokit.core import schema as s
 from reprokit.emulation.gpus import measured_path, paper_gpu, valid_names
-from reprokit.errors import UserError
-from reprokit.jsonfile import read_json
-from reprokit.values import shown, tc_rate_bps
+from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import read_json
+from reprokit.core.values import shown, tc_rate_bps
 
 REAL, EMULATED = "real", "emulated"
 COMPUTE_MODES = (REAL, EMULATED)

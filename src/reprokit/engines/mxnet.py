@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 MXNET_LIBRARY = "libmxnet.so"  # the file CK's soft detection looks for
 VERSION_TIMEOUT_S = 60

@@ -12,7 +12,7 @@ from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import EMBEDDED, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.engines.registry import register_engine
-from reprokit.paths import PROGRAM_DIR
+from reprokit.core.paths import PROGRAM_DIR
 from reprokit.vocabulary import Variant
 
 # Beside the training scripts but not part of a run: CK's hooks run in CK's process; layer_profile.py is run once,

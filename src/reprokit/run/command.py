@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from reprokit.errors import UserError
-from reprokit.paths import disk_error
-from reprokit.jsonfile import write_json
+from reprokit.core.errors import UserError
+from reprokit.core.paths import disk_error
+from reprokit.core.jsonfile import write_json
 from reprokit.run import lifeline
 from reprokit.run.forecast import EpochForecast
 from reprokit.run.launch import Outcome, StopRequest

@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from reprokit.paths import MB, check_room, disk_errors
+from reprokit.core.paths import MB, check_room, disk_errors
 from reprokit.run.lifeline import LAUNCHER_FILE, STOP_FILE
 from reprokit.run.procscan import is_running
 

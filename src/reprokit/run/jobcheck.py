@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.preflight import checks_table
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.plan import RolePlan
 
 if TYPE_CHECKING:
@@ -126,6 +126,6 @@ def table(launcher: str, checks: list[JobHostCheck]) -> str:  # the launcher's n
 
 def runs_folder(given: str) -> Path:
     """Where the run folders go: --tmp_dir, else program:p3's tmp (CK's default for `ck run`)."""
-    from reprokit.paths import PROGRAM_DIR
+    from reprokit.core.paths import PROGRAM_DIR
 
     return Path(os.path.expanduser(given)) if given else PROGRAM_DIR / "tmp"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ports import PORT_CHOICE_CODE
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.launch import OutputSink, Outcome, RoleProcess, StopRequest, supervise
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes

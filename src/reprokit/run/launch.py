@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Protocol, TextIO, TypeVar
 from collections.abc import Callable
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.cluster.ports import hold_port
-from reprokit.paths import disk_error
+from reprokit.core.paths import disk_error
 from reprokit.run.console import ConsoleFilter
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan

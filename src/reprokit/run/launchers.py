@@ -14,11 +14,11 @@ from typing import ClassVar, TextIO
 from collections.abc import Callable, Mapping
 
 from reprokit.cluster.hosts import ClusterConfig
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.spec import RunSpec
-from reprokit.values import shown
+from reprokit.core.values import shown
 
 Watch = Callable[[Role, str], None] | None
 ALLOCATION_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")

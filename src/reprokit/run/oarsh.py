@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit
 from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reprokit.errors import UserError
-from reprokit.jsonfile import write_json
+from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
 
 # Variables that switch the engine's mechanism (the van, P3's slicing, where the optimizer runs). A role gets them

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import paramiko
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
 from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprokit.emulation.profile import EMULATED
-from reprokit.jsonfile import write_json
-from reprokit.schema import fields_of
+from reprokit.core.jsonfile import write_json
+from reprokit.core.schema import fields_of
 from reprokit.run import speedometer
 from reprokit.engine_side import program_module
 from reprokit.vocabulary import RunStatus, Variant
@@ -133,7 +133,7 @@ class Result:
         return cls(status=status, failure_reason=reason)
 
     def save(self, run_dir: Path) -> Path:
-        from reprokit.jsonfile import write_json
+        from reprokit.core.jsonfile import write_json
 
         path = Path(run_dir) / RESULT_FILE
         write_json(path, self.to_dict())

@@ -18,9 +18,9 @@ from reprokit.cluster.testbed import slurm_testbed_of, testbed_of
 from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, ComputeProfile, check_compute,
                                        check_compute_wait, check_dilation, check_name, named_profiles,
                                        resolve_profile)
-from reprokit.errors import UserError
-from reprokit.paths import MB, check_room
-from reprokit.values import SHOWN_PATH_CHARACTERS, shown, whole_number
+from reprokit.core.errors import UserError
+from reprokit.core.paths import MB, check_room
+from reprokit.core.values import SHOWN_PATH_CHARACTERS, shown, whole_number
 from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, PsVan, Variant
 
 

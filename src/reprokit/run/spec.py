@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
 from reprokit.cluster.ssh import resolve as ssh_resolve
 from reprokit.engines.base import InstalledEngine, JobData, RunJob
-from reprokit.errors import UserError
-from reprokit.jsonfile import write_json
+from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import write_json
 from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
 from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,

@@ -28,7 +28,7 @@ from typing import TextIO
 from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment)
 from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv as job_role_argv

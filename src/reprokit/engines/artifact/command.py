@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES, epoch_batches
 from reprokit.data.recordio import record_heads
 from reprokit.engines.base import InstalledEngine, RoleCommand, RunJob
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 # The seed's --network arguments of the artifact's example/image-classification/train_imagenet.py.
 IMAGE_NETWORKS: dict[str, list[str]] = {

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 
 from reprokit.engines.base import ARTIFACT
 from reprokit.engines.registry import builds
-from reprokit.errors import UserError
-from reprokit.values import shown, whole_number
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown, whole_number
 
 # numpy 1.23.5: the newest numpy with the aliases (np.bool, ...) that MXNet's python code uses; pyyaml: the
 # bundled Sockeye's config.py imports yaml.

@@ -43,7 +43,7 @@ from reprokit.data.fetch import download, extract_zip
 from reprokit.engines.artifact.config import (GitSource, InstallRequest, ZipSource, build_env, make_args,
                                              request_from_env)
 from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 STAGING = "artifact.partial"
 INSTALL_LOG = "install.log"
@@ -247,7 +247,7 @@ def make_deps(tree: Path, steps: Steps) -> Path | None:
 
 def install(request: InstallRequest, console=sys.stdout) -> Path:
     """Fetch, build, install into a prefix and check; swap in only when every step worked. Returns the manifest."""
-    from reprokit.jsonfile import write_json
+    from reprokit.core.jsonfile import write_json
 
     install_dir = request.install_dir
     install_dir.mkdir(parents=True, exist_ok=True)

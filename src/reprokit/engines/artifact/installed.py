@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from reprokit.engines.base import ARTIFACT
 from reprokit.engines.registry import builds
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
 MANIFEST = "artifact.json"  # written by the installer; what soft:tool.p3 detects

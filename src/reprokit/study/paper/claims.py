@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
 
-from reprokit import schema as s
-from reprokit.errors import UserError
+from reprokit.core import schema as s
+from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, rate_bps  # noqa: F401 (NATIVE: the benchmarks import it from here)
 from reprokit.study.store.records import store_dir  # noqa: F401 (reprokit.ck.study, the CK module's code, calls it here)
 

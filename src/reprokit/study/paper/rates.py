@@ -1,8 +1,8 @@
 """Bandwidths as tc rates (``100mbit``, ``4gbit``) and ``native``: links whose capacity is not known."""
 from __future__ import annotations
 
-from reprokit.errors import UserError
-from reprokit.values import shown, tc_rate_bps
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown, tc_rate_bps
 
 NATIVE = "native"  # a configuration whose links were not shaped and whose capacity is not known
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from collections.abc import Iterable, Mapping
 
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, testbed_of
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, rate_bps, same_rate, shaped_bps
 
 if TYPE_CHECKING:  # claims.py imports the store, which imports this module

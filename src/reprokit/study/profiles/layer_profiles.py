@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.whatif.iteration_model import Layer
 
 DATA = Path(__file__).with_name("layer_profiles.json")

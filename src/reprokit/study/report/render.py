@@ -36,8 +36,8 @@ from collections.abc import Iterable
 import jinja2
 
 from reprokit.emulation.gpus import paper_gpu
-from reprokit.jsonfile import write_json
-from reprokit.outputs import replace_file, save_figure as save_figure_file
+from reprokit.core.jsonfile import write_json
+from reprokit.core.outputs import replace_file, save_figure as save_figure_file
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts

@@ -22,9 +22,9 @@ from typing import Any
 
 import jinja2
 
-from reprokit.errors import UserError
-from reprokit.outputs import output_folder, replace_file
-from reprokit.paths import REPO_ROOT
+from reprokit.core.errors import UserError
+from reprokit.core.outputs import output_folder, replace_file
+from reprokit.core.paths import REPO_ROOT
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
 from reprokit.study.paper.claims import Study

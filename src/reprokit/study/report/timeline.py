@@ -30,8 +30,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 from reprokit.engines.choice import EMBEDDED
-from reprokit.errors import UserError
-from reprokit.outputs import save_figure
+from reprokit.core.errors import UserError
+from reprokit.core.outputs import save_figure
 from reprokit.engine_side import program_module
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis.analyse import setup_label

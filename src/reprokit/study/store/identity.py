@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import VerifyKey
 
-from reprokit.errors import UserError
-from reprokit.files import read_regular
+from reprokit.core.errors import UserError
+from reprokit.core.files import read_regular
 
 KEY_FILE = "origin.key"
 MAX_KEY_BYTES = 64 << 10  # an Ed25519 key in PEM is 119 bytes

@@ -46,14 +46,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from reprokit.cluster.testbed import LINK_SHARING
 from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
-from reprokit.errors import UserError
-from reprokit.values import shown, tc_rate_bps
-from reprokit.jsonfile import read_json
-from reprokit.paths import MB, check_room, disk_errors
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown, tc_rate_bps
+from reprokit.core.jsonfile import read_json
+from reprokit.core.paths import MB, check_room, disk_errors
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
 from reprokit.run.result import Result
 from reprokit.study.store import identity
-from reprokit import schema as s
+from reprokit.core import schema as s
 from reprokit.study.sweep.choice import BandwidthChoice
 from reprokit.study.sweep.forecast import Forecast
 from reprokit.study.paper.planning import RunConfig, plan_runs

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Mapping, Sequence
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, shaped_bps
 
 BYTES_PER_PARAMETER = 4  # float32 gradients and weights

@@ -39,8 +39,8 @@ from collections.abc import Callable, Collection, Mapping
 from reprokit.engines.choice import EMBEDDED, engine_kind
 from reprokit.run import settings as run_settings
 from reprokit.study.sweep import runner as study_runner
-from reprokit.errors import UserError
-from reprokit.jsonfile import write_json
+from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import write_json
 from reprokit.study.sweep.choice import BandwidthChoice, choose
 from reprokit.cluster.testbed import testbed_of
 from reprokit.study.paper.claims import Matrix, Study

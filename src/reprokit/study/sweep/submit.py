@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from typing import TextIO
 
 from reprokit.cluster.slurm import argv_without, follow, job_to_submit, submit_command
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 from reprokit.run.launch import StopRequest
 from reprokit.run.launchers import in_slurm_allocation
 from reprokit.study.sweep import runner as study_runner

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from reprokit.paths import REPO_ROOT
+from reprokit.core.paths import REPO_ROOT
 from reprokit.study.whatif import iteration_model
 from reprokit.study.whatif.iteration_model import ModelInput, Prediction
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reprokit.errors import UserError
-from reprokit.files import read_regular
-from reprokit.outputs import replace_file
+from reprokit.core.errors import UserError
+from reprokit.core.files import read_regular
+from reprokit.core.outputs import replace_file
 
 MAX_JSON_BYTES = 32 << 20  # a document of ours (the largest: an imported bundle's description, its manifest in it)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 SHOWN_CHARACTERS = 80  # of a user's value quoted in a message: a 6 MB value must not make a 6 MB message
 SHOWN_PATH_CHARACTERS = 240  # a path is quoted whole up to this: the user must find it to fix it

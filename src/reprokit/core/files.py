@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 _KINDS = (  # what a path is when it is not a regular file
     (stat.S_ISDIR, "a folder"),

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from collections.abc import Iterator
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
-SRC_DIR = Path(__file__).resolve().parents[1]  # put on PYTHONPATH of child interpreters that import reprokit
+SRC_DIR = Path(__file__).resolve().parents[2]  # put on PYTHONPATH of child interpreters that import reprokit
 REPO_ROOT = SRC_DIR.parent
 PROGRAM_DIR = REPO_ROOT / "program" / "p3"  # what runs inside the engine's interpreter
 

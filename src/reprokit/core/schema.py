@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from reprokit.values import shown  # a value as a message quotes it: repr, clipped
+from reprokit.core.values import shown  # a value as a message quotes it: repr, clipped
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 # Host names, ssh_config aliases and IPv4 addresses, as hosts.json and allocations give them (the one rule).

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from reprokit.errors import UserError
+from reprokit.core.errors import UserError
 
 
 def _shown(raw: str | os.PathLike) -> str:
