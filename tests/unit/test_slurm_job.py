@@ -235,3 +235,21 @@ def test_a_job_slurm_ended_short_is_a_failed_run_whether_or_not_the_run_inside_c
     done = slurm.JobEnd("42", "COMPLETED", "None", 0, 1.0, 5.0)
     ok = Result(status=RunStatus.OK)
     assert submitted_result(ok, done, stopped_here=False, output="o") is ok and ok.status is RunStatus.OK
+
+
+@pytest.mark.parametrize("followed, said", [(True, "the run command following it was stopped before it could finish"),
+                                             (False, "the run command never followed it")])
+def test_cks_postprocess_says_whether_the_job_was_followed_and_cancels_it(tmp_path, monkeypatch, followed, said):
+    from reprokit.ck import program
+    from reprokit.run.spec import FOLLOWING_FILE, RunSpec, Submission
+
+    cancelled = []
+    monkeypatch.setattr(program, "cancel", lambda job, timeout: cancelled.append((job, timeout)))
+    monkeypatch.setattr(program, "exit_with_the_programs_code", lambda: None)
+    RunSpec(submission=Submission("slurm", "12", {"nodes": 2}, "job.sbatch", "job.out", str(tmp_path / "job"),
+                                  0.0)).save(tmp_path)
+    if followed:
+        (tmp_path / FOLLOWING_FILE).write_text("1\n")
+    out = program.postprocess({"misc": {program.RUN_FOLDER_KEY: str(tmp_path)}})
+    assert out["characteristics"]["failure_reason"] == f"Slurm job 12 was cancelled: {said}"
+    assert out["characteristics"]["status"] == "interrupted" and cancelled == [("12", 2)]
