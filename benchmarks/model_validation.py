@@ -59,6 +59,7 @@ from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, 
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import RESULT_FILE, Result
+from reprokit.study.whatif import model_check as model_check_module
 from reprokit.study.whatif.iteration_model import simulate
 from reprokit.study.whatif.model_check import (UNSHAPED, Configuration, Errors, ObservedRun, Rows, StackCosts, compared,
                                         interval_spreads, measured_s, model_input, recorded_errors, stored_emulated)
@@ -118,7 +119,7 @@ def predict_again(observed: list[ObservedRun], heading: str, costs: StackCosts, 
     return 0
 
 
-VALIDATION_RECORD = Path(__file__).resolve().parents[1] / "src" / "reprokit" / "study" / "model_validation.json"
+VALIDATION_RECORD = Path(model_check_module.__file__).with_name("model_validation.json")  # the record the library reads
 
 
 def placeholders(argv: Sequence[str]) -> list[str]:
