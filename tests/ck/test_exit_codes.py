@@ -44,7 +44,7 @@ def test_a_misspelt_setting_is_refused_with_the_likely_one_before_anything_runs(
 
 def test_without_a_cmd_key_the_run_is_resnet_with_stdin_closed_and_an_unknown_one_exits_non_zero(ck, tmp_path):
     """Stock CK would prompt for one of the four keys (a traceback with stdin closed); the other three are
-    offered only by --cmd_key. An unknown key is stock CK's refusal, before any hook of ours: non-zero."""
+    offered only by --cmd_key. An unknown key is refused by our ck before CK's program module: non-zero."""
     proc = ck("run", "program:p3", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", f"--tmp_dir={tmp_path}",
               timeout=300)
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:] + proc.stderr
@@ -52,4 +52,4 @@ def test_without_a_cmd_key_the_run_is_resnet_with_stdin_closed_and_an_unknown_on
     proc = ck("run", "program:p3", "--cmd_key=vgg", "--env.BATCH_SIZE=0", f"--tmp_dir={tmp_path}", timeout=120)
     assert proc.returncode == 2 and "BATCH_SIZE must be at least 1" in proc.stderr  # vgg is still reachable
     proc = ck("run", "program:p3", "--cmd_key=resnet50", f"--tmp_dir={tmp_path}", timeout=120)
-    assert proc.returncode != 0 and "CMD key not found" in proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "unknown --cmd_key 'resnet50' for program:p3; valid ones:" in proc.stderr
