@@ -102,7 +102,7 @@ def _check_job(launcher: Launcher, name: str, i: dict) -> dict:
     if failed:
         raise UserError(f"{len(failed)} of {len(checks)} host(s) failed ({launcher.name}): "
                         + "; ".join(c.problems[0] for c in failed if c.problems))
-    print(f"cluster: all {len(checks)} host(s) ready for the {launcher} launcher", flush=True)
+    print(f"cluster: all {len(checks)} host(s) ready for the {launcher.name} launcher", flush=True)
     return {"return": 0, "launcher": launcher, "hosts": [asdict(c) for c in checks]}
 
 
