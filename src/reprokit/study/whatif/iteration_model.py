@@ -16,7 +16,7 @@ What is simulated (one representative worker; every worker is assumed identical,
   (keys are numbered input layer first, so layers nearer the input go first). MXNet's slicing alone sends through
   P3's van at one priority, whose queue (a std::priority_queue comparing with <=) keeps no first-in-first-out order
   among equal priorities; first in, first out predicts it within 5% on fair links, and following that queue's heap
-  did worse (docs/study.md). A message is never interrupted: priority preempts at message (slice) boundaries.
+  did worse (docs/explanation/iteration-model.md). A message is never interrupted: priority preempts at message (slice) boundaries.
 - Every link is one queue served at the link's bandwidth times `wire_efficiency` (the payload's share of what
   the link's rate counts: by default TCP over Ethernet at MTU 1500, 1448 of 1514 bytes), full duplex (each
   direction its own queue). A message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
@@ -45,11 +45,11 @@ The hosts' own costs (`stack_s_per_byte`, `stack_s_per_message`, zero by default
 network stack. A host's CPU and its NIC work on a stream side by side, so a transfer goes at the slower of the wire
 and the stack per byte, and pays the cost per message on top (system calls, the van's bookkeeping). So a host whose
 CPU keeps up with its NIC loses only the cost per message. (The rule first tried, costs in series with the wire, put
-real runs on testbed hosts with a core each well above their measured iteration time: docs/study.md.)
+real runs on testbed hosts with a core each well above their measured iteration time: docs/explanation/iteration-model.md.)
 
 Assumed: each host's egress is shared evenly among the hosts it sends to, as fair queueing shares it (the testbed's
 `ck testbed --link_sharing=fair`). On one first-in-first-out queue per host (tbf) with 3 or more hosts, TCP's flows
-share it unevenly: whole-array variants then ran up to 18% slower than predicted, with P3 unharmed (docs/study.md).
+share it unevenly: whole-array variants then ran up to 18% slower than predicted, with P3 unharmed (docs/explanation/iteration-model.md).
 And a host's link sends whenever the host has data queued for it, as loss-based TCP (cubic, Linux's default) keeps
 it busy; bbr paces each flow at its own estimate of the rate, and on 4 hosts left the authors' ResNet-50 baseline
 up to 27% slower than predicted in some runs, where on cubic it ran within 1.1% (`ck testbed --tcp`).
