@@ -133,18 +133,18 @@ def submit_run(i: dict, run_dir: Path) -> RunSpec:
 PASS_THROUGH = ("MXNET_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "CK_")
 
 
-def unknown_setting(given: Iterable[str], known: Iterable[str]) -> str | None:
+def unknown_setting(given: Iterable[str], known: Iterable[str], option: str = "") -> str | None:
     """Why the first setting no program setting or pass-through prefix knows is refused (with the likeliest
-    meant), or None."""
+    meant), or None. ``option``: how the setting was given, shown before its name (``--env.`` for a study's)."""
     known = sorted(known)
     for name in given:
         if name in known or name.startswith(PASS_THROUGH):
             continue
         meant = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         if meant:
-            return (f"unknown setting {shown(name, quoted=False)} (did you mean {meant[0]}?); the settings are in "
+            return (f"unknown setting {option}{shown(name, quoted=False)} (did you mean {meant[0]}?); the settings are in "
                     f"docs/reference/settings.md, 'Run settings'")
-        return (f"unknown setting {shown(name, quoted=False)}; program:p3's settings are {', '.join(known)}, and "
+        return (f"unknown setting {option}{shown(name, quoted=False)}; program:p3's settings are {', '.join(known)}, and "
                 f"variables starting {', '.join(PASS_THROUGH)} pass through to the engine")
     return None
 

@@ -54,9 +54,9 @@ def check_setting_names(i: dict, study: claims.Study) -> None:
     run: a typo would otherwise fail every run of the sweep and leave its failed records in the store."""
     from reprokit.ck.program import unknown_setting
 
-    why = unknown_setting(options.env_overrides(i), _program_meta(study).get("run_vars", {}))
+    why = unknown_setting(options.env_overrides(i), _program_meta(study).get("run_vars", {}), "--env.")
     if why:
-        raise UserError(f"--env.{why.removeprefix('unknown setting ')}".replace(";", ": an unknown setting;", 1))
+        raise UserError(why)
 
 
 def _study_and_store(i: dict) -> tuple[claims.Study, Store]:
