@@ -73,3 +73,23 @@ def save_figure(fig: Any, path: Path, **options: Any) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format=path.suffix.lstrip(".") or "png", **options)
     replace_file(path, buffer.getvalue())
+
+
+def create_once(path: Path, payload: bytes, mode: int = 0o644) -> bool:
+    """Create ``path`` with ``payload``, complete or not at all, unless it exists: written to a new file beside it,
+    synced, then hard-linked into place (a link fails on an existing name, where a rename would replace it).
+    False when ``path`` existed (another process made it first)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:60]}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        Path(tmp).unlink(missing_ok=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -21,6 +20,7 @@ from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import VerifyKey
 
 from reprokit.core.errors import UserError
+from reprokit.core.outputs import create_once
 from reprokit.core.files import read_regular
 
 KEY_FILE = "origin.key"
@@ -33,19 +33,7 @@ def load_or_create_key(path: Path) -> Ed25519PrivateKey:
         path.parent.mkdir(parents=True, exist_ok=True)
         pem = Ed25519PrivateKey.generate().private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(pem)
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                pass  # another process made it first: use theirs
-        finally:
-            tmp.unlink(missing_ok=True)
+        create_once(path, pem, 0o600)  # False: another process made it first; use theirs
     pem = read_regular(path, "the store's signing key", MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_private_key(pem, password=None)

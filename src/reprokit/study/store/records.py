@@ -35,7 +35,6 @@ import os
 import re
 import socket
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +46,7 @@ from reprokit.cluster.testbed import LINK_SHARING
 from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
 from reprokit.core.errors import UserError
+from reprokit.core.outputs import create_once
 from reprokit.core.values import shown, tc_rate_bps
 from reprokit.core.jsonfile import read_json
 from reprokit.core.paths import MB, check_room, disk_errors
@@ -96,23 +96,13 @@ def write_once(path: Path, data: object) -> None:
 
     Unlike jsonfile.write_json (atomic replace), this never overwrites: records are immutable.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    check_room(tmp, len(text.encode()), "the study store")
-    try:
-        with disk_errors("the study store", path):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "x") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise AlreadyStored(str(path)) from None
-            _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
+    payload = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+    check_room(path, len(payload), "the study store")
+    with disk_errors("the study store", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not create_once(path, payload):
+            raise AlreadyStored(str(path))
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(folder: Path) -> None:
