@@ -117,21 +117,23 @@ def ensure_repo() -> None:
     ensure_pull_updates_it()
 
 
-# CK's kernel switch for its "potential PROBLEM" box, which stock CK prints after any program's failure (asking to
-# report to CK's tracker and to this repository's path); ours ends with its own one line instead.
-FAILURE_BOX_SWITCH = "skip_message_when_program_fails"
+# CK's kernel switches for its failure boxes, which stock CK prints after any program's and any package's failure
+# (asking to report to CK's trackers and to this repository's path); ours end with their own one line instead.
+FAILURE_BOX_SWITCHES = ("skip_message_when_program_fails", "skip_message_when_package_fails")
 
 
 def quiet_failure_box() -> None:
-    """Set CK's switch in the CK_REPOS we set up, unless its user has set it either way already."""
+    """Set CK's switches in the CK_REPOS we set up, each unless its user has set it either way already."""
     loaded = ck("load", "kernel:default", "--out=json")
     meta = json.loads(loaded.stdout).get("dict", {}) if loaded.returncode == 0 else {}
-    if meta.get(FAILURE_BOX_SWITCH, "") != "":
-        print(f"bootstrap: CK's {FAILURE_BOX_SWITCH} is {meta[FAILURE_BOX_SWITCH]!r} already; left as it is")
-        return
-    ck("set", "kernel", f"--var.{FAILURE_BOX_SWITCH}=yes", check=True)
-    print(f"bootstrap: CK's failure box after a failed program is off in this CK_REPOS "
-          f"(ck set kernel --var.{FAILURE_BOX_SWITCH}=no turns it back on)")
+    for switch in FAILURE_BOX_SWITCHES:
+        if meta.get(switch, "") != "":
+            print(f"bootstrap: CK's {switch} is {meta[switch]!r} already; left as it is")
+            continue
+        ck("set", "kernel", f"--var.{switch}=yes", check=True)
+        what = switch.removeprefix("skip_message_when_").removesuffix("_fails")
+        print(f"bootstrap: CK's failure box after a failed {what} is off in this CK_REPOS "
+              f"(ck set kernel --var.{switch}=no turns it back on)")
 
 
 def installed(tags: str) -> bool:

@@ -111,6 +111,17 @@ def test_bad_input_is_one_clear_line(ck, tmp_path, args, message):
     assert message.removeprefix("p3: error: ") in out["characteristics"]["failure_reason"]
 
 
+def test_a_refused_run_ends_with_our_line_not_cks(bare_ck, tmp_path):
+    """A value refused in the preprocess (recorded, printed by the run command): CK's own trailing line (`CK error:
+    [program] return code 2 !=0 !`) used to follow ours; our ck prints ours last, once, with CK's exit code."""
+    run = bare_ck.popen("run", "program:p3", "--cmd_key=resnet", "--env.PROFILE=fastest", f"--tmp_dir={tmp_path}")
+    output, _ = run.communicate(timeout=120)  # stdout and stderr as one stream, in the order they were written
+    ours = "p3: error: unknown PROFILE 'fastest'; valid ones: paper, smoke"
+    assert run.returncode == 2, output
+    assert [line for line in output.splitlines() if line.strip()][-1] == ours, output[-2000:]
+    assert output.count(ours) == 1 and "CK error" not in output
+
+
 def test_port_in_use_is_one_clear_line(ck, tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,23 @@ def test_min_subset_failure_says_why_and_registers_nothing(bare_ck, dropbox, nam
     assert envs(bare_ck, TRAIN_TAGS) == []
     installs = list(Path(bare_ck.env["CK_TOOLS"]).glob("imagenet-2012-train-min*"))
     assert all(not (d / "train").exists() and not list(d.glob(".staging-*")) for d in installs)
+
+
+def test_a_failed_install_of_ours_ends_with_our_line_and_no_ck_box(tmp_path):
+    """As `make setup` leaves CK (bootstrap --repo-only): no "CK detected a PROBLEM" box after our package's install
+    script failed, and not CK's `package installation failed` line after ours."""
+    cli = CkCli(tmp_path / "ck")
+    setup = subprocess.run([sys.executable, "-m", "reprokit.bootstrap", "--repo-only"], env=cli.env, cwd=tmp_path,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    missing = tmp_path / "ILSVRC2012_img_train.tar"
+    run = cli.popen("install", "package:imagenet-2012-train", f"--env.PACKAGE_URL={missing}", "--quiet")
+    output, _ = run.communicate(timeout=300)
+    ours = f"dataset: error: {missing} is not a file; give the archive's path or URL with --env.PACKAGE_URL=..."
+    assert run.returncode == 1, output
+    assert [line for line in output.splitlines() if line.strip()][-1] == ours, output[-2000:]
+    assert "PROBLEM" not in output and "CK error" not in output
+    assert envs(cli, TRAIN_TAGS) == []
 
 
 def test_conversion_without_a_train_folder_says_how_to_get_one(bare_ck):

@@ -1,12 +1,31 @@
-"""The `ck` command of this project's environment (`.venv/bin/ck`): stock CK's, after one check CK makes too late.
+"""The `ck` command of this project's environment (`.venv/bin/ck`): stock CK's, after one check CK makes too late,
+and ending a failure of ours with our own line.
 
 Stock CK refuses an unknown `--cmd_key` inside its program module, before any hook of ours runs, with a message
 that lists no valid key. For this repository's programs the check is made here first, with CK's own parser and
-entry loader; everything else, and every other program, goes to CK unchanged.
+entry loader.
+
+Everything else goes to CK's kernel as its own CLI hands it (``ck.kernel.access`` with the command line), with one
+difference at the end. Our tools hand their failure lines (``p3: error: ...``, ``p3: FAILED: ...``,
+``dataset: error: ...``) to this command (core.errors.say_failure) instead of printing them; once CK is done, they
+are printed last, each on its own stream. Where one was handed, CK's own trailing line that merely relays the
+failure (``CK error: [program] return code N !=0 !``, ``CK error: [package] package installation failed!``) is
+left out; any other error of CK's is printed before ours. The exit code is CK's.
 """
 from __future__ import annotations
 
+import json
+import os
+import re
 import sys
+import tempfile
+from pathlib import Path
+
+from reprokit.core.errors import LAST_LINE_ENV
+
+# CK 2.6.4's errors that only relay a program's exit code or a package's failed install script (program and package
+# modules): after a line of ours they say nothing more.
+CK_RELAYS = re.compile(r"(return code -?\d+ !=0 ?|package installation failed)")
 
 
 def unknown_cmd_key(argv: list[str]) -> str | None:
@@ -36,12 +55,58 @@ def unknown_cmd_key(argv: list[str]) -> str | None:
             f"{', '.join(keys)} (e.g. --cmd_key={'resnet' if 'resnet' in keys else keys[0]})")
 
 
+def handed_lines(path: Path) -> list[tuple[str, bool]]:
+    """The failure lines our tools handed over (say_failure), in order: (line, on stdout); removes the file."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handed:
+            path.unlink()  # from now on a tool of ours still running prints its line itself (say_failure)
+            text = handed.read()
+    except OSError:
+        return []
+    lines = []
+    for raw in text.splitlines():
+        try:
+            entry = json.loads(raw)
+            lines.append((str(entry["line"]), bool(entry.get("stdout"))))
+        except (ValueError, KeyError, TypeError):
+            lines.append((raw, False))  # never lose a line, even a torn one
+    return lines
+
+
+def run_ck(argv: list[str]) -> int:
+    """CK's CLI (``ck.kernel.cli``: ``access`` with the command line), our handed lines last; returns CK's code."""
+    import ck.kernel as kernel
+
+    fd, name = tempfile.mkstemp(prefix="reprokit-last-line-", suffix=".jsonl")
+    os.close(fd)
+    handed = Path(name)
+    os.environ[LAST_LINE_ENV] = name  # our hooks, in this process, and every tool CK starts read it
+    request: dict | None = None
+    result: dict = {"return": 0}
+    try:
+        parsed = kernel.convert_ck_list_to_dict(argv)
+        if parsed["return"] > 0 or argv == ["test_install"]:
+            result = kernel.access(argv)  # CK's own handling, its own error line included
+            return int(result["return"])
+        request = parsed["ck_dict"]
+        if request.get("out", "") == "":
+            request["out"] = "con"  # as for CK's command line
+        result = kernel.access(request)  # a dict: CK leaves its trailing error line to us
+        return int(result["return"])
+    finally:
+        ours = handed_lines(handed)
+        if request is not None and result.get("return", 0) > 0 \
+                and not (ours and CK_RELAYS.fullmatch(str(result.get("error", "")))):
+            module = request.get("module_uoa", "")
+            kernel.out(f"{kernel.cfg['error']}{'[' + module + '] ' if module else ''}{result.get('error', '')}!")
+        sys.stdout.flush()
+        for line, on_stdout in ours:
+            print(line, file=sys.stdout if on_stdout else sys.stderr, flush=True)
+
+
 def main() -> int:
     refusal = unknown_cmd_key(sys.argv[1:])
     if refusal:
         print(refusal, file=sys.stderr)
         return 1
-    from ck.kernel import cli
-
-    cli()  # exits with CK's own code
-    return 0
+    return run_ck(sys.argv[1:])

@@ -34,7 +34,7 @@ from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.base import InstalledEngine
-from reprokit.core.errors import UserError
+from reprokit.core.errors import UserError, say_failure
 from reprokit.core.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
@@ -167,7 +167,7 @@ def refuse_bad_settings(env: dict, ours: dict, run_dir: Path, known: Iterable[st
                             f"append them unquoted to its run script, so they are refused before anything runs: "
                             f"drop them, and give settings as --env.NAME=VALUE")
     except UserError as exc:
-        print(f"p3: error: {exc}", file=sys.stderr, flush=True)
+        say_failure(f"p3: error: {exc}")
         RunSpec.refused(str(exc)).save(run_dir)  # the run folder says why, as for any refused input
         result = Result.failed(str(exc), RunStatus.REFUSED)
         result.run_folder = str(run_dir)
@@ -191,7 +191,7 @@ def preprocess(i: dict) -> dict:
     try:
         run_dir = run_folder(i)
     except UserError as exc:  # no folder to say why in (a full disk, an overlong name): this line says it
-        print(f"p3: error: {exc}", file=sys.stderr, flush=True)
+        say_failure(f"p3: error: {exc}")
         raise SystemExit(RunStatus.REFUSED.exit_code) from None
     i.setdefault("misc", {})[RUN_FOLDER_KEY] = str(run_dir)
     for stale in (RESULT_FILE, "launch.json"):
@@ -239,7 +239,7 @@ def postprocess(i: dict) -> dict:
             how = ("the run command following it was stopped before it could finish"
                    if (run_dir / FOLLOWING_FILE).exists() else "the run command never followed it")
             result = Result.failed(f"{cancelled}: {how}", RunStatus.INTERRUPTED)
-            print(f"p3: FAILED: {result.failure_reason}", flush=True)
+            say_failure(f"p3: FAILED: {result.failure_reason}", stdout=True)
         elif (run_dir / lifeline.LAUNCHER_FILE).exists() or (run_dir / lifeline.STOP_FILE).exists():
             # It started and was killed before it could finish, or was stopped before it could start.
             # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.
@@ -252,10 +252,10 @@ def postprocess(i: dict) -> dict:
                 result.save(run_dir)
             except OSError:  # a full disk: the line below still says what happened
                 pass
-            print(f"p3: FAILED: {result.failure_reason}", flush=True)
+            say_failure(f"p3: FAILED: {result.failure_reason}", stdout=True)
         else:
             result = Result.failed(f"the run wrote no {RESULT_FILE} in {run_dir}")
-            print(f"p3: FAILED: {result.failure_reason}", flush=True)
+            say_failure(f"p3: FAILED: {result.failure_reason}", stdout=True)
     result.run_folder = str(run_dir)
     if not result.run_success:
         exit_with_the_programs_code()  # a failed run exits non-zero (1; 130 when interrupted) without CK's flag

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from reprokit.core.errors import UserError
+from reprokit.core.errors import UserError, say_failure
 from reprokit.core.paths import disk_error
 from reprokit.core.jsonfile import write_json
 from reprokit.run import lifeline
@@ -38,10 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = RunSpec.load(spec_path)
     except UserError as exc:
-        print(f"p3: error: {exc}", file=sys.stderr)
+        say_failure(f"p3: error: {exc}")
         return RunStatus.REFUSED.exit_code
     if spec.error:  # the preprocess refused the input; say why, once
-        print(f"p3: error: {spec.error}", file=sys.stderr)
+        say_failure(f"p3: error: {spec.error}")
         return RunStatus.REFUSED.exit_code
 
     lifeline.launcher_started(run_dir, stop.request)
@@ -65,11 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         result.save(run_dir)
     except OSError as exc:  # the run is over and torn down; only its record could not be kept
         full = disk_error(exc, "the run's result", run_dir)
-        print(f"p3: error: {full or f'cannot write the result into {run_dir}: {exc.strerror or exc}'}"
-              f" (the run itself: {'succeeded' if outcome.success else outcome.reason})", file=sys.stderr, flush=True)
+        say_failure(f"p3: error: {full or f'cannot write the result into {run_dir}: {exc.strerror or exc}'}"
+                    f" (the run itself: {'succeeded' if outcome.success else outcome.reason})")
         return RunStatus.FAILED.exit_code
     try:
-        print(result.summary_line(), flush=True)
+        result.say_summary()
         for warning in result.warnings[len(outcome.warnings):]:  # those build found (its docstring)
             print(f"p3: warning: {warning}", flush=True)
     except OSError:  # nobody reads our output any more (ck was killed with its terminal): the result is saved
@@ -88,7 +88,7 @@ def _follow(spec: RunSpec, run_dir: Path, stop: StopRequest) -> int:
     except UserError as exc:  # Slurm's commands stopped answering: the job may live on, so say which it is
         result = Result.failed(f"{exc} (Slurm job {spec.submission.job_id}); check squeue for it")
     result.save(run_dir)
-    print(result.summary_line(), flush=True)
+    result.say_summary()
     return result.status.exit_code
 
 

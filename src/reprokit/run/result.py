@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprokit.emulation.profile import EMULATED
+from reprokit.core.errors import say_failure
 from reprokit.core.jsonfile import write_json
 from reprokit.core.schema import fields_of
 from reprokit.run import speedometer
@@ -155,6 +156,13 @@ class Result:
         return (f"p3: OK: {self.model} {self.variant} on {self.engine}: {self.throughput_samples_per_sec:.2f} samples/s"
                 f"{tokens} over {self.num_workers} workers ({per_worker}); {self.batches_measured} batches measured; "
                 f"parameters {sync}")
+
+    def say_summary(self) -> None:
+        """Print the summary line: ``p3: OK`` here, ``p3: FAILED`` as every failure line of ours (say_failure)."""
+        if self.run_success:
+            print(self.summary_line(), flush=True)
+        else:
+            say_failure(self.summary_line(), stdout=True)
 
 
 def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:

@@ -43,7 +43,7 @@ from reprokit.data.fetch import download, extract_zip
 from reprokit.engines.artifact.config import (GitSource, InstallRequest, ZipSource, build_env, make_args,
                                              request_from_env)
 from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
-from reprokit.core.errors import UserError
+from reprokit.core.errors import UserError, say_failure
 
 STAGING = "artifact.partial"
 INSTALL_LOG = "install.log"
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         request = request_from_env(os.environ)
         install(request)
     except (UserError, InstallError) as exc:
-        print(f"artifact: error: {exc}", file=sys.stderr, flush=True)
+        say_failure(f"artifact: error: {exc}")
         return 1
     return 0
 
