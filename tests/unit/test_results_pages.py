@@ -2,6 +2,7 @@
 is named by its record."""
 import filecmp
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -34,6 +35,23 @@ def test_a_page_names_every_record_with_its_figure_and_states_the_speedup(tmp_pa
         assert f"| {figure:.2f} |" in row if run.ok else "| failed: worker#1 on 10.77.0.2 was killed" in row
     assert "| p3 over baseline | 3 | 1.20x [" in text
     assert json.loads(json.dumps(summary)) == summary  # what is kept is plain data
+
+
+def test_a_page_puts_the_forecast_beside_the_recorded_time_per_configuration(tmp_path):
+    runs = records("resnet", "4gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], emulated=True)
+    env = {"COMPUTE": "emulated", "COMPUTE_PROFILE": "p4000", "DILATION": "20", "NUM_BATCHES": "20"}
+    t, timed = 0.0, []
+    for r, took in zip(runs, [200.0, 300.0, 250.0, 400.0, 100.0, 300.0]):
+        timed.append(replace(r, provenance={**r.provenance, "env_overrides": env, "duration_s": took,
+                                            "started_at": f"ISO ({t:.3f})", "ended_at": f"ISO ({t + took:.3f})"}))
+        t += took + 1
+    summary = summarise(study(), timed, ALL_MODELS, "t", "A test page")
+    # each run but the first: the median of the runs before it (the first has nothing to go by)
+    forecast_of = {r["record"]: r["forecast_s"] for r in summary["runs"]}
+    assert [forecast_of[r.record_id] for r in timed] == [None, 200.0, 250.0, 250.0, 275.0, 250.0]
+    [page, _] = render_pages([summary], tmp_path)
+    # 5 runs forecast at 1225 s = 20.4 min, recorded 300 + 250 + 400 + 100 + 300 s = 22.5 min: 1.10
+    assert "| resnet | 4gbit | p4000, 20 | 6 | 25.8 | 4.3 | 5 | 20.4 | 22.5 | 1.10 |" in page.read_text()
 
 
 def test_a_page_name_that_could_leave_the_folder_is_refused():

@@ -8,7 +8,7 @@ import pytest
 from reprokit.vocabulary import RunStatus
 
 from reprokit.study.sweep import runner as study_runner
-from reprokit.study.sweep.forecast import Forecast, forecast
+from reprokit.study.sweep.forecast import Forecast, forecast, hindcast
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.store.records import Store
@@ -64,6 +64,36 @@ def test_the_study_entrys_figures_hold_only_for_its_own_run_size_and_profile():
                              "earlier run, probe or study figure for them); within the 30m00s this matrix aims at")
     paper = forecast(runs_of("vgg", 3), [], EMBEDDED, "paper", QUICK_ENV, quick)
     assert paper.unknown == 3
+
+
+def stamped(runs, start=1000.0):
+    """``runs`` one after the other from ``start``, each lasting its duration_s (started_at/ended_at as stored)."""
+    out, t = [], start
+    for r in runs:
+        took = r.provenance["duration_s"]
+        out.append(replace(r, provenance={**r.provenance, "started_at": f"ISO ({t:.3f})",
+                                          "ended_at": f"ISO ({t + took:.3f})"}))
+        t += took + 5
+    return out
+
+
+def test_the_hindcast_is_the_forecast_from_what_was_recorded_before_each_run_in_its_own_store():
+    quick = study().quick
+    sweep = stamped(timed("vgg", [40.0, 50.0, 90.0, 60.0]))
+    elsewhere = [replace(r, record_id=f"{r.record_id}-other", origin=replace(r.origin, id="o-other"))
+                 for r in stamped(timed("vgg", [10.0] * 3), 0.0)]
+    late_import = [replace(r, imported_from="bundle") for r in sweep]  # its own store's runs, imported here
+    said = hindcast(late_import + elsewhere, [study().matrix, quick])
+    ids = [r.record_id for r in sweep]
+    # the first run: nothing recorded before it in its store, and its run size is the quick matrix's: run_seconds
+    assert said[ids[0]] == (30.0, "the study entry's run_seconds")
+    assert said[ids[1]] == (40.0, "median of 1 earlier run(s)")  # not the other store's 10 s runs
+    assert said[ids[2]] == (45.0, "median of 2 earlier run(s)")
+    assert said[ids[3]] == (50.0, "median of 3 earlier run(s)")
+    # and it is what forecast() says for that run from those records, as a resumed sweep would
+    assert forecast([sweep[3].config.run], sweep[:3], EMBEDDED, "smoke", QUICK_ENV, quick).seconds == 50.0
+    bigger = stamped(timed("vgg", [40.0, 50.0], env={**QUICK_ENV, "NUM_BATCHES": "50"}))
+    assert hindcast(bigger, [study().matrix, quick]) == {bigger[1].record_id: (40.0, "median of 1 earlier run(s)")}
 
 
 def test_a_forecast_above_the_budget_is_said_plainly_and_survives_the_sweep_file():

@@ -30,6 +30,7 @@ from reprokit.study.analysis.answer import answer
 from reprokit.study.paper.claims import Study
 from reprokit.study.analysis.labelled import labelled_verdicts
 from reprokit.study.store.records import Record
+from reprokit.study.sweep.forecast import hindcast
 
 SUMMARY_FORMAT = "reprokit-results-summary/1"
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
@@ -52,8 +53,8 @@ def _number(x: Any, digits: int = 2) -> float | None:
     return round(value, digits) if math.isfinite(value) else None
 
 
-def run_summary(record: Record) -> dict[str, Any]:
-    """One run's figures and provenance, as a page cites them."""
+def run_summary(record: Record, forecast: tuple[float, str] | None = None) -> dict[str, Any]:
+    """One run's figures and provenance, as a page cites them; ``forecast``: its hindcast (seconds, from what)."""
     result = record.result or {}
     provenance = record.provenance if isinstance(record.provenance, dict) else {}
     workers = result.get("num_workers") or len(result.get("throughput_per_worker") or []) or None
@@ -65,6 +66,7 @@ def run_summary(record: Record) -> dict[str, Any]:
         "samples_per_sec": _number(total),
         "images_per_sec_per_worker": _number(float(total) / workers) if total is not None and workers else None,
         "host_cpu_busy": _number(result.get("host_cpu_busy")), "wall_s": _number(provenance.get("duration_s"), 1),
+        "forecast_s": _number(forecast[0], 1) if forecast else None, "forecast_from": forecast[1] if forecast else "",
         "started_at": str(provenance.get("started_at", "")).split(" (")[0],
         "revision": str(provenance.get("repo_revision", ""))[:12],
         "setup": record.config.target.get("label", "") if isinstance(record.config.target, dict) else "",
@@ -88,21 +90,33 @@ def summarise(study: Study, records: Sequence[Record], program_models: set[str],
                                  verdicts=analysis.verdicts, emulated=analysis.emulated_speedups,
                                  emulated_runs=analysis.emulated_runs)
     the_answer = answer(study, analysis.verdicts, analysis.overall, analysis.decided, labelled)
+    forecasts = hindcast(records, (study.matrix, study.quick))
     return {"format": SUMMARY_FORMAT, "name": name, "title": title, "study": study.name,
-            "runs": sorted((run_summary(r) for r in records), key=lambda r: (r["started_at"], r["record"])),
+            "runs": sorted((run_summary(r, forecasts.get(r.record_id)) for r in records),
+                           key=lambda r: (r["started_at"], r["record"])),
             "speedups": _rows(analysis.speedups) + _rows(analysis.emulated_speedups),
             "answer": the_answer.to_dict()}
 
 
 def wall_times(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per configuration (model, bandwidth, compute, k): how many runs, and their wall minutes in all and each."""
-    groups: dict[tuple, list[float]] = {}
+    """Per configuration (model, bandwidth, compute, k): how many runs, and their wall minutes in all and each;
+    then the runs the forecast had an estimate for (forecast.hindcast): its minutes for them, their recorded
+    minutes, and recorded over forecast (None without any)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
         if r["wall_s"] is not None:
-            groups.setdefault((r["model"], r["bandwidth"], r["gpu"] or "real", r["dilation"]), []).append(r["wall_s"])
-    return [{"model": m, "bandwidth": b, "compute": g, "dilation": k, "runs": len(w),
-             "minutes": round(sum(w) / 60, 1), "minutes_per_run": round(sum(w) / 60 / len(w), 1)}
-            for (m, b, g, k), w in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+            groups.setdefault((r["model"], r["bandwidth"], r["gpu"] or "real", r["dilation"]), []).append(r)
+    rows = []
+    for (m, b, g, k), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        wall = [r["wall_s"] for r in group]
+        forecast = [r for r in group if r.get("forecast_s")]
+        expected, took = sum(r["forecast_s"] for r in forecast) / 60, sum(r["wall_s"] for r in forecast) / 60
+        rows.append({"model": m, "bandwidth": b, "compute": g, "dilation": k, "runs": len(wall),
+                     "minutes": round(sum(wall) / 60, 1), "minutes_per_run": round(sum(wall) / 60 / len(wall), 1),
+                     "forecast_runs": len(forecast), "forecast_minutes": round(expected, 1) if forecast else None,
+                     "recorded_minutes": round(took, 1) if forecast else None,
+                     "recorded_over_forecast": round(took / expected, 2) if forecast else None})
+    return rows
 
 
 def read_summaries(data_dir: Path) -> list[dict[str, Any]]:

@@ -17,12 +17,16 @@ A run's duration (ck included) is estimated from the first of:
 Runs with none of these are counted as without an estimate, and the forecast
 says how many. A forecast above the matrix's budget (the quick study: 30
 minutes) is said as a warning before the first run; the sweep runs anyway.
+
+``hindcast`` checks the forecast against the record: for each stored run, the
+estimate made from what was known just before it started (the results pages
+put it beside the run's recorded time).
 """
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping, Sequence
 
@@ -110,20 +114,17 @@ def probe_estimate(choice: BandwidthChoice, bandwidth: str, batches: int) -> flo
     return choice.probe_seconds + batches * 8 * choice.wire_bytes_per_iter / shaped_bps(bandwidth)
 
 
-def forecast(runs: Sequence[RunConfig], records: Sequence[Record], target: Target, profile: str,
-             env: Mapping[str, str], matrix: Matrix, choices: Sequence[BandwidthChoice] = (),
-             spent_s: float = 0.0) -> Forecast:
-    """The forecast of ``runs`` (the sweep's runs not stored yet), see the module's docstring. ``matrix``: the one
-    the sweep runs (its budget and its run_seconds, which hold for its own profile and run settings only);
-    ``spent_s``: time the sweep already took (its probes), counted against the budget."""
+def estimates(runs: Sequence[RunConfig], records: Sequence[Record], target: Target, profile: str,
+              env: Mapping[str, str], matrix: Matrix,
+              choices: Sequence[BandwidthChoice] = ()) -> list[tuple[RunConfig, float | None, str]]:
+    """Each run's estimate in seconds, with what it is from (see the module's docstring), or (None, "")."""
     earlier = history(records, target, profile)
     size = run_size(env)
     own_size = profile == matrix.profile and size == run_size(dict(matrix.env))
     study_seconds = dict(matrix.run_seconds) if own_size else {}
     probe_of = {c.model: c for c in choices}
     batches: dict[str, int] = {}
-    per_group: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (model, engine) -> (seconds, source) per run
-    unknown = 0
+    out: list[tuple[RunConfig, float | None, str]] = []
     for run in runs:
         seconds, source = None, ""
         durations = earlier.get((run.model, run.engine, run.bandwidth, size))
@@ -136,17 +137,62 @@ def forecast(runs: Sequence[RunConfig], records: Sequence[Record], target: Targe
             source = "its probe plus the shaped link's wire time"
         if seconds is None and run.model in study_seconds:
             seconds, source = study_seconds[run.model], "the study entry's run_seconds"  # its meta gives their source
+        out.append((run, seconds, source if seconds is not None else ""))
+    return out
+
+
+def forecast(runs: Sequence[RunConfig], records: Sequence[Record], target: Target, profile: str,
+             env: Mapping[str, str], matrix: Matrix, choices: Sequence[BandwidthChoice] = (),
+             spent_s: float = 0.0) -> Forecast:
+    """The forecast of ``runs`` (the sweep's runs not stored yet), see the module's docstring. ``matrix``: the one
+    the sweep runs (its budget and its run_seconds, which hold for its own profile and run settings only);
+    ``spent_s``: time the sweep already took (its probes), counted against the budget."""
+    per_group: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (model, engine) -> (seconds, source) per run
+    unknown = 0
+    for run, seconds, source in estimates(runs, records, target, profile, env, matrix, choices):
         if seconds is None:
             unknown += 1
             continue
         per_group.setdefault((run.model, run.engine), []).append((seconds, source))
     basis = []
-    for (model, engine), estimates in per_group.items():
-        low, high = min(s for s, _ in estimates), max(s for s, _ in estimates)
+    for (model, engine), group in per_group.items():
+        low, high = min(s for s, _ in group), max(s for s, _ in group)
         each = duration_text(low) if math.isclose(low, high, rel_tol=0.05) \
             else f"{duration_text(low)} to {duration_text(high)}"
-        sources = ", ".join(dict.fromkeys(source for _, source in estimates))
-        basis.append(f"{model}{'' if engine == EMBEDDED else ' (' + engine + ')'}: {len(estimates)} run(s), "
+        sources = ", ".join(dict.fromkeys(source for _, source in group))
+        basis.append(f"{model}{'' if engine == EMBEDDED else ' (' + engine + ')'}: {len(group)} run(s), "
                      f"{each} each from {sources}")
-    return Forecast(runs=len(runs), seconds=sum(s for estimates in per_group.values() for s, _ in estimates),
+    return Forecast(runs=len(runs), seconds=sum(s for group in per_group.values() for s, _ in group),
                     unknown=unknown, budget_s=matrix.budget_s, basis=tuple(basis), spent_s=spent_s)
+
+
+def _epoch(stamp: object) -> float | None:
+    """The seconds since the epoch a record's ``started_at``/``ended_at`` ends with ("ISO (1795896836.954)")."""
+    text = str(stamp or "")
+    try:
+        return float(text[text.rindex("(") + 1:text.rindex(")")])
+    except ValueError:
+        return None
+
+
+def hindcast(records: Sequence[Record], matrices: Sequence[Matrix]) -> dict[str, tuple[float, str]]:
+    """Per successful record: the estimate this module makes for its run from what it knew just before the run
+    started, as a sweep resumed then would have said it (seconds, and what from): the runs its store had recorded by then (records of the same origin that
+    had ended, imported ones as the store that made them saw them), and the run_seconds of the matrix (of
+    ``matrices``) whose profile and run size the run had. Its probe, if its sweep had one, is not in the records:
+    an estimate that would have come from it is not made again. Records without an estimate are left out."""
+    ended = [(r, _epoch(r.provenance.get("ended_at"))) for r in records]
+    out: dict[str, tuple[float, str]] = {}
+    for record in records:
+        started, env = _epoch(record.provenance.get("started_at")), record.provenance.get("env_overrides")
+        if not record.ok or started is None or not isinstance(env, dict) or not matrices:
+            continue
+        known = [replace(r, imported_from=None) for r, end in ended
+                 if r.origin.id == record.origin.id and end is not None and end <= started]
+        matrix = next((m for m in matrices if m.profile == record.config.profile
+                       and run_size(env) == run_size(dict(m.env))), matrices[0])
+        [(_, seconds, source)] = estimates([record.config.run], known, record.config.target, record.config.profile,
+                                           env, matrix)
+        if seconds is not None:
+            out[record.record_id] = (seconds, source)
+    return out
