@@ -102,8 +102,8 @@ def report(i: dict) -> dict:
         summary = results_pages.summarise(study, store.all_records(), program_models(study), name,
                                           str(i.get("title", "") or name))
         pages = results_pages.write_summary(summary)
-        print(f"study: results page {pages[0]} and its summary written from {len(summary['runs'])} record(s); "
-              f"{len(pages)} page(s) regenerated", flush=True)
+        print(f"study: results page {results_pages.RESULTS_DIR / (name + '.md')} and its summary written from "
+              f"{len(summary['runs'])} record(s); {len(pages)} page(s) regenerated", flush=True)
     paths = write_report(study, store, program_models(study), out_dir, timeline_config=options.timeline_config(i))
     return {"return": 0, "html": str(paths["html"]), "markdown": str(paths["markdown"]), "json": str(paths["json"])}
 

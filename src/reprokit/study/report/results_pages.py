@@ -68,7 +68,7 @@ def run_summary(record: Record, forecast: tuple[float, str] | None = None) -> di
         "host_cpu_busy": _number(result.get("host_cpu_busy")), "wall_s": _number(provenance.get("duration_s"), 1),
         "forecast_s": _number(forecast[0], 1) if forecast else None, "forecast_from": forecast[1] if forecast else "",
         "started_at": str(provenance.get("started_at", "")).split(" (")[0],
-        "revision": str(provenance.get("repo_revision", ""))[:12],
+        "revision": str(provenance.get("repo_revision", ""))[:12] + (" (dirty)" if provenance.get("repo_dirty") else ""),
         "setup": record.config.target.get("label", "") if isinstance(record.config.target, dict) else "",
     }
 
