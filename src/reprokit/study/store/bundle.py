@@ -183,7 +183,7 @@ class _Refused(Exception):
 
 
 def _refuse(bundle: Path, why: str) -> UserError:
-    return UserError(f"refusing bundle {bundle}: {why}; nothing was imported")
+    return UserError(f"refusing bundle {s.shown(bundle)}: {why}; nothing was imported")
 
 
 class _Budget:
@@ -218,7 +218,7 @@ class _Budget:
 @contextmanager
 def _archive(bundle: Path, first_grant: int) -> Iterator[tuple[tarfile.TarFile, _Budget]]:
     """The bundle as a tar stream whose reads are bounded by grants; every read problem as one refusal."""
-    if not bundle.is_file():
+    if not os.path.isfile(bundle):  # False for a name too long to look up, where is_file() raises
         raise _refuse(bundle, "there is no such file (give the one written by: ck export study:NAME --out=FILE.tar.gz)")
     try:
         with open(bundle, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
@@ -447,7 +447,7 @@ STAGING = ".import-staging-"
 def import_bundle(store: Store, bundle: Path) -> dict:
     """Check ``bundle`` in full, then add the runs not imported yet under ``imported/<bundle id>``, at once."""
     bundle = bundle.expanduser().resolve()
-    if not bundle.is_file():
+    if not os.path.isfile(bundle):
         raise _refuse(bundle, f"there is no such file (give the one written by: ck export study:{store.study} "
                               f"--out=FILE.tar.gz)")
     store.origin()  # the store's identity (and folder), made before the lock
