@@ -240,6 +240,9 @@ def postprocess(i: dict) -> dict:
                    if (run_dir / FOLLOWING_FILE).exists() else "the run command never followed it")
             result = Result.failed(f"{cancelled}: {how}", RunStatus.INTERRUPTED)
             print(f"p3: FAILED: {result.failure_reason}", flush=True)
+        elif (run_dir / lifeline.UNRECORDED_FILE).exists():  # it said why itself (a full disk kept its result)
+            result = Result.failed(f"the run ended without writing {RESULT_FILE} in {run_dir}; its own p3: line "
+                                   f"said why")
         elif (run_dir / lifeline.LAUNCHER_FILE).exists() or (run_dir / lifeline.STOP_FILE).exists():
             # It started and was killed before it could finish, or was stopped before it could start.
             # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.
