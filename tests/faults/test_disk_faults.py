@@ -98,7 +98,7 @@ def test_a_disk_filling_mid_run_ends_it_with_the_disk_line_alone(tiny_disk, caps
     fill(tiny_disk)
     code = finishes(launcher, 60)
     said = launcher.stdout.read()
-    monkeypatch.setattr(program, "exit_with_the_programs_code", lambda: None)  # CK's frame is not here
+    monkeypatch.setattr(program, "exit_with_the_programs_code", lambda code: None)  # CK's frame is not here
     result = program.postprocess({"misc": {program.RUN_FOLDER_KEY: str(run_dir)}})["characteristics"]
     said += capsys.readouterr().out
     assert code != 0 and result["run_success"] is False

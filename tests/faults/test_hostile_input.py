@@ -168,6 +168,17 @@ def test_a_100_kb_value_of_any_option_is_refused_in_one_line_that_clips_it(cli, 
            f"a {len(longest)}-character line: {longest[:300]}…; the refusal: {line[:300]}")
 
 
+# CK exits with its run script's code: --extra_post_process_cmd's commands run after ours, and --extra_run_cmd is
+# appended to our command line, so either can make it 0 after a refusal or a failed run.
+@pytest.mark.fault("message")
+@pytest.mark.parametrize("option", ["--extra_post_process_cmd=true", "--extra_run_cmd=|| true"])
+def test_a_refused_run_exits_non_zero_whatever_ck_option_ends_the_script(cli, tmp_path, option):
+    proc = cli.popen("run", "program:p3", "--env.VARIANT=worker", f"--tmp_dir={tmp_path / 'run'}", option)
+    output, _ = proc.communicate(timeout=60)
+    one_clear_line(output, "p3: error: unknown VARIANT 'worker'")
+    expect(proc.returncode == 2, "unclear", f"exit {proc.returncode} after the refusal, given {option}:\n{output[-2000:]}")
+
+
 @pytest.mark.fault("message")
 @pytest.mark.parametrize("refuse, names", [
     (lambda v: whole_number(v, "BATCH_SIZE", "--env.BATCH_SIZE=N"), ["BATCH_SIZE must be a whole number"]),

@@ -3,7 +3,8 @@
 Stock CK refuses an unknown `--cmd_key`, and a `--target` that names no machine entry, inside its program module,
 before any hook of ours runs: with a message that lists no valid key, or that repeats the whole name (a
 100,000-character one included). For this repository's programs both are checked here first, with CK's own parser
-and entry loader; everything else, and every other program, goes to CK unchanged.
+and entry loader; everything else, and every other program, goes to CK unchanged. After CK, a run of ours that
+failed ends non-zero even when a CK option made CK's own exit code 0 (ck/script.py, failed_run_exit_code).
 """
 from __future__ import annotations
 
@@ -50,5 +51,12 @@ def main() -> int:
         return 1
     from ck.kernel import cli
 
-    cli()  # exits with CK's own code
-    return 0
+    from reprokit.ck.script import failed_run_exit_code
+
+    try:
+        cli()  # exits with CK's own code
+        code = 0
+    except SystemExit as ended:
+        code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 1)
+    # CK exits with its run script's code, which a CK option can make 0 after a run of ours failed (script.py)
+    return code or failed_run_exit_code()

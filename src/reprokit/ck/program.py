@@ -228,7 +228,7 @@ def postprocess(i: dict) -> dict:
         except UserError:
             spec = RunSpec()
         if spec.error:
-            result = Result.failed(spec.error)  # already printed by the run command
+            result = Result.failed(spec.error, RunStatus.REFUSED)  # already printed by the run command
         elif spec.submission is not None:  # submitted; its follower did not end (or never began): the job goes too
             job = spec.submission.job_id
             try:
@@ -261,5 +261,5 @@ def postprocess(i: dict) -> dict:
             print(f"p3: FAILED: {result.failure_reason}", flush=True)
     result.run_folder = str(run_dir)
     if not result.run_success:
-        exit_with_the_programs_code()  # a failed run exits non-zero (1; 130 when interrupted) without CK's flag
+        exit_with_the_programs_code(result.status.exit_code)  # non-zero (1, 2 refused, 130) without CK's flag
     return {"return": 0, "characteristics": result.to_dict()}
