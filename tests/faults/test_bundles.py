@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -225,6 +226,16 @@ def test_a_bundle_claiming_to_be_this_store_is_refused_and_the_local_setup_holds
     assert not list(workspace.imported_dir.rglob("origin.key"))  # the key never travels
     with tarfile.open(evaluator_a[1]) as tar:
         assert all(n == "manifest.json" or n.startswith(("records/", "runs/")) for n in tar.getnames())
+
+
+# The report labels this store's runs "here" and another store's "host (first 8 of its id)": an id such as
+# "local" from this host's name would read as this machine's own runs.
+@pytest.mark.parametrize("origin_id", ["local", "here", "LOCAL-0123456789abcdef0123456789abcdef"])
+def test_an_origin_id_no_store_makes_is_refused_naming_the_field(cli, workspace, tmp_path, origin_id):
+    forgery = forgery_of(workspace)
+    forgery.claim_origin({"id": origin_id, "host": socket.gethostname(), "study": "sysml19-p3"})
+    refused(cli, forgery.write(tmp_path / "bundles" / "b.tar.gz"), workspace, f"origin.id {origin_id!r}",
+            "is not one a store makes", "ck export wrote")
 
 
 def test_a_store_made_before_keys_is_pinned_to_the_first_key_an_importer_sees(cli, workspace, tmp_path):

@@ -3,12 +3,15 @@ naming the path and the fix ("free space on ...", "shorten the name"), never a t
 Real full file systems: a 1 MB tmpfs (needs root)."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from support.faults import one_clear_line
+from support.faults import expect, finishes, one_clear_line
+from support.runs import fake_plan, no_process_left, wait_for, write_spec
 from reprokit.core.errors import UserError
+from reprokit.core.paths import SRC_DIR
 
 pytestmark = [pytest.mark.root, pytest.mark.fault("disk")]
 
@@ -76,3 +79,30 @@ def test_a_log_the_launcher_cannot_write_ends_the_run_with_one_line(tiny_disk):
     sink.pump(role, talker.stdout).join(30)
     assert talker.wait(30) == 0
     one_clear_line(sink.failure, "the run's logs", "free space on")
+
+
+def test_a_disk_filling_mid_run_ends_it_with_the_disk_line_alone(tiny_disk, capsys, monkeypatch):
+    """The launcher, then ck's postprocess, as `ck run` calls them: the disk fills while workers log, so neither the
+    logs nor the result can be written. The launcher's line names the disk; the postprocess, which finds no result,
+    must not add a second line blaming the launcher (as if it had been stopped)."""
+    from reprokit.ck import program
+
+    run_dir = tiny_disk / "run"
+    run_dir.mkdir()
+    plan = fake_plan("--report-forever", "0.05", timeout_s=120)
+    spec = write_spec(run_dir, plan)
+    launcher = subprocess.Popen([sys.executable, "-m", "reprokit.run.command", str(spec)], cwd=run_dir,
+                                env={**os.environ, "PYTHONPATH": str(SRC_DIR)}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert wait_for(lambda: list(run_dir.glob("logs/worker-*.log")), timeout=30), "no worker logged"
+    fill(tiny_disk)
+    code = finishes(launcher, 60)
+    said = launcher.stdout.read()
+    monkeypatch.setattr(program, "exit_with_the_programs_code", lambda code: None)  # CK's frame is not here
+    result = program.postprocess({"misc": {program.RUN_FOLDER_KEY: str(run_dir)}})["characteristics"]
+    said += capsys.readouterr().out
+    assert code != 0 and result["run_success"] is False
+    one_clear_line(said, "p3:", "no space left", "free space on")
+    blamed = [line for line in said.splitlines() if "launcher" in line]
+    expect(not blamed, "unclear", f"a line after the disk's blames the launcher:\n{said[-2000:]}")
+    assert no_process_left(plan.run_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -21,7 +22,7 @@ from reprokit.core.values import SHOWN_CHARACTERS, plain_setting, whole_number
 
 from support.bundles import filled_store
 from support.ckcli import CkCli, own_ck
-from support.faults import expect, finishes, one_clear_line
+from support.faults import FaultFailure, expect, finishes, one_clear_line
 
 pytestmark = [pytest.mark.fault("hostile-input"), pytest.mark.parallel]  # ck commands only: no testbed, no training, no timing
 REFUSED_WITHIN_S = 20.0  # ck's own start-up included; the refusals themselves take well under a second
@@ -115,6 +116,67 @@ def test_store_files_that_are_devices_fifos_or_huge_are_refused_in_one_line(cli,
             handle.truncate(40 << 20)  # sparse: 40 MB of zeros read as nothing but take no disk
     refused_in_one_short_line(cli, ["export", "study:sysml19-p3", f"--store={store.root}",
                                     f"--out={tmp_path / 'out.tar.gz'}"], *names)
+
+
+STUDY = "study:sysml19-p3"
+PREDICT = ["predict", STUDY, "--model=resnet", "--bandwidths=1gbit", "--workers=4"]
+LONG_VALUE_LINE = 500  # characters: the problem, the fix, and the value clipped (80; a path 240, to be found)
+# One refusal per option class, each given a 100,000-character value (V) or path (P): (arguments, words it names).
+LONG_VALUES = {
+    "run --cmd_key": (["run", "program:p3", "--cmd_key=V"], ["unknown --cmd_key"]),
+    "run --target": (["run", "program:p3", "--target=V"], ["no machine entry", "--target"]),
+    "run --env.VARIANT": (["run", "program:p3", "--env.VARIANT=V"], ["unknown VARIANT"]),
+    "reproduce --models": (["reproduce", STUDY, "--models=V"], ["unknown model(s)"]),
+    "reproduce --models, 50,000 names": (["reproduce", STUDY, "--models=" + "a," * 50_000], ["unknown model(s)"]),
+    "reproduce --bandwidths": (["reproduce", STUDY, "--bandwidths=V"], ["bandwidth", "is not a rate"]),
+    "reproduce --target": (["reproduce", STUDY, "--target=V"], ["no machine entry"]),
+    "reproduce --store": (["reproduce", STUDY, "--store=P"], ["--store=", "cannot use it"]),
+    "report --store": (["report", STUDY, "--store=P"], ["there is no study store"]),
+    "report --out_dir": (["report", STUDY, "--out_dir=P"], ["--out_dir=", "cannot use it"]),
+    "predict --gpu": ([*PREDICT, "--gpu=V"], ["unknown --gpu"]),
+    "predict --gpu=measured:FILE": ([*PREDICT, "--gpu=measured:P"], ["--gpu=", "is not a file"]),
+    "predict --image_shape": ([*PREDICT, "--image_shape=V"], ["no layer profile", "image shape"]),
+    "export --out": (["export", STUDY, "--out=P.tar.gz"], ["--out=", "cannot use it"]),
+    "export --store": (["export", STUDY, "--store=P", "--out=b.tar.gz"], ["too long", "shorten the name"]),
+    "import --in": (["import", "study", "--in=P"], ["refusing bundle", "no such file"]),
+    "check cluster:NAME": (["check", "cluster:V"], ["no machine entry"]),
+    "convert --config_file": (["convert", "cluster", "--config_file=P"], ["cannot read", "a cluster description"]),
+}
+
+
+@pytest.mark.fault("message")
+@pytest.mark.parametrize("args, names", LONG_VALUES.values(), ids=LONG_VALUES.keys())
+def test_a_100_kb_value_of_any_option_is_refused_in_one_line_that_clips_it(cli, tmp_path, args, names):
+    value, path = "v" * HUGE, f"{tmp_path}/{'p' * HUGE}"
+    given = [a.replace("=V", f"={value}").replace("cluster:V", f"cluster:{value}")
+             .replace("=P", f"={path}").replace("measured:P", f"measured:{path}") for a in args]
+    proc = cli.popen(*given)
+    try:  # read while it runs: CK's echo of a 100 KB setting alone fills the pipe
+        output, _ = proc.communicate(timeout=REFUSED_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise FaultFailure("hang", f"ck {given[0]} still running after {REFUSED_WITHIN_S} s") from None
+    code = proc.returncode
+    expect(code != 0, "unclear", f"exit 0 after a refusal:\n{output[-2000:]}")
+    line = one_clear_line(output, *names)
+    # Stock CK prints the run script it prepared, every setting's `export NAME=VALUE` whole, before our run command
+    # refuses the value: that echo is CK's, not a refusal.
+    ours = [text for text in output.splitlines() if not text.startswith("export ")]
+    longest = max(ours, key=len)
+    expect(len(longest) < LONG_VALUE_LINE, "unclear",
+           f"a {len(longest)}-character line: {longest[:300]}…; the refusal: {line[:300]}")
+
+
+# CK exits with its run script's code: --extra_post_process_cmd's commands run after ours, and --extra_run_cmd is
+# appended to our command line, so either can make it 0 after a refusal or a failed run.
+@pytest.mark.fault("message")
+@pytest.mark.parametrize("option", ["--extra_post_process_cmd=true", "--extra_run_cmd=|| true"])
+def test_a_refused_run_exits_non_zero_whatever_ck_option_ends_the_script(cli, tmp_path, option):
+    proc = cli.popen("run", "program:p3", "--env.VARIANT=worker", f"--tmp_dir={tmp_path / 'run'}", option)
+    output, _ = proc.communicate(timeout=60)
+    one_clear_line(output, "p3: error: unknown VARIANT 'worker'")
+    expect(proc.returncode == 2, "unclear", f"exit {proc.returncode} after the refusal, given {option}:\n{output[-2000:]}")
 
 
 @pytest.mark.fault("message")

@@ -245,7 +245,7 @@ def test_cks_postprocess_says_whether_the_job_was_followed_and_cancels_it(tmp_pa
 
     cancelled = []
     monkeypatch.setattr(program, "cancel", lambda job, timeout: cancelled.append((job, timeout)))
-    monkeypatch.setattr(program, "exit_with_the_programs_code", lambda: None)
+    monkeypatch.setattr(program, "exit_with_the_programs_code", lambda code: None)
     RunSpec(submission=Submission("slurm", "12", {"nodes": 2}, "job.sbatch", "job.out", str(tmp_path / "job"),
                                   0.0)).save(tmp_path)
     if followed:

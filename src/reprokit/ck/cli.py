@@ -1,16 +1,18 @@
-"""The `ck` command of this project's environment (`.venv/bin/ck`): stock CK's, after one check CK makes too late,
-and ending a failure of ours with our own line.
+"""The `ck` command of this project's environment (`.venv/bin/ck`): stock CK's, after the checks CK makes too
+late, ending a failure of ours with our own line and a non-zero code.
 
-Stock CK refuses an unknown `--cmd_key` inside its program module, before any hook of ours runs, with a message
-that lists no valid key. For this repository's programs the check is made here first, with CK's own parser and
-entry loader.
+Stock CK refuses an unknown `--cmd_key`, and a `--target` that names no machine entry, inside its program module,
+before any hook of ours runs: with a message that lists no valid key, or that repeats the whole name (a
+100,000-character one included). For this repository's programs both are checked here first, with CK's own parser
+and entry loader.
 
-Everything else goes to CK's kernel as its own CLI hands it (``ck.kernel.access`` with the command line), with one
-difference at the end. Our tools hand their failure lines (``p3: error: ...``, ``p3: FAILED: ...``,
+Everything else goes to CK's kernel as its own CLI hands it (``ck.kernel.access`` with the command line), with two
+differences at the end. Our tools hand their failure lines (``p3: error: ...``, ``p3: FAILED: ...``,
 ``dataset: error: ...``) to this command (core.errors.say_failure) instead of printing them; once CK is done, they
 are printed last, each on its own stream. Where one was handed, CK's own trailing line that merely relays the
 failure (``CK error: [program] return code N !=0 !``, ``CK error: [package] package installation failed!``) is
-left out; any other error of CK's is printed before ours. The exit code is CK's.
+left out; any other error of CK's is printed before ours. And a run of ours that failed ends non-zero even when a
+CK option made CK's own exit code 0 (ck/script.py, failed_run_exit_code).
 """
 from __future__ import annotations
 
@@ -28,18 +30,20 @@ from reprokit.core.errors import LAST_LINE_ENV
 CK_RELAYS = re.compile(r"(return code -?\d+ !=0 ?|package installation failed)")
 
 
-def unknown_cmd_key(argv: list[str]) -> str | None:
-    """Our one-line refusal of ``ck run program:OURS --cmd_key=KEY`` for a KEY the program lacks, else None."""
+def early_refusal(argv: list[str]) -> str | None:
+    """Our one-line refusal of ``ck run program:OURS`` with a ``--cmd_key`` the program lacks or a ``--target`` that
+    is no machine entry, else None."""
     import ck.kernel as kernel
 
     from reprokit.bootstrap import REPO_ALIAS
+    from reprokit.core.values import shown
 
     parsed = kernel.convert_ck_list_to_dict(argv)
     if parsed["return"] > 0:
         return None
     request = parsed["ck_dict"]
-    key = request.get("cmd_key")
-    if request.get("action") != "run" or not isinstance(key, str):
+    key, target = request.get("cmd_key"), request.get("target")
+    if request.get("action") != "run" or not (isinstance(key, str) or isinstance(target, str)):
         return None
     cid = kernel.parse_cid({"cid": request.get("cid", "")})
     if cid["return"] > 0 or cid.get("module_uoa") != "program":
@@ -49,10 +53,14 @@ def unknown_cmd_key(argv: list[str]) -> str | None:
     if loaded["return"] > 0 or loaded.get("repo_alias") != REPO_ALIAS:
         return None
     keys = sorted(loaded["dict"].get("run_cmds", {}))
-    if key in keys:
-        return None
-    return (f"p3: error: unknown --cmd_key {key[:80]!r} for program:{loaded['data_alias']}; valid ones: "
-            f"{', '.join(keys)} (e.g. --cmd_key={'resnet' if 'resnet' in keys else keys[0]})")
+    if isinstance(key, str) and key not in keys:
+        return (f"p3: error: unknown --cmd_key {shown(key)} for program:{loaded['data_alias']}; valid ones: "
+                f"{', '.join(keys)} (e.g. --cmd_key={'resnet' if 'resnet' in keys else keys[0]})")
+    if isinstance(target, str) and target and \
+            kernel.access({"action": "load", "module_uoa": "machine", "data_uoa": target})["return"] > 0:
+        return (f"p3: error: there is no machine entry {shown(target)} for --target; register it with: ck add "
+                f"machine:NAME --type=cluster --config_file=hosts.json --quiet (ck show machine lists them)")
+    return None
 
 
 def handed_lines(path: Path) -> list[tuple[str, bool]]:
@@ -105,8 +113,12 @@ def run_ck(argv: list[str]) -> int:
 
 
 def main() -> int:
-    refusal = unknown_cmd_key(sys.argv[1:])
+    refusal = early_refusal(sys.argv[1:])
     if refusal:
         print(refusal, file=sys.stderr)
         return 1
-    return run_ck(sys.argv[1:])
+    from reprokit.ck.script import failed_run_exit_code
+
+    code = run_ck(sys.argv[1:])
+    # CK exits with its run script's code, which a CK option can make 0 after a run of ours failed (script.py)
+    return code or failed_run_exit_code()

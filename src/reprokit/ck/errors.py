@@ -8,12 +8,13 @@ from typing import Any
 from collections.abc import Callable
 
 from reprokit.core.errors import UserError
+from reprokit.core.paths import disk_error
 
 
 def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
     """A CK hook or action: a UserError becomes {"return": 1, "error": one line}, which ck prints and exits 1 on;
-    so does Ctrl-C (the action's own cleanup has run by then), instead of a KeyboardInterrupt traceback, and a closed
-    stdout, instead of a BrokenPipeError one."""
+    so does Ctrl-C (the action's own cleanup has run by then), instead of a KeyboardInterrupt traceback, a closed
+    stdout, instead of a BrokenPipeError one, and an overlong name or a full disk (core.paths.disk_error)."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> dict:
         try:
@@ -27,6 +28,15 @@ def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
             # filters does. stdout now points at /dev/null, so neither ck's last line nor the exit flush raise again.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return {"return": 1, "error": "stdout was closed by its reader before the output was written"}
+        except OSError as exc:
+            # A user's path too long for the file system (pathlib's is_file() and exists() raise that, on Python
+            # 3.11), or a full disk, wherever it is first met: one line naming it, never a traceback.
+            request = args[0] if args and isinstance(args[0], dict) else {}
+            error = disk_error(exc, " ".join(str(w) for w in ("ck", request.get("action"), request.get("module_uoa"))
+                                             if w))
+            if error is None:
+                raise
+            return {"return": 1, "error": str(error)}
     return wrapper
 
 

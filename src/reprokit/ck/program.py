@@ -228,7 +228,7 @@ def postprocess(i: dict) -> dict:
         except UserError:
             spec = RunSpec()
         if spec.error:
-            result = Result.failed(spec.error)  # already printed by the run command
+            result = Result.failed(spec.error, RunStatus.REFUSED)  # already printed by the run command
         elif spec.submission is not None:  # submitted; its follower did not end (or never began): the job goes too
             job = spec.submission.job_id
             try:
@@ -240,6 +240,9 @@ def postprocess(i: dict) -> dict:
                    if (run_dir / FOLLOWING_FILE).exists() else "the run command never followed it")
             result = Result.failed(f"{cancelled}: {how}", RunStatus.INTERRUPTED)
             say_failure(f"p3: FAILED: {result.failure_reason}", stdout=True)
+        elif (run_dir / lifeline.UNRECORDED_FILE).exists():  # it said why itself (a full disk kept its result)
+            result = Result.failed(f"the run ended without writing {RESULT_FILE} in {run_dir}; its own p3: line "
+                                   f"said why")
         elif (run_dir / lifeline.LAUNCHER_FILE).exists() or (run_dir / lifeline.STOP_FILE).exists():
             # It started and was killed before it could finish, or was stopped before it could start.
             # Its roles died with it (PR_SET_PDEATHSIG); anything they started that is still here goes now.
@@ -258,5 +261,5 @@ def postprocess(i: dict) -> dict:
             say_failure(f"p3: FAILED: {result.failure_reason}", stdout=True)
     result.run_folder = str(run_dir)
     if not result.run_success:
-        exit_with_the_programs_code()  # a failed run exits non-zero (1; 130 when interrupted) without CK's flag
+        exit_with_the_programs_code(result.status.exit_code)  # non-zero (1, 2 refused, 130) without CK's flag
     return {"return": 0, "characteristics": result.to_dict()}

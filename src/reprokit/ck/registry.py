@@ -51,7 +51,7 @@ def machine_cluster_data(name: str) -> Any:
     r = access({"action": "load", "module_uoa": "machine", "data_uoa": name})
     if r["return"] > 0:
         raise UserError(f"there is no machine entry {shown(name)}; register it with: "
-                        f"ck add machine:{name} --type=cluster --config_file=hosts.json --quiet")
+                        f"ck add machine:{shown(name, quoted=False)} --type=cluster --config_file=hosts.json --quiet")
     data = r["dict"].get("device_cfg", {}).get("remote_params", {}).get("cluster_config")
     if data is None:
         raise UserError(f"machine:{name} is not a cluster; register one with --type=cluster --config_file=hosts.json")

@@ -75,13 +75,27 @@ def refuse_shell_syntax_in_labels(i: dict, why: str) -> None:
     plain_setting("version", i.get("version") or "", why, spaces_quoted=True)
 
 
-def exit_with_the_programs_code() -> bool:
+# The exit code of this ck process's last failed run (0: none failed), for the ck command (ck/cli.py): CK takes
+# the exit code of its run script, which an option of CK's can make 0 after a failed run (the commands of
+# --extra_post_process_cmd run after ours; --extra_run_cmd='|| true' is appended to it).
+_failed_run_exit_code = 0
+
+
+def exit_with_the_programs_code(code: int) -> bool:
     """Make the running `ck run` exit with the program's own exit code, as `--treat_return_code_as_exit_code=yes`
     does: stock CK's program module exits 0 whatever the program did, and reads that flag from its ``run``
-    function's input (``i``) only after the postprocess returned, so the postprocess sets it there. Returns
-    whether that frame was found (not under other callers, e.g. CK's pipeline)."""
+    function's input (``i``) only after the postprocess returned, so the postprocess sets it there. ``code``: the
+    failed run's, kept for the ck command (failed_run_exit_code). Returns whether that frame was found (not under
+    other callers, e.g. CK's pipeline)."""
+    global _failed_run_exit_code
+    _failed_run_exit_code = code
     found = ck_locals("run", "program").get("i")
     if not isinstance(found, dict):
         return False
     found["treat_return_code_as_exit_code"] = "yes"
     return True
+
+
+def failed_run_exit_code() -> int:
+    """The exit code of the last run of this process that failed (exit_with_the_programs_code), or 0."""
+    return _failed_run_exit_code

@@ -7,6 +7,8 @@ plain values: options (what the user asked for), sweep, report and bundle.
 """
 from __future__ import annotations
 
+import os
+
 from reprokit.ck.errors import access, ck_command
 from reprokit.ck.registry import artifact_builds, machine_cluster_data
 from reprokit.core.errors import UserError
@@ -90,8 +92,8 @@ def report(i: dict) -> dict:
     from reprokit.study.report.render import write_report
 
     study, store = _study_and_store(i)
-    if i.get("store") and not store.root.is_dir():  # a mistyped --store would otherwise get an empty report made there
-        raise UserError(f"there is no study store at {store.root}; give the --store that ck reproduce or ck import "
+    if i.get("store") and not os.path.isdir(store.root):  # a mistyped --store would otherwise get an empty report
+        raise UserError(f"there is no study store at {shown(store.root)}; give the --store that ck reproduce or ck import "
                         f"study wrote, or leave it out for the default store")
     out_dir = output_folder(options.report_dir(i, store.root), "--out_dir")  # before the analysis
     docs = str(i.get("docs", "") or "")

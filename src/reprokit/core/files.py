@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 
 _KINDS = (  # what a path is when it is not a regular file
     (stat.S_ISDIR, "a folder"),
@@ -32,7 +33,7 @@ def size_text(n: int) -> str:
 def _refuse_unless_regular(mode: int, path: Path, what: str) -> None:
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise UserError(f"{path} is {kind}, not a regular file; {what} must be a regular file")
+        raise UserError(f"{shown(path)} is {kind}, not a regular file; {what} must be a regular file")
 
 
 def read_regular(path: str | os.PathLike, what: str, limit: int) -> bytes:
@@ -47,12 +48,12 @@ def read_regular(path: str | os.PathLike, what: str, limit: int) -> bytes:
             _refuse_unless_regular(os.fstat(handle.fileno()).st_mode, path, what)  # what was opened
             data = handle.read(limit + 1)
     except FileNotFoundError:
-        raise UserError(f"{path} does not exist; {what} was expected there") from None
+        raise UserError(f"{shown(path)} does not exist; {what} was expected there") from None
     except OSError as exc:
-        raise UserError(f"cannot read {path} ({what}): {exc.strerror or exc}") from None
+        raise UserError(f"cannot read {shown(path)} ({what}): {exc.strerror or exc}") from None
     if len(data) > limit:
         size = max(len(data), _size(path))
-        raise UserError(f"{path} is {size} bytes; {what} is at most {size_text(limit)}")
+        raise UserError(f"{shown(path)} is {size} bytes; {what} is at most {size_text(limit)}")
     return data
 
 

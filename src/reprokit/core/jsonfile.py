@@ -7,6 +7,7 @@ from pathlib import Path
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
 from reprokit.core.outputs import replace_file
+from reprokit.core.values import shown
 
 MAX_JSON_BYTES = 32 << 20  # a document of ours (the largest: an imported bundle's description, its manifest in it)
 
@@ -24,7 +25,7 @@ def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> dict:
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise UserError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
+        raise UserError(f"cannot read {what} {shown(path)}: {type(exc).__name__}: {exc}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{what} {path} is not a JSON object")
+        raise UserError(f"{what} {shown(path)} is not a JSON object")
     return data

@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reprokit.core.errors import UserError
-
-
-def _shown(raw: str | os.PathLike) -> str:
-    text = str(raw)
-    return text if len(text) <= 80 else text[:77] + "..."
+from reprokit.core.values import shown
 
 
 def output_folder(raw: str | os.PathLike, option: str) -> Path:
@@ -26,17 +22,17 @@ def output_folder(raw: str | os.PathLike, option: str) -> Path:
     except FileNotFoundError:
         mode = None
     except OSError as exc:
-        raise UserError(f"{option}={_shown(raw)}: cannot use it ({exc.strerror}); give a folder you can write") from None
+        raise UserError(f"{option}={shown(Path(raw))}: cannot use it ({exc.strerror}); give a folder you can write") from None
     if mode is not None and not stat.S_ISDIR(mode):
         kind = "a file" if stat.S_ISREG(mode) else "a device or special file"
-        raise UserError(f"{option}={_shown(raw)} is {kind}, not a folder; give a folder (it is made if missing)")
+        raise UserError(f"{option}={shown(Path(raw))} is {kind}, not a folder; give a folder (it is made if missing)")
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=path, prefix=".write-check-")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UserError(f"{option}={_shown(raw)}: cannot write there ({exc.strerror}); give a folder you can "
+        raise UserError(f"{option}={shown(Path(raw))}: cannot write there ({exc.strerror}); give a folder you can "
                         f"write") from None
     return path.resolve()
 
@@ -44,12 +40,19 @@ def output_folder(raw: str | os.PathLike, option: str) -> Path:
 def output_file(raw: str | os.PathLike, option: str) -> Path:
     """A file ``option`` names, to be replaced: not a folder or device, its folder checked as output_folder."""
     path = Path(raw).expanduser()
-    if path.is_dir() or (path.exists() and not path.is_file()):
-        raise UserError(f"{option}={_shown(raw)} is not a file we can write; name a new file or one to replace")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:  # an overlong name, a loop of links: is_dir() would raise it as a traceback
+        raise UserError(f"{option}={shown(Path(raw))}: cannot use it ({exc.strerror}); name a file in a folder you "
+                        f"can write") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise UserError(f"{option}={shown(Path(raw))} is not a file we can write; name a new file or one to replace")
     try:
         return output_folder(path.parent, option) / path.name
     except UserError as exc:
-        raise UserError(str(exc).replace(f"{option}=", f"{option}={_shown(raw)}: its folder ", 1).replace(
+        raise UserError(str(exc).replace(f"{option}=", f"{option}={shown(Path(raw))}: its folder ", 1).replace(
             "give a folder you can write", "name a file in a folder you can write")) from None
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from collections.abc import Iterator
 
 from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 
 SRC_DIR = Path(__file__).resolve().parents[2]  # put on PYTHONPATH of child interpreters that import reprokit
 REPO_ROOT = SRC_DIR.parent
@@ -36,15 +37,15 @@ def check_room(path: str | os.PathLike, need_bytes: int, what: str) -> None:
     path_max = os.pathconf(folder, "PC_PATH_MAX")
     for name in path.relative_to(folder).parts:
         if len(os.fsencode(name)) > name_max:
-            raise UserError(f"{what}: the name {_short(name)} in {folder} is {len(os.fsencode(name))} bytes long, "
+            raise UserError(f"{what}: the name {shown(Path(name))} in {shown(folder)} is {len(os.fsencode(name))} bytes long, "
                             f"more than the {name_max} its filesystem allows; shorten the name")
     if len(os.fsencode(str(path))) >= path_max:
-        raise UserError(f"{what}: the path {_short(str(path))} is {len(os.fsencode(str(path)))} bytes long, more "
+        raise UserError(f"{what}: the path {shown(path)} is {len(os.fsencode(str(path)))} bytes long, more "
                         f"than the {path_max - 1} its filesystem allows; shorten the name")
     free = shutil.disk_usage(folder).free
     if free < need_bytes:
-        raise UserError(f"{what}: only {free / MB:.1f} MB free on {folder}, {need_bytes / MB:.1f} MB needed for "
-                        f"{_short(str(path))}; free space on {folder}, or write elsewhere")
+        raise UserError(f"{what}: only {free / MB:.1f} MB free on {shown(folder)}, {need_bytes / MB:.1f} MB needed for "
+                        f"{shown(path)}; free space on {shown(folder)}, or write elsewhere")
 
 
 def disk_error(exc: OSError, what: str, where: str | os.PathLike = "") -> UserError | None:
@@ -53,9 +54,9 @@ def disk_error(exc: OSError, what: str, where: str | os.PathLike = "") -> UserEr
     path = str(exc.filename or where or "?")
     if exc.errno in _FULL:
         folder = _existing_folder(Path(os.path.abspath(path)).parent)
-        return UserError(f"{what}: no space left writing {_short(path)}; free space on {folder} and try again")
+        return UserError(f"{what}: no space left writing {shown(Path(path))}; free space on {shown(folder)} and try again")
     if exc.errno == errno.ENAMETOOLONG:
-        return UserError(f"{what}: the name {_short(path)} is too long for its filesystem; shorten the name")
+        return UserError(f"{what}: the name {shown(Path(path))} is too long for its filesystem; shorten the name")
     return None
 
 
@@ -69,8 +70,3 @@ def disk_errors(what: str, where: str | os.PathLike = "") -> Iterator[None]:
         if error is None:
             raise
         raise error from None
-
-
-def _short(text: str, keep: int = 60) -> str:
-    """A long name, cut for one line: its start and end."""
-    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]}"

@@ -1,6 +1,7 @@
 """The one validation of values that users type (numbers, and what may be written into a shell script)."""
 from __future__ import annotations
 
+import os
 import re
 
 from reprokit.core.errors import UserError
@@ -11,7 +12,10 @@ SHOWN_PATH_CHARACTERS = 240  # a path is quoted whole up to this: the user must 
 
 def shown(value: object, limit: int = SHOWN_CHARACTERS, quoted: bool = True) -> str:
     """A user's value as a message quotes it: its repr (control characters escaped; ``quoted=False``: a string
-    as is), clipped to ``limit`` characters with the full length stated (``'abc'… (100000 characters)``)."""
+    as is), clipped to ``limit`` characters with the full length stated (``'abc'… (100000 characters)``).
+    A path (``pathlib.Path``) is shown as text, unquoted, up to SHOWN_PATH_CHARACTERS."""
+    if isinstance(value, os.PathLike):
+        return shown(str(os.fspath(value)), SHOWN_PATH_CHARACTERS, quoted=False)
     if isinstance(value, str):
         if len(value) <= limit:
             return repr(value) if quoted else value

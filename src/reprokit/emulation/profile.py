@@ -11,6 +11,7 @@ every shaped bandwidth (``dilated_rate``); throughput is reported as measured an
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -169,7 +170,7 @@ def check_name(raw: str, option: str = "--env.COMPUTE_PROFILE") -> str:
     measured = measured_path(raw)
     if measured is not None or "/" in raw or raw.endswith(".json"):
         path = measured if measured is not None else Path(raw)
-        if not path.is_file():
+        if not os.path.isfile(path):  # False for a name too long to look up, where is_file() raises
             raise UserError(f"{option}={shown(raw)}: {shown(str(path))} is not a file; give a profile a run measured "
                             f"(--env.TIMELINE=1 writes measured-compute.json in its run folder) or one of "
                             f"{', '.join(named_profiles())}: {option}=NAME|measured:FILE")

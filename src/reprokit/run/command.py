@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         full = disk_error(exc, "the run's result", run_dir)
         say_failure(f"p3: error: {full or f'cannot write the result into {run_dir}: {exc.strerror or exc}'}"
                     f" (the run itself: {'succeeded' if outcome.success else outcome.reason})")
+        lifeline.ended_unrecorded(run_dir)  # that line is the run's last: ck's postprocess must not add its own
         return RunStatus.FAILED.exit_code
     try:
         result.say_summary()

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from reprokit.core.paths import MB, check_room, disk_errors
-from reprokit.run.lifeline import LAUNCHER_FILE, STOP_FILE
+from reprokit.run.lifeline import LAUNCHER_FILE, STOP_FILE, UNRECORDED_FILE
 from reprokit.run.procscan import is_running
 
 RUNS = "runs"
@@ -53,7 +53,7 @@ def _point_latest(shared: Path, folder: Path) -> None:
 
 def ran(folder: Path) -> bool:
     """The run in ``folder`` got past its refusals: its launcher started, or it was stopped while starting."""
-    return (folder / LAUNCHER_FILE).exists() or (folder / STOP_FILE).exists()
+    return any((folder / name).exists() for name in (LAUNCHER_FILE, STOP_FILE, UNRECORDED_FILE))
 
 
 def _prune(runs: Path) -> None:

@@ -33,6 +33,9 @@ from reprokit.run.progress import STOPPED_LIMIT_S
 STOP_FILE = "stop-requested"  # the signal ck's Python got, one line
 LAUNCHER_FILE = "launcher.pid"  # the launcher's process identity (PID:START)
 FROZEN_FILE = "launcher-frozen"  # why ck's Python killed a stopped launcher, one line
+# The launcher ended by itself and said why, but could not write its result (a full disk): LAUNCHER_FILE renamed,
+# which needs no free space, so that ck's postprocess adds no line of its own.
+UNRECORDED_FILE = "launcher-ended-unrecorded"
 CK_PROCESS_ENV = "REPROKIT_CK_PROCESS"  # ck's Python's process identity, for the launcher to watch
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WATCH_INTERVAL_S = 0.2
@@ -137,9 +140,17 @@ def watch_launcher(run_dir: Path, limit_s: float = STOPPED_LIMIT_S) -> threading
     return thread
 
 
+def ended_unrecorded(run_dir: Path) -> None:
+    """In the launcher, at its end, when its result could not be written after it said why (see UNRECORDED_FILE)."""
+    try:
+        os.replace(run_dir / LAUNCHER_FILE, run_dir / UNRECORDED_FILE)
+    except OSError:  # no launcher file (it could not be written either): the postprocess then says the run wrote none
+        pass
+
+
 def clear(run_dir: Path) -> None:
     """Before a run reuses a folder: no stop or launcher of an earlier run may count for this one."""
-    for name in (STOP_FILE, LAUNCHER_FILE, FROZEN_FILE):
+    for name in (STOP_FILE, LAUNCHER_FILE, FROZEN_FILE, UNRECORDED_FILE):
         (run_dir / name).unlink(missing_ok=True)
 
 

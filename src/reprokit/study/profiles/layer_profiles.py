@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 from reprokit.study.whatif.iteration_model import Layer
 
 DATA = Path(__file__).with_name("layer_profiles.json")
@@ -77,10 +78,10 @@ def models() -> tuple[str, ...]:
 def profile(model: str, image_shape: str = "") -> Profile:
     data = _data()["models"]
     if model not in data:
-        raise UserError(f"no layer profile for model {model!r}; there are: {', '.join(data)}")
+        raise UserError(f"no layer profile for model {shown(model)}; there are: {', '.join(data)}")
     shape = image_shape or DEFAULT_SHAPE[model]
     if shape not in data[model]:
-        raise UserError(f"no layer profile for {model} at image shape {shape!r}; there are: {', '.join(data[model])}")
+        raise UserError(f"no layer profile for {model} at image shape {shown(shape)}; there are: {', '.join(data[model])}")
     raw = data[model][shape]
     layers = tuple(ProfiledLayer(str(x["name"]), str(x["kind"]), tuple(int(n) for n in x["arrays"]),
                                  int(x["forward_flops"])) for x in raw["layers"])

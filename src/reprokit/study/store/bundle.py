@@ -11,9 +11,10 @@ stored:
 
 - the manifest first (at most MAX_MANIFEST_BYTES): its schema (MANIFEST_SCHEMA),
   the study, a total of at most MAX_BUNDLE_BYTES, and its signature; then the
-  origin: a bundle that claims this store's origin, an origin id that is a key
-  fingerprint but not its key's, or an origin pinned by an earlier import to
-  another key, is refused;
+  origin: an origin id no store makes (``local``: identity.STORE_ID), a bundle
+  that claims this store's origin, an origin id that is a key fingerprint but
+  not its key's, or an origin pinned by an earlier import to another key, is
+  refused;
 - every other member: a regular file (no links, devices or folders), listed in
   the manifest, once, with the size it lists; streamed to disk in a hidden
   staging folder while its sha256 is computed. The bytes read from the gzip
@@ -182,7 +183,7 @@ class _Refused(Exception):
 
 
 def _refuse(bundle: Path, why: str) -> UserError:
-    return UserError(f"refusing bundle {bundle}: {why}; nothing was imported")
+    return UserError(f"refusing bundle {s.shown(bundle)}: {why}; nothing was imported")
 
 
 class _Budget:
@@ -217,7 +218,7 @@ class _Budget:
 @contextmanager
 def _archive(bundle: Path, first_grant: int) -> Iterator[tuple[tarfile.TarFile, _Budget]]:
     """The bundle as a tar stream whose reads are bounded by grants; every read problem as one refusal."""
-    if not bundle.is_file():
+    if not os.path.isfile(bundle):  # False for a name too long to look up, where is_file() raises
         raise _refuse(bundle, "there is no such file (give the one written by: ck export study:NAME --out=FILE.tar.gz)")
     try:
         with open(bundle, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
@@ -282,6 +283,10 @@ def bundle_study(bundle: Path) -> str:
 def _check_origin(manifest: dict, store: Store, imported: _Imported) -> None:
     """Refuse a bundle whose origin it cannot prove: the signing key must be its origin's."""
     origin, key = manifest["origin"], manifest["public_key"]
+    if not identity.STORE_ID.fullmatch(origin["id"]):
+        # Checked first: an id like "local" or "here" would read in the report as this store's own runs.
+        raise _Refused(f"its origin.id {s.shown(origin['id'])} is not one a store makes ({identity.STORE_ID_FORM}): "
+                       f"it was edited or made by hand; ask its evaluator for the bundle ck export wrote")
     own = store.origin()
     own_key = store.public_key()
     if origin["id"] == own.id and key == own_key:
@@ -290,7 +295,7 @@ def _check_origin(manifest: dict, store: Store, imported: _Imported) -> None:
         raise _Refused(f"it claims this store's origin ({own.id}) but is not signed with its key: it is forged")
     if key == own_key:
         raise _Refused(f"it is signed with this store's key but claims origin {origin['id']}: it is forged")
-    if re.fullmatch(r"[0-9a-f]{40}", origin["id"]) and origin["id"] != identity.fingerprint(key):
+    if identity.is_fingerprint(origin["id"]) and origin["id"] != identity.fingerprint(key):
         # an id made from a key (identity.fingerprint) can be claimed only with that key
         raise _Refused(f"its origin {origin['id']} is not the fingerprint of the key that signed it: it is forged")
     pinned = imported.keys.get(origin["id"])
@@ -442,7 +447,7 @@ STAGING = ".import-staging-"
 def import_bundle(store: Store, bundle: Path) -> dict:
     """Check ``bundle`` in full, then add the runs not imported yet under ``imported/<bundle id>``, at once."""
     bundle = bundle.expanduser().resolve()
-    if not bundle.is_file():
+    if not os.path.isfile(bundle):
         raise _refuse(bundle, f"there is no such file (give the one written by: ck export study:{store.study} "
                               f"--out=FILE.tar.gz)")
     store.origin()  # the store's identity (and folder), made before the lock

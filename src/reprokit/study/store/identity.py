@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -53,6 +54,17 @@ def fingerprint(public_key_hex: str) -> str:
     """The origin id a public key proves: the first 40 hex digits of its sha256 (ids made before keys are
     32: uuid4().hex)."""
     return hashlib.sha256(bytes.fromhex(public_key_hex)).hexdigest()[:40]
+
+
+# What an origin id looks like when a store made it: a fingerprint, or uuid4().hex from before keys. Anything else
+# (``local``, ``here``) was written by hand, and would read in a report as a name of this store.
+STORE_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{32}")
+STORE_ID_FORM = "40 hex digits, its key's fingerprint; 32 for a store made before keys"
+
+
+def is_fingerprint(origin_id: str) -> bool:
+    """An id made from a key (``fingerprint``), which only that key can claim."""
+    return len(origin_id) == 40 and STORE_ID.fullmatch(origin_id) is not None
 
 
 def sign(key: Ed25519PrivateKey, payload: bytes) -> str:

@@ -45,7 +45,8 @@ def select(requested: str | None, available: Iterable[str], what: str) -> list[s
     allowed = list(available)
     unknown = [n for n in names if n not in allowed]
     if unknown:
-        raise UserError(f"unknown {what} {', '.join(map(repr, unknown))}; the study has: {', '.join(allowed)}")
+        raise UserError(f"unknown {what} {shown(', '.join(map(repr, unknown)), quoted=False)}; the study has: "
+                        f"{', '.join(allowed)}")
     return names
 
 
