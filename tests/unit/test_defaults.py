@@ -5,6 +5,7 @@ import json
 
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.engine_side import program_module
+from reprokit.engines.registry import get_engine
 from reprokit.core.paths import PROGRAM_DIR
 from reprokit.run.settings import resolve
 from reprokit.engines.stock import FINISH_LINE
@@ -29,7 +30,7 @@ def arguments(path):
 
 def test_what_the_run_always_passes_has_no_default_on_the_engine_side():
     for cmd_key, script in (("resnet", "train.py"), ("sockeye", "sockeye_run.py")):
-        passed = [a for a in resolve(cmd_key, {}, "smoke").train_args() if a.startswith("--")]
+        passed = [a for a in resolve(cmd_key, {}, "smoke").train_args(get_engine("stock")) if a.startswith("--")]
         declared = arguments(PROGRAM_DIR / script)
         with_default = [flag for flag in passed if "default" in declared[flag]]
         assert with_default == [], f"{script} has defaults of its own for {with_default}"

@@ -30,9 +30,10 @@ from collections.abc import Callable
 from reprokit.core.errors import UserError
 from reprokit.cluster.ports import hold_port
 from reprokit.core.paths import disk_error
+from reprokit.engines.registry import engine_switches
 from reprokit.run.console import ConsoleFilter
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
-from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
+from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import is_stopped, kill_run_processes
 from reprokit.run.progress import STOPPED_LIMIT_S, ProgressWatch
 from reprokit.run.speedometer import is_speed_report
@@ -241,8 +242,8 @@ class LocalRoleProcess:
 
 
 def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in _ENV_DROPPED and k not in ENGINE_SWITCHES and not k.startswith("DMLC_")}
+    dropped = {*_ENV_DROPPED, *engine_switches()}  # engine switches come from the plan only, never from this shell
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("DMLC_")}
     env.update(plan.role_env(role))
     return env
 

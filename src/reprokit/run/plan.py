@@ -15,10 +15,6 @@ from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
 
-# Variables that switch the engine's mechanism (the van, P3's slicing, where the optimizer runs). A role gets them
-# from its run's plan only: inherited from a launching shell they would silently turn one variant into another.
-ENGINE_SWITCHES = ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD", "MXNET_UPDATE_ON_KVSTORE")
-
 
 @dataclass(frozen=True)
 class Role:

@@ -27,8 +27,9 @@ import paramiko
 
 from reprokit.core.errors import UserError
 from reprokit.cluster.hosts import ClusterConfig
+from reprokit.engines.registry import engine_switches
 from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
-from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
+from reprokit.run.plan import Role, RolePlan
 from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.cluster import rundir
 from reprokit.cluster.group import connect_all, on_each
@@ -62,7 +63,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
         raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
     assignments = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
     command = " ".join(shlex.quote(a) for a in argv)
-    unset = " ".join(f"-u {name}" for name in ENGINE_SWITCHES)  # the plan's only: never the login shell's
+    unset = " ".join(f"-u {name}" for name in engine_switches())  # the plan's only: never the login shell's
     # The channel's stdin is kept on fd 3 for the watchdog only: POSIX sh gives a background job
     # /dev/null as stdin before its own redirections, so `<&0` there would not reach the channel.
     # The watchdog only tells the main shell (USR1); the main shell TERMs the group and KILLs it

@@ -193,13 +193,12 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
     if settings.compute == EMULATED:
         check_emulation_on(engine, settings)
-    stock_knobs = engine.engine.stock_knobs
     job = RunJob(variant=settings.variant, model=settings.model, batch_size=settings.batch_size,
                  image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
                  disp_batches=settings.disp_batches, output_file=settings.output_file,
                  worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],
                  data=JobData(data.name, list(data.train_args), data.rec), script=settings.script,
-                 script_args=settings.train_args(stock_knobs), role_env=settings.role_env(),
+                 script_args=settings.train_args(engine.engine), p3=settings.p3_knobs,
                  emulated=settings.compute == EMULATED)
     run = engine.engine.role_command(engine, job)
     plan.command, plan.files, plan.extra_env, plan.role_args = run.command, run.files, run.extra_env, run.role_args
