@@ -31,6 +31,13 @@ class PsVan(StrEnum):
 PS_VAN_VARIABLE = "DMLC_PS_VAN_TYPE"  # the environment variable from which ps-lite takes a role's van
 
 
+class RoleKind(StrEnum):
+    """What a process of a parameter-server job plays, as ps-lite's DMLC_ROLE names it."""
+    SCHEDULER = "scheduler"
+    SERVER = "server"
+    WORKER = "worker"
+
+
 class RunStatus(StrEnum):
     """How a run ended, in one word: what its result, a study's record and ck's exit code say."""
     OK = "ok"

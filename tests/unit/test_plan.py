@@ -1,10 +1,12 @@
+import json
 import socket
 
 import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.cluster.ports import check_port_free, hold_port, pick_free_port
-from reprokit.run.plan import RolePlan, layout_roles, worker_threads_per_host
+from reprokit.run.plan import Role, RolePlan, layout_roles, worker_threads_per_host
+from reprokit.vocabulary import RoleKind
 
 
 def plan(hosts=("127.0.0.1",), workers=2, servers=1):
@@ -46,6 +48,19 @@ def test_plan_round_trips_through_json(tmp_path):
     p = plan(hosts=("a", "b"))
     p.save(tmp_path / "plan.json")
     assert RolePlan.load(tmp_path / "plan.json") == p
+
+
+def test_a_roles_kind_is_the_enum_stored_as_the_string_dmlc_role_names():
+    p = plan()
+    stored = json.loads(json.dumps(p.to_dict()))
+    assert [r["kind"] for r in stored["roles"]] == ["scheduler", "server", "worker", "worker"]
+    assert type(p.to_dict()["roles"][0]["kind"]) is str  # the plain string, not the enum, reaches the document
+    again = RolePlan.from_dict(stored)
+    assert [r.kind for r in again.roles] == [RoleKind.SCHEDULER, RoleKind.SERVER, RoleKind.WORKER, RoleKind.WORKER]
+    assert all(type(r.kind) is RoleKind for r in again.roles)
+    assert [p.role_env(r)["DMLC_ROLE"] for r in again.roles] == ["scheduler", "server", "worker", "worker"]
+    with pytest.raises(ValueError):
+        Role("client", 0, "a")
 
 
 def test_threads_split_cores_between_workers():

@@ -17,7 +17,7 @@ from reprokit.run.launch import OutputSink, Outcome, RoleProcess, StopRequest, s
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
 from reprokit.run.settings import check_roles_fit
-from reprokit.vocabulary import RunStatus
+from reprokit.vocabulary import RoleKind, RunStatus
 
 
 # Part of each launcher's probe (run by the engine's interpreter on the scheduler's host): a free port for the
@@ -36,7 +36,7 @@ def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, 
         if Path(local).resolve() != (run_dir / Path(local).name).resolve():
             shutil.copy2(local, run_dir / Path(local).name)
     found = probe()
-    check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+    check_roles_fit(Counter(r.host for r in plan.roles if r.kind is not RoleKind.SCHEDULER),
                     {h: int(found[h]["cores"]) for h in plan.hosts})
     if plan.scheduler_port == 0:
         plan.scheduler_port = int(found[plan.scheduler_host]["port"])

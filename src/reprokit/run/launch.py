@@ -37,7 +37,7 @@ from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import is_stopped, kill_run_processes
 from reprokit.run.progress import STOPPED_LIMIT_S, ProgressWatch
 from reprokit.run.speedometer import is_speed_report
-from reprokit.vocabulary import RunStatus
+from reprokit.vocabulary import RoleKind, RunStatus
 
 T = TypeVar("T")
 
@@ -186,7 +186,7 @@ class OutputSink:
                     if self.finish is not None and self.finish.search(line):
                         self.done.add(role.name)
                     self._note_error(role.name, line)
-                    if role.kind == "worker" and is_speed_report(line):
+                    if role.kind is RoleKind.WORKER and is_speed_report(line):
                         self.progress.report(role.name, time.monotonic())
                     if console_filter.shows(line):
                         self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
@@ -375,7 +375,7 @@ def supervise(
             elif now - begin > plan.timeout_s:
                 outcome = Outcome(RunStatus.FAILED, _timeout_reason(plan, procs, codes, output, stamped_now))
             else:
-                workers = [p for p in procs if p.role.kind == "worker"]
+                workers = [p for p in procs if p.role.kind is RoleKind.WORKER]
                 if workers and all(codes[p.role.name] == 0 for p in workers):
                     workers_done_at = workers_done_at or now
                     if now - workers_done_at > FINISH_GRACE_S:
@@ -404,7 +404,7 @@ def supervise(
 
 
 def _live_workers(procs: list[RoleProcess], codes: dict[str, int | None]) -> list[str]:
-    return [p.role.name for p in procs if p.role.kind == "worker" and codes[p.role.name] is None]
+    return [p.role.name for p in procs if p.role.kind is RoleKind.WORKER and codes[p.role.name] is None]
 
 
 def _stopped_too_long(procs: list[RoleProcess], codes: dict[str, int | None], since: dict[str, float],

@@ -36,7 +36,7 @@ from reprokit.cluster.group import connect_all, on_each
 from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer
-from reprokit.vocabulary import RunStatus
+from reprokit.vocabulary import RoleKind, RunStatus
 
 WATCHDOG_GRACE_S = 3
 HEARTBEAT_S = 3.0  # the launcher writes a byte to every role's stdin this often
@@ -264,7 +264,7 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
         if failure is not None:
             return Outcome(RunStatus.FAILED, str(failure[1]))
         try:
-            check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+            check_roles_fit(Counter(r.host for r in plan.roles if r.kind is not RoleKind.SCHEDULER),
                             {host: ready.cores for host, ready in prepared.succeeded.items()})
         except UserError as exc:
             return Outcome(RunStatus.FAILED, str(exc))
@@ -327,7 +327,7 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
     needs = HostNeeds(
         python=spec.python or plan.command[0], files=[Path(f) for f in plan.files],
         scheduler_port=plan.scheduler_port if host == plan.scheduler_host else None,
-        count_cores=any(r.host == host and r.kind != "scheduler" for r in plan.roles), slots=spec.slots,
+        count_cores=any(r.host == host and r.kind is not RoleKind.SCHEDULER for r in plan.roles), slots=spec.slots,
         outputs=plan.outputs if any(r.host == host for r in plan.workers) else {},
         output_need_bytes=plan.output_need_bytes)
 

@@ -23,6 +23,7 @@ from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_thr
 from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
                                    output_paths, with_local_outputs)
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
+from reprokit.vocabulary import RoleKind
 
 SPEC_FILE = "p3-run.json"
 SPEC_FORMAT = "reprokit-run-spec/1"  # the run specification's format, in the file as "format"
@@ -145,8 +146,9 @@ class RunSpec:
     def describe(self) -> str:
         """One line: the layout and what runs."""
         s, engine, plan = self.accepted()
-        counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
-        return (f"{counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} worker(s) on "
+        counts = {k: sum(r.kind is k for r in plan.roles) for k in RoleKind}
+        return (f"{counts[RoleKind.SCHEDULER]} scheduler, {counts[RoleKind.SERVER]} server(s), "
+                f"{counts[RoleKind.WORKER]} worker(s) on "
                 f"{', '.join(plan.hosts)}; {s.model} batch {s.batch_size} shape {s.image_shape or 'n/a'}; "
                 f"profile {s.profile}; engine {engine.name}; {self.data.describe()}; "
                 f"launcher {self.launcher_name}")
