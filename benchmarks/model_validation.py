@@ -61,8 +61,20 @@ from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.whatif import model_check as model_check_module
 from reprokit.study.whatif.iteration_model import simulate
-from reprokit.study.whatif.model_check import (UNSHAPED, Configuration, Errors, ObservedRun, Rows, StackCosts, compared,
-                                        interval_spreads, measured_s, model_input, recorded_errors, stored_emulated)
+from reprokit.study.whatif.model_check import (
+    UNSHAPED,
+    Configuration,
+    Errors,
+    ObservedRun,
+    Rows,
+    StackCosts,
+    compared,
+    interval_spreads,
+    measured_s,
+    model_input,
+    recorded_errors,
+    stored_emulated,
+)
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import one_clear_line
 from reprokit.core.errors import UserError
+from support.faults import one_clear_line
 
 pytestmark = [pytest.mark.root, pytest.mark.fault("disk")]
 

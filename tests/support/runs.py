@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from support.ckcli import CkCli
 
+from reprokit.engines.base import InstalledEngine
+from reprokit.engines.registry import get_engine
 from reprokit.run.plan import RolePlan, layout_roles
 from reprokit.run.procscan import run_processes
 from reprokit.run.settings import resolve
-from reprokit.engines.base import InstalledEngine
-from reprokit.engines.registry import get_engine
 from reprokit.run.spec import RunSpec
 
 FAKE_ROLE = Path(__file__).resolve().parent / "fake_role.py"

@@ -3,8 +3,8 @@ import json
 from pathlib import Path
 
 from reprokit.study.paper import claims as studies
-from reprokit.study.store.records import Origin, Record, RecordConfig
 from reprokit.study.paper.target import Target
+from reprokit.study.store.records import Origin, Record, RecordConfig
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY_META = json.loads((REPO / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from support.loopback import FileServer
+from reprokit.core.errors import UserError
 from reprokit.data.fetch import extract_zip
 from reprokit.engines.artifact.command import WorkerSlot, count_records, worker_slots
 from reprokit.engines.artifact.config import Cuda, ZipSource, build_env, detect_cuda, make_args, request_from_env
@@ -15,7 +15,7 @@ from reprokit.engines.artifact.install import InstallError, Steps, apply_patches
 from reprokit.engines.base import InstalledEngine, JobData, P3Knobs, RoleCommand, RunJob
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import get_engine
-from reprokit.core.errors import UserError
+from support.loopback import FileServer
 
 
 def fake_toolkit(root: Path, cudnn: bool = False) -> Path:

@@ -3,13 +3,14 @@ require what the run always passes, and the constants they must keep are pinned 
 import ast
 import json
 
+from reprokit.core.paths import PROGRAM_DIR
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.engine_side import program_module
 from reprokit.engines.registry import get_engine
-from reprokit.core.paths import PROGRAM_DIR
-from reprokit.run.settings import resolve
 from reprokit.engines.stock import FINISH_LINE
+from reprokit.run.settings import resolve
 from reprokit.vocabulary import PsVan
+
 
 def module_constants(path):
     tree = ast.parse(path.read_text())

@@ -4,12 +4,11 @@ import re
 
 import pytest
 
-from reprokit.emulation import profile as em
 from reprokit.core.errors import UserError
+from reprokit.emulation import profile as em
 from reprokit.engines.registry import get_engine
 from reprokit.run.settings import resolve
-from reprokit.study.profiles import emulation_profiles
-from reprokit.study.profiles import layer_profiles
+from reprokit.study.profiles import emulation_profiles, layer_profiles
 
 STOCK, FORK = get_engine("stock"), get_engine("p3")
 

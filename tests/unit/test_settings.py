@@ -5,12 +5,18 @@ import pytest
 
 from reprokit.cluster.hosts import parse
 from reprokit.core.errors import UserError
-from reprokit.run.settings import (ROLES_PER_CORE, absolute_outputs, check_roles_fit, local_layout, resolve,
-                                   with_local_outputs)
+from reprokit.core.values import plain_setting, shell_hazard
 from reprokit.engines.base import InstalledEngine
 from reprokit.engines.registry import engine_switches, get_engine
+from reprokit.run.settings import (
+    ROLES_PER_CORE,
+    absolute_outputs,
+    check_roles_fit,
+    local_layout,
+    resolve,
+    with_local_outputs,
+)
 from reprokit.run.spec import RunData, build_spec
-from reprokit.core.values import plain_setting, shell_hazard
 
 DEFAULTS = {"BATCH_SIZE": "", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
             "NUM_WORKERS": "", "NUM_SERVERS": "", "PS_ROOT_PORT": "", "SEED": "42"}

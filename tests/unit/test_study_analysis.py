@@ -5,16 +5,14 @@ from dataclasses import replace
 
 import pytest
 
-from reprokit.study.paper import claims as studies
-from reprokit.study.paper import planning
-from reprokit.study.paper import target
-from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.sweep.options import select
-from reprokit.study.paper.rates import NATIVE
 from reprokit.study.analysis.speedup import mean_interval, ratio_interval, t_quantile
 from reprokit.study.analysis.verdict import Verdict
+from reprokit.study.paper import claims as studies, planning, target
+from reprokit.study.paper.rates import NATIVE
+from reprokit.study.sweep.options import select
+from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 
 
 def log_interval(values, confidence=0.95):

@@ -5,15 +5,13 @@ from dataclasses import replace
 
 import pytest
 
-from reprokit.vocabulary import RunStatus
-
-from reprokit.study.sweep import runner as study_runner
-from reprokit.study.sweep.forecast import Forecast, forecast
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.store.records import Store
+from reprokit.study.sweep import runner as study_runner
 from reprokit.study.sweep.driver import reproduce
-
+from reprokit.study.sweep.forecast import Forecast, forecast
+from reprokit.vocabulary import RunStatus
 from support.study_data import ALL_MODELS, EMBEDDED, records, study
 
 QUICK_ENV = {"BATCH_SIZE": "16", "DISP_BATCHES": "3", "NUM_BATCHES": "10"}

@@ -12,7 +12,6 @@ from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.store.bundle import export, import_bundle
 from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Store, write_once
-
 from support.study_data import ALL_MODELS, records, study
 
 

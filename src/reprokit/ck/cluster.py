@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from reprokit.ck.errors import ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
-from reprokit.core.jsonfile import write_json
 from reprokit.cluster.slurm import SlurmJob, job_of
 from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import write_json
 from reprokit.core.values import whole_number
 
 if TYPE_CHECKING:
@@ -32,10 +32,9 @@ def check(i: dict) -> dict:
     """Preflight check of every host of machine:NAME, in parallel; fails if any host fails."""
     from reprokit.cluster.preflight import check_cluster, table
     from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
-    from reprokit.run.settings import resolve_port
     from reprokit.engines.stock import engine_files
-
     from reprokit.run.launchers import choose_launcher
+    from reprokit.run.settings import resolve_port
 
     name = i.get("data_uoa", "")
     launcher = choose_launcher(str(i.get("launcher", "")), bool(name), os.environ)

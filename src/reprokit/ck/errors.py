@@ -4,8 +4,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from reprokit.core.errors import UserError
 

@@ -23,19 +23,20 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from collections.abc import Iterable
 
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
-from reprokit.cluster.slurm import POLL_TIMEOUT_S, argv_without, cancel, job_of, job_to_submit, submit_command
 from reprokit.cluster.hosts import parse as parse_cluster
+from reprokit.cluster.slurm import POLL_TIMEOUT_S, argv_without, cancel, job_of, job_to_submit, submit_command
+from reprokit.core.errors import UserError
+from reprokit.core.paths import SRC_DIR
+from reprokit.core.values import plain_setting, shown
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.base import InstalledEngine
-from reprokit.core.errors import UserError
-from reprokit.core.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
 from reprokit.run.launchers import choose_launcher, in_slurm_allocation
@@ -43,7 +44,6 @@ from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import FOLLOWING_FILE, SPEC_FILE, RunData, RunSpec, Submission, build_spec
-from reprokit.core.values import plain_setting, shown
 from reprokit.vocabulary import RunStatus
 
 SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"

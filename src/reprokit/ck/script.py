@@ -11,8 +11,8 @@ Tags and versions come in the hooks' input and go into the env script's comment 
 from __future__ import annotations
 
 import sys
-from types import FrameType
 from pathlib import Path
+from types import FrameType
 
 from reprokit.core.values import plain_setting
 

@@ -11,8 +11,8 @@ from os.path import expanduser
 from pathlib import Path
 
 from reprokit.ck.errors import access, ck_command
-from reprokit.core.errors import UserError
 from reprokit.ck.script import refuse_shell_syntax_in_labels
+from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting
 
 ENV_SCRIPT_WRITES = ("stock CK writes the env entry's variables into its env script (quoted only around spaces), "

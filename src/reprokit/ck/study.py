@@ -13,8 +13,8 @@ from reprokit.core.errors import UserError
 from reprokit.core.outputs import output_file, output_folder
 from reprokit.core.values import shown
 from reprokit.study.paper import claims
-from reprokit.study.sweep import options
 from reprokit.study.store.records import Store
+from reprokit.study.sweep import options
 
 
 def load_study(name: str) -> claims.Study:

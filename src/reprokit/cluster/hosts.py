@@ -36,15 +36,15 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
-from collections.abc import Mapping
 
 import yaml
 
+from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
-from reprokit.core import schema as s
 from reprokit.core.schema import HOST_NAME
 from reprokit.core.values import shown
 

@@ -20,10 +20,10 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
-from collections.abc import Callable, Mapping, Sequence
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError

@@ -25,9 +25,9 @@ from typing import BinaryIO
 
 import paramiko
 
+from reprokit.cluster.hosts import ClusterConfig, HostSpec
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
-from reprokit.cluster.hosts import ClusterConfig, HostSpec
 
 # paramiko's transport threads log failures with tracebacks; our SshError lines already say what
 # happened, so its records are dropped instead of reaching logging's last-resort handler.

@@ -43,8 +43,8 @@ from typing import Any
 
 from reprokit.cluster.slurm_testbed import SlurmState
 from reprokit.core.errors import UserError
-from reprokit.core.values import shown, tc_rate_bps
 from reprokit.core.paths import SRC_DIR
+from reprokit.core.values import shown, tc_rate_bps
 
 SUBNET = "10.77.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterator
 
 from reprokit.core.errors import UserError
 

@@ -26,13 +26,13 @@ import shutil
 import signal
 import sys
 import tarfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Iterable
 
+from reprokit.core.errors import UserError, one_line_errors
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.core.errors import UserError, one_line_errors
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k (its train set)
 KIND_IMAGENET = "imagenet"

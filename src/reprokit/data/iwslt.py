@@ -22,13 +22,12 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reprokit.data.fetch import download, fresh_staging, swap_in
-from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.data.imagenet import (read_marker,
-                       write_marker)
-from reprokit.engine_side import program_module
 from reprokit.core.errors import UserError, one_line_errors
 from reprokit.core.values import whole_number
+from reprokit.data.fetch import download, fresh_staging, swap_in
+from reprokit.data.imagenet import read_marker, write_marker
+from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
+from reprokit.engine_side import program_module
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = ("train.en", "train.vi", "tst2012.en", "tst2012.vi", "tst2013.en", "tst2013.vi", "vocab.en", "vocab.vi")

@@ -37,15 +37,15 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
-from collections.abc import Callable, Iterator
 
-from reprokit.core.schema import fields_of
 from reprokit.core.errors import UserError, one_line_errors
+from reprokit.core.schema import fields_of
 
 OUTPUT_DIR = "recordio"
 MANIFEST = "recordio.json"

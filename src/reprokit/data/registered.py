@@ -1,8 +1,8 @@
 """Choosing among registered data (CK env entries, as plain values): the DATA mode and a pinned entry."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reprokit.core.errors import UserError

@@ -8,12 +8,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from reprokit.core.paths import PROGRAM_DIR
 from reprokit.data.registered import EnvEntry
-from reprokit.engines.base import (EMBEDDED, EngineKind, InstalledEngine, P3Knobs, Reports, RoleCommand, RunJob,
-                                   ScriptKnobs)
+from reprokit.engines.base import (
+    EMBEDDED,
+    EngineKind,
+    InstalledEngine,
+    P3Knobs,
+    Reports,
+    RoleCommand,
+    RunJob,
+    ScriptKnobs,
+)
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.engines.registry import register_engine
-from reprokit.core.paths import PROGRAM_DIR
 from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, Variant
 
 # Beside the training scripts but not part of a run: CK's hooks run in CK's process; layer_profile.py is run once,

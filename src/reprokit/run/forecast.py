@@ -13,10 +13,10 @@ from typing import TextIO
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.emulation.profile import EMULATED
 from reprokit.run.plan import Role
-from reprokit.vocabulary import RoleKind
 from reprokit.run.settings import MODELS
 from reprokit.run.spec import RunSpec
 from reprokit.run.speedometer import parse_reports
+from reprokit.vocabulary import RoleKind
 
 
 def epoch_batches(spec: RunSpec) -> int | None:

@@ -6,19 +6,18 @@ from __future__ import annotations
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ports import PORT_CHOICE_CODE
 from reprokit.core.errors import UserError
-from reprokit.run.launch import OutputSink, Outcome, RoleProcess, StopRequest, supervise
+from reprokit.run.launch import Outcome, OutputSink, RoleProcess, StopRequest, supervise
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
 from reprokit.run.settings import check_roles_fit
 from reprokit.vocabulary import RoleKind, RunStatus
-
 
 # Part of each launcher's probe (run by the engine's interpreter on the scheduler's host): a free port for the
 # scheduler, below the ephemeral range (see cluster/portchoice). The probe cannot keep it bound until the scheduler

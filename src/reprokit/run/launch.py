@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO, TypeVar
-from collections.abc import Callable
 
-from reprokit.core.errors import UserError
 from reprokit.cluster.ports import hold_port
+from reprokit.core.errors import UserError
 from reprokit.core.paths import disk_error
 from reprokit.engines.registry import engine_switches
 from reprokit.run.console import ConsoleFilter

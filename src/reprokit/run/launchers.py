@@ -9,16 +9,16 @@ class here, with its capabilities (``inside_job``, ``job_hosts``, ...) and its m
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar, TextIO
-from collections.abc import Callable, Mapping
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.spec import RunSpec
-from reprokit.core.values import shown
 
 Watch = Callable[[Role, str], None] | None
 ALLOCATION_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")

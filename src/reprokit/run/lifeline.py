@@ -24,8 +24,8 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from reprokit.run.procscan import is_running, is_stopped, process_identity
 from reprokit.run.progress import STOPPED_LIMIT_S

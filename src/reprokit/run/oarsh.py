@@ -33,20 +33,28 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable, Mapping
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
-from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit
-from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv
+from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit
+from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
-from reprokit.run.remote import (BEAT_ANSWER, HEARTBEAT_S, LOST_CONNECTION, REMOTE_SILENCE_S, WATCHDOG_GRACE_S,
-                                 StoppedReports, role_command, sweep_command)
+from reprokit.run.remote import (
+    BEAT_ANSWER,
+    HEARTBEAT_S,
+    LOST_CONNECTION,
+    REMOTE_SILENCE_S,
+    WATCHDOG_GRACE_S,
+    StoppedReports,
+    role_command,
+    sweep_command,
+)
 
 JOB_VARIABLES = ("OAR_JOB_ID", "OAR_NODEFILE")
 COMMAND_TIMEOUT_S = 60  # the probe, the sweep and the preflight's commands

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reprokit.cluster.hosts import HostSpec
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
-from reprokit.cluster.hosts import HostSpec
 from reprokit.vocabulary import RoleKind
 
 

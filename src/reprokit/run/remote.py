@@ -19,23 +19,23 @@ import shlex
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable
 
 import paramiko
 
-from reprokit.core.errors import UserError
-from reprokit.cluster.hosts import ClusterConfig
-from reprokit.engines.registry import engine_switches
-from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
-from reprokit.run.plan import Role, RolePlan
-from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.cluster import rundir
 from reprokit.cluster.group import connect_all, on_each
+from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer
+from reprokit.core.errors import UserError
+from reprokit.engines.registry import engine_switches
+from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit, supervise
+from reprokit.run.plan import Role, RolePlan
+from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.vocabulary import RoleKind, RunStatus
 
 WATCHDOG_GRACE_S = 3

@@ -8,14 +8,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprokit.emulation.profile import EMULATED
 from reprokit.core.jsonfile import write_json
 from reprokit.core.schema import fields_of
-from reprokit.run import speedometer
+from reprokit.emulation.profile import EMULATED
 from reprokit.engine_side import program_module
-from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, RunStatus, Variant
+from reprokit.run import speedometer
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
+from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, RunStatus, Variant
 
 if TYPE_CHECKING:
     from reprokit.run.settings import RunSettings
@@ -193,8 +193,15 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
                      logs: dict[str, str]) -> None:
     """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
     logged and the de-dilated throughput."""
-    from reprokit.emulation.profile import (EMULATION_CPU_LIMIT, MEASURED_FILE, PROFILE_FILE, SLEEP,
-                                            cpu_bound_warning, dedilated, measured_in_run)
+    from reprokit.emulation.profile import (
+        EMULATION_CPU_LIMIT,
+        MEASURED_FILE,
+        PROFILE_FILE,
+        SLEEP,
+        cpu_bound_warning,
+        dedilated,
+        measured_in_run,
+    )
 
     result.compute = settings.compute
     if result.timelines:  # a profile an emulated run can wait (COMPUTE_PROFILE=this file)

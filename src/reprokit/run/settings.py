@@ -9,21 +9,30 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
-from collections.abc import Mapping
 
 from reprokit.cluster.hosts import MAX_ROLES
 from reprokit.cluster.testbed import slurm_testbed_of, testbed_of
-from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, ComputeProfile, check_compute,
-                                       check_compute_wait, check_dilation, check_name, named_profiles,
-                                       resolve_profile)
 from reprokit.core.errors import UserError
 from reprokit.core.paths import MB, check_room
 from reprokit.core.values import SHOWN_PATH_CHARACTERS, shown, whole_number
+from reprokit.emulation.profile import (
+    EMULATED,
+    PROFILE_FILE,
+    REAL,
+    SLEEP,
+    ComputeProfile,
+    check_compute,
+    check_compute_wait,
+    check_dilation,
+    check_name,
+    named_profiles,
+    resolve_profile,
+)
 from reprokit.engines.base import Engine, P3Knobs
 from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, Variant
-
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
 TRANSLATION_SCRIPT = "sockeye_run.py"  # program/p3's launcher of Sockeye's own trainer

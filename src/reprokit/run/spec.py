@@ -14,15 +14,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
+from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.cluster.ssh import resolve as ssh_resolve
-from reprokit.engines.base import InstalledEngine, JobData, RunJob
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
-from reprokit.cluster.ports import LOCALHOST, check_port_free
-from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
-                                   output_paths, with_local_outputs)
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
+from reprokit.engines.base import InstalledEngine, JobData, RunJob
+from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
+from reprokit.run.settings import (
+    RunSettings,
+    absolute_outputs,
+    compute_profile_of,
+    local_layout,
+    output_need_bytes,
+    output_paths,
+    with_local_outputs,
+)
 from reprokit.vocabulary import RoleKind
 
 SPEC_FILE = "p3-run.json"

@@ -23,15 +23,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
-from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment)
-from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv as job_role_argv
+from reprokit.run.launch import LocalRoleProcess, Outcome, OutputSink, StopRequest, describe_exit, local_environment
+from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
 
 STEP_TIMEOUT_S = 60  # the probe and the sweep steps

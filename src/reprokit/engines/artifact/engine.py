@@ -11,8 +11,16 @@ import os
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.artifact.command import image_command, sockeye_command, worker_slots
 from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT, ArtifactEnv
-from reprokit.engines.base import (ARTIFACT, EngineKind, InstalledEngine, P3Knobs, Reports, RoleCommand, RunJob,
-                                   ScriptKnobs)
+from reprokit.engines.base import (
+    ARTIFACT,
+    EngineKind,
+    InstalledEngine,
+    P3Knobs,
+    Reports,
+    RoleCommand,
+    RunJob,
+    ScriptKnobs,
+)
 from reprokit.engines.registry import register_engine
 from reprokit.engines.stock import FINISH_LINE, P3_VAN_EXIT_GRACE_S, engine_files
 from reprokit.vocabulary import PsVan, Variant

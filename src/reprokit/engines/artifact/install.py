@@ -35,15 +35,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 
-from reprokit.data.fetch import download, extract_zip
-from reprokit.engines.artifact.config import (GitSource, InstallRequest, ZipSource, build_env, make_args,
-                                             request_from_env)
-from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
 from reprokit.core.errors import UserError
+from reprokit.data.fetch import download, extract_zip
+from reprokit.engines.artifact.config import (
+    GitSource,
+    InstallRequest,
+    ZipSource,
+    build_env,
+    make_args,
+    request_from_env,
+)
+from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
 
 STAGING = "artifact.partial"
 INSTALL_LOG = "install.log"

@@ -8,14 +8,14 @@ back with ``ArtifactEnv.from_env``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
-from collections.abc import Mapping
 
+from reprokit.core.errors import UserError
 from reprokit.engines.base import ARTIFACT
 from reprokit.engines.registry import builds
-from reprokit.core.errors import UserError
 
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
 MANIFEST = "artifact.json"  # written by the installer; what soft:tool.p3 detects

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from reprokit.emulation.gpus import paper_gpu
-from reprokit.study.paper.claims import Claim, Study
 from reprokit.study.analysis.labelled import LabelledVerdict
 from reprokit.study.analysis.verdict import NOT_MEASURED, ClaimVerdict, Verdict, measured_at_all
+from reprokit.study.paper.claims import Claim, Study
+
 
 @dataclass(frozen=True)
 class AnswerRow:

@@ -6,16 +6,16 @@ and says which; P3 over the worker-update baseline is named, never counted.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from collections.abc import Sequence
 
 import pandas as pd
 
 from reprokit.engines.choice import ARTIFACT, EMBEDDED
-from reprokit.study.paper.claims import Study
 from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE
 from reprokit.study.analysis.verdict import ClaimVerdict, Verdict, decided_on, overall
+from reprokit.study.paper.claims import Study
 
 
 class BadgeStatus(StrEnum):

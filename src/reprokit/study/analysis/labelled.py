@@ -15,25 +15,32 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from reprokit.emulation.gpus import gpu, gpus, paper_gpu
 from reprokit.run.settings import PAPER_BATCH_SIZE
+from reprokit.study.analysis.speedup import ENGINE_NAMES
+from reprokit.study.analysis.verdict import (
+    NOT_MEASURED,
+    ClaimVerdict,
+    Verdict,
+    judge_at_bandwidth,
+    judge_up_to,
+    measured_at_all,
+)
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance
+from reprokit.study.paper.rates import shaped_bps
+from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, Policy
-from reprokit.study.whatif.shipped_predictions import simulate
-from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.model_check import ModelValidation
-from reprokit.study.paper.rates import shaped_bps
-from reprokit.study.analysis.speedup import ENGINE_NAMES
-from reprokit.study.analysis.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, judge_up_to, measured_at_all
+from reprokit.study.whatif.shipped_predictions import simulate
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 from scipy import stats

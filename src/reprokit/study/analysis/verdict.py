@@ -38,16 +38,16 @@ verdicts are labelled "CPU testbed".
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from collections.abc import Sequence
 
 import pandas as pd
 
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE, claim_pairs, speedups
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, Tolerance
 from reprokit.study.paper.rates import same_rate, shaped_bps
-from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE, claim_pairs, speedups
 
 
 class Verdict(StrEnum):

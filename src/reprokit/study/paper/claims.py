@@ -10,8 +10,8 @@ it makes planning.py.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError

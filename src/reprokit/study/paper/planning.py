@@ -1,8 +1,8 @@
 """A sweep's plan: the runs of a matrix (model, variant, bandwidth, repetition and engine), interleaved."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.engines.registry import engines_on

@@ -1,9 +1,9 @@
 """Where a sweep runs (the embedded default, a testbed or a cluster), and the bandwidths it can run at there."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
-from collections.abc import Iterable, Mapping
 
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, testbed_of
 from reprokit.core.errors import UserError

@@ -28,30 +28,46 @@ import base64
 import math
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
-from collections.abc import Iterable
 
 import jinja2
 
-from reprokit.emulation.gpus import paper_gpu
 from reprokit.core.jsonfile import write_json
 from reprokit.core.outputs import replace_file, save_figure as save_figure_file
+from reprokit.emulation.gpus import paper_gpu
 from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
-from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
-from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
+from reprokit.study.analysis.verdict import Setup
 from reprokit.study.paper.claims import MIN_RUNS, Study
 from reprokit.study.paper.rates import NATIVE, same_rate, shaped_bps
-from reprokit.study.whatif.sensitivity import (SPEED_POINTS, TITLE as SENSITIVITY_TITLE, TODAY, HardwareGrid, HardwareMap,
-                                        caption as sensitivity_caption, draw as draw_sensitivity, hardware_map,
-                                        sensitivity)
-from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
+from reprokit.study.report.timeline import (
+    TimelinePair,
+    TimelinePlot,
+    pick_pair,
+    plain,
+    plot_pair,
+    timeline_traces,
+    view_summary,
+)
 from reprokit.study.store.records import Record, Store
-from reprokit.study.report.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
-from reprokit.study.analysis.verdict import Setup
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.whatif.sensitivity import (
+    SPEED_POINTS,
+    TITLE as SENSITIVITY_TITLE,
+    TODAY,
+    HardwareGrid,
+    HardwareMap,
+    caption as sensitivity_caption,
+    draw as draw_sensitivity,
+    hardware_map,
+    sensitivity,
+)
 
 REPORT_FORMAT = "reprokit-study-report/1"
 

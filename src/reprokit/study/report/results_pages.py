@@ -27,8 +27,8 @@ from reprokit.core.outputs import output_folder, replace_file
 from reprokit.core.paths import REPO_ROOT
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
-from reprokit.study.paper.claims import Study
 from reprokit.study.analysis.labelled import labelled_verdicts
+from reprokit.study.paper.claims import Study
 from reprokit.study.store.records import Record
 
 SUMMARY_FORMAT = "reprokit-results-summary/1"

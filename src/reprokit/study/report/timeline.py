@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 
 import pandas as pd
 
-from reprokit.engines.choice import EMBEDDED
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import save_figure
 from reprokit.engine_side import program_module
+from reprokit.engines.choice import EMBEDDED
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis.analyse import setup_label
 from reprokit.study.paper.rates import same_rate

@@ -50,10 +50,11 @@ import tarfile
 import time
 import uuid
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from collections.abc import Iterator
 
+from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
 from reprokit.core.jsonfile import read_json, write_json
@@ -61,7 +62,6 @@ from reprokit.core.paths import check_room, disk_error, disk_errors
 from reprokit.run.procscan import flock_holder, is_stopped
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.store import identity
-from reprokit.core import schema as s
 from reprokit.study.store.records import MAX_RECORD_BYTES, NAME, ORIGIN_SCHEMA, Record, Store, now_iso
 
 BUNDLE_FORMAT = "reprokit-study-bundle/2"

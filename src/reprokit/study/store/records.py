@@ -35,30 +35,30 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from collections.abc import Callable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reprokit.cluster.testbed import LINK_SHARING
+from reprokit.core import schema as s
+from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import read_json
+from reprokit.core.outputs import create_once
+from reprokit.core.paths import MB, check_room, disk_errors
+from reprokit.core.values import shown, tc_rate_bps
 from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
 from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
-from reprokit.core.errors import UserError
-from reprokit.core.outputs import create_once
-from reprokit.core.values import shown, tc_rate_bps
-from reprokit.core.jsonfile import read_json
-from reprokit.core.paths import MB, check_room, disk_errors
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
 from reprokit.run.result import Result
-from reprokit.study.store import identity
-from reprokit.core import schema as s
-from reprokit.study.sweep.choice import BandwidthChoice
-from reprokit.study.sweep.forecast import Forecast
 from reprokit.study.paper.planning import RunConfig, plan_runs
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.paper.target import Target
+from reprokit.study.store import identity
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.sweep.forecast import Forecast
 from reprokit.vocabulary import RunStatus
 
 RECORD_FORMAT = "reprokit-study-run/1"

@@ -23,9 +23,9 @@ each configuration's baseline runs measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping, Sequence
 
 from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, shaped_bps

@@ -31,27 +31,27 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable, Collection, Mapping
 
-from reprokit.engines.choice import EMBEDDED, engine_kind
-from reprokit.run import settings as run_settings
-from reprokit.study.sweep import runner as study_runner
+from reprokit.cluster.testbed import testbed_of
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
-from reprokit.study.sweep.choice import BandwidthChoice, choose
-from reprokit.cluster.testbed import testbed_of
+from reprokit.engines.choice import EMBEDDED, engine_kind
+from reprokit.run import settings as run_settings
 from reprokit.study.paper.claims import Matrix, Study
+from reprokit.study.paper.planning import RunConfig
+from reprokit.study.paper.rates import NATIVE
+from reprokit.study.paper.target import Target, make_target
+from reprokit.study.store.records import AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
+from reprokit.study.sweep import runner as study_runner
+from reprokit.study.sweep.choice import BandwidthChoice, choose
 from reprokit.study.sweep.forecast import Forecast, forecast
 from reprokit.study.sweep.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
-from reprokit.study.paper.planning import RunConfig
 from reprokit.study.sweep.progress import Progress
-from reprokit.study.paper.rates import NATIVE
 from reprokit.vocabulary import RunStatus
-from reprokit.study.store.records import AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
-from reprokit.study.paper.target import Target, make_target
 
 INTERRUPTED_FILE = "interrupted.json"  # in an attempt folder whose run was stopped: why, and when
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown

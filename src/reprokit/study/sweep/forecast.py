@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping, Sequence
 
 from reprokit.engines.choice import EMBEDDED
 from reprokit.run import settings as run_settings
-from reprokit.study.sweep.choice import BandwidthChoice
 from reprokit.study.paper.planning import RunConfig
-from reprokit.study.sweep.progress import duration_text
 from reprokit.study.paper.rates import NATIVE, shaped_bps
 from reprokit.study.paper.target import Target
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.sweep.progress import duration_text
 
 if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module (and claims.py the store)
     from reprokit.study.paper.claims import Matrix

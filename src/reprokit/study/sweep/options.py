@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Collection, Iterable, Mapping
 
-from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.core.errors import UserError
+from reprokit.core.values import plain_setting, shown
+from reprokit.engines.choice import ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint
 from reprokit.study.paper.claims import MIN_RUNS, Matrix, Study
 from reprokit.study.paper.planning import engine_variants
 from reprokit.study.paper.rates import NATIVE, rate_bps
 from reprokit.study.paper.target import Target, sweep_bandwidths
-from reprokit.core.values import plain_setting, shown
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity", "emulate", "dilation")

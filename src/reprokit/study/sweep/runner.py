@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from reprokit.core.paths import REPO_ROOT
+from reprokit.core.schema import CONTROL
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.result import RESULT_FILE, Result
-from reprokit.core.schema import CONTROL
 from reprokit.vocabulary import RunStatus
 
-from reprokit.core.paths import REPO_ROOT
 GUARD_GRACE_S = 15.0  # the launcher needs a few seconds to tear its roles down
 CK_OUTPUT = "ck-output.json"
 CK_LOG = "ck-run.log"

@@ -17,10 +17,10 @@ from typing import Any
 
 from reprokit.emulation.profile import PROFILE_FILE, ComputeProfile
 from reprokit.run.result import Result
-from reprokit.study.whatif.compute import layers_of
-from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, simulate
 from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.store.records import Store
+from reprokit.study.whatif.compute import layers_of
+from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, simulate
 
 UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
 

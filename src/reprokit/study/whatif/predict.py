@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from reprokit.core.errors import UserError
+from reprokit.core.outputs import output_folder, replace_file, save_figure
+from reprokit.core.values import decimal, shown, whole_number
 from reprokit.emulation.gpus import gpu, measured_path, paper_gpu
 from reprokit.emulation.profile import check_name
-from reprokit.core.errors import UserError
-from reprokit.core.outputs import replace_file, output_folder, save_figure
 from reprokit.run.settings import PAPER_BATCH_SIZE
-from reprokit.study.profiles import layer_profiles
 from reprokit.study.paper.claims import Study
+from reprokit.study.paper.rates import shaped_bps
+from reprokit.study.profiles import layer_profiles
 from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import Layer, Layout, ModelInput, Policy, Prediction
 from reprokit.study.whatif.shipped_predictions import simulate
-from reprokit.study.paper.rates import shaped_bps
-from reprokit.core.values import decimal, shown, whole_number
 
 MAX_WORKERS = 10_000  # the dedicated baseline at 10,000 servers (arrays in 10,000 parts) takes about 20 s
 KNOWN = ("model", "bandwidths", "workers", "servers", "layout", "gpu", "compute_scale", "images_per_sec", "batch",

@@ -15,13 +15,13 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from reprokit.emulation.gpus import Gpu, gpu, gpus, paper_gpu
-from reprokit.study.paper.claims import Claim, Study, Tolerance
-from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.analysis.labelled import predicted_speedup
+from reprokit.study.paper.claims import Claim, Study, Tolerance
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
+from reprokit.study.report.timeline import plain
+from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.whatif.model_check import ModelValidation
 from reprokit.study.whatif.predict import PredictRequest, predict, request_from
-from reprokit.study.report.timeline import plain
 
 SPEED_LOW, SPEED_HIGH = 0.25, 4.0  # compute speeds drawn, as multiples of the paper's GPU's central throughput
 # Evenly on a log scale from SPEED_LOW to SPEED_HIGH (every 2 ** (1/2), 1 among them), and the marks exactly: VGG-19

@@ -70,8 +70,8 @@ def simulate(spec: ModelInput) -> Prediction:
 
 def what_reports_ask() -> None:
     """Everything a report of the P3 study predicts with the stored validation record."""
-    from reprokit.study.paper.claims import from_meta
     from reprokit.study.analysis.labelled import predicted_verdict
+    from reprokit.study.paper.claims import from_meta
     from reprokit.study.whatif.model_check import ModelValidation
     from reprokit.study.whatif.sensitivity import hardware_map, sensitivity
 
