@@ -30,7 +30,7 @@ def test_a_page_names_every_record_with_its_figure_and_states_the_speedup(tmp_pa
     text = page.read_text()
     for run in runs:  # each run's row names its record and holds its own figure, or why it failed
         row = next(line for line in text.splitlines() if f"`{run.record_id}`" in line)
-        figure = run.result["throughput_samples_per_sec"] if run.ok else None
+        figure = run.run_result.throughput_samples_per_sec if run.ok else None
         assert f"| {figure:.2f} |" in row if run.ok else "| failed: worker#1 on 10.77.0.2 was killed" in row
     assert "| p3 over baseline | 3 | 1.20x [" in text
     assert json.loads(json.dumps(summary)) == summary  # what is kept is plain data

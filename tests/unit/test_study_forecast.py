@@ -26,7 +26,7 @@ def timed(model, seconds, env=QUICK_ENV, profile="smoke", target=EMBEDDED, ok=Tr
     out = []
     for r, took in zip(records(model, NATIVE, [], [100.0 if ok else None] * len(seconds), target=target,
                                profile=profile), seconds):
-        out.append(replace(r, provenance={**r.provenance, "duration_s": took, "env_overrides": dict(env)}))
+        out.append(replace(r, provenance={**r.provenance.stored, "duration_s": took, "env_overrides": dict(env)}))
     return out
 
 
@@ -100,7 +100,7 @@ def test_reproduce_says_the_forecast_before_the_first_run_and_learns_from_the_ru
     [at] = [i for i, line in enumerate(lines) if line.startswith("study: forecast: 18 run(s), about 7m30s (resnet: 9")]
     assert at < first_run and lines[at].endswith("within the 30m00s this matrix aims at")
     assert summary.ok == 18
-    assert {r.provenance["duration_s"] for r in store.local_records()} == {20.0, 30.0}
+    assert {r.provenance.duration_s for r in store.local_records()} == {20.0, 30.0}
     # the next quick sweep estimates from these (its vgg runs then take 400 s each)
     fake_runs["vgg"] = 400.0
     console = io.StringIO()

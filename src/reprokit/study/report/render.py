@@ -28,7 +28,7 @@ import base64
 import math
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -55,7 +55,7 @@ from reprokit.study.report.timeline import (
     timeline_traces,
     view_summary,
 )
-from reprokit.study.store.records import Record, Store
+from reprokit.study.store.records import Provenance, Record, Store
 from reprokit.study.sweep.choice import BandwidthChoice
 from reprokit.study.whatif.sensitivity import (
     SPEED_POINTS,
@@ -323,16 +323,17 @@ def _environments(records: list[Record]) -> list[dict]:
         by_setup.setdefault(setup_label(r), []).append(r)
     rows = []
     for setup, group in sorted(by_setup.items()):
-        def values(key: str, group: list[Record] = group) -> str:
-            seen = dict.fromkeys(str(r.provenance[key]) for r in group if r.provenance.get(key) is not None)
+        def values(field: Callable[[Provenance], str | None], group: list[Record] = group) -> str:
+            seen = dict.fromkeys(value for r in group if (value := field(r.provenance)) is not None)
             return ", ".join(seen) or "n/a"
 
         target = group[0].config.target
         rows.append({"setup": setup, "kind": target.kind, "hosts": ", ".join(target.hosts),
-                     "repo_revision": values("repo_revision"), "ck": values("ck_version"),
-                     "python": values("python_version"), "engine": values("engine"),
-                     "engine_python": values("engine_python_version"), "mxnet": values("mxnet_version"),
-                     "controller": values("controller_host"), "runs": len(group),
+                     "repo_revision": values(lambda p: p.repo_revision), "ck": values(lambda p: p.ck_version),
+                     "python": values(lambda p: p.python_version), "engine": values(lambda p: p.engine),
+                     "engine_python": values(lambda p: p.engine_python_version),
+                     "mxnet": values(lambda p: p.mxnet_version), "controller": values(lambda p: p.controller_host),
+                     "runs": len(group),
                      "origin": group[0].origin.id, "imported": bool(group[0].imported_from)})
     return rows
 

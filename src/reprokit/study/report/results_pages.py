@@ -54,19 +54,22 @@ def _number(x: Any, digits: int = 2) -> float | None:
 
 def run_summary(record: Record) -> dict[str, Any]:
     """One run's figures and provenance, as a page cites them."""
-    result = record.result or {}
-    provenance = record.provenance if isinstance(record.provenance, dict) else {}
-    workers = result.get("num_workers") or len(result.get("throughput_per_worker") or []) or None
-    total = result.get("throughput_dedilated_samples_per_sec", result.get("throughput_samples_per_sec"))
+    result, provenance = record.run_result, record.provenance
+    workers = total = cpu = None
+    if result is not None:
+        workers = result.num_workers or len(result.throughput_per_worker or []) or None
+        total = (result.throughput_samples_per_sec if result.throughput_dedilated_samples_per_sec is None
+                 else result.throughput_dedilated_samples_per_sec)
+        cpu = result.host_cpu_busy
     return {
         "record": record.record_id, "model": record.config.model, "variant": record.config.variant,
         "bandwidth": record.config.bandwidth, "engine": record.config.engine, "gpu": record.gpu,
         "dilation": record.dilation, "ok": record.ok, "failure": record.failure_reason,
         "samples_per_sec": _number(total),
         "images_per_sec_per_worker": _number(float(total) / workers) if total is not None and workers else None,
-        "host_cpu_busy": _number(result.get("host_cpu_busy")), "wall_s": _number(provenance.get("duration_s"), 1),
-        "started_at": str(provenance.get("started_at", "")).split(" (")[0],
-        "revision": str(provenance.get("repo_revision", ""))[:12],
+        "host_cpu_busy": _number(cpu), "wall_s": _number(provenance.duration_s, 1),
+        "started_at": (provenance.started_at or "").split(" (")[0],
+        "revision": (provenance.repo_revision or "")[:12],
         "setup": record.config.target.get("label", "") if isinstance(record.config.target, dict) else "",
     }
 

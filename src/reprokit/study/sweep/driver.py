@@ -45,7 +45,17 @@ from reprokit.study.paper.claims import Matrix, Study
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.paper.target import Target, make_target
-from reprokit.study.store.records import AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
+from reprokit.study.store.records import (
+    AlreadyStored,
+    Origin,
+    Provenance,
+    Record,
+    RecordConfig,
+    Store,
+    StoredResult,
+    Sweep,
+    now_iso,
+)
 from reprokit.study.sweep import runner as study_runner
 from reprokit.study.sweep.choice import BandwidthChoice, choose
 from reprokit.study.sweep.forecast import Forecast, forecast
@@ -341,8 +351,9 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
         config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,
                             repetition=config.repetition, profile=sweep.profile, target=target,
                             engine=config.engine),
-        status=outcome.status, failure_reason=outcome.reason, result=outcome.result,
-        provenance=provenance, run_folder=str(run_dir.relative_to(store.root)),
+        status=outcome.status, failure_reason=outcome.reason,
+        result=None if outcome.result is None else StoredResult.from_dict(outcome.result),
+        provenance=Provenance.from_dict(provenance), run_folder=str(run_dir.relative_to(store.root)),
     )
 
 

@@ -91,13 +91,11 @@ def history(records: Sequence[Record], target: Target, profile: str) -> dict[tup
     run size)."""
     out: dict[tuple, list[float]] = {}
     for r in records:
-        seconds = r.provenance.get("duration_s")
-        env = r.provenance.get("env_overrides")
+        seconds, env = r.provenance.duration_s, r.provenance.env_overrides
         if (not r.ok or r.imported_from or r.config.profile != profile or r.config.target.label != target.label
-                or not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0
-                or not isinstance(env, dict)):
+                or seconds is None or seconds <= 0 or env is None):
             continue
-        out.setdefault((r.config.model, r.config.engine, r.config.bandwidth, run_size(env)), []).append(float(seconds))
+        out.setdefault((r.config.model, r.config.engine, r.config.bandwidth, run_size(env)), []).append(seconds)
     return out
 
 

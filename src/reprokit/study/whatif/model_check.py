@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from reprokit.core.errors import UserError
 from reprokit.emulation.profile import PROFILE_FILE, ComputeProfile
 from reprokit.run.result import Result
 from reprokit.study.paper.rates import shaped_bps
@@ -106,10 +107,13 @@ def stored_emulated(root: Path, study: str) -> list[ObservedRun]:
         result = record.run_result if record.ok and record.emulated and record.run_folder else None
         if result is None or record.config.variant not in VARIANT_POLICY:
             continue
+        link_rate = record.provenance.links_shaped_to
+        if link_rate is None:  # an emulated sweep shapes every link to its bandwidth divided by k, and says so
+            raise UserError(f"the emulated run {record.run_id} in {root} does not say the rate its links were shaped "
+                            f"to (its provenance has no links_shaped_to)")
         config = Configuration(record.config.model, str(record.config.bandwidth), record.config.variant,
                                result.dilation or 1.0)
-        observed.append(ObservedRun(config, result, root / str(record.run_folder) / PROFILE_FILE,
-                                    record.provenance["links_shaped_to"]))
+        observed.append(ObservedRun(config, result, root / str(record.run_folder) / PROFILE_FILE, link_rate))
     return observed
 
 
