@@ -36,8 +36,8 @@ from pathlib import Path
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
 from reprokit.core.paths import REPO_ROOT
 from reprokit.run.settings import P3_DEFAULT_SLICE_SIZE, P3_DEFAULT_WATER_MARK
-from reprokit.study.analysis.analyse import ratio_interval  # the study's speedup interval (log scale, never below zero)
-from reprokit.study.paper.claims import NATIVE  # a target the links cannot reach: run unshaped
+from reprokit.study.analysis.speedup import ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.paper.rates import NATIVE  # a target the links cannot reach: run unshaped
 from reprokit.study.sweep.choice import choose  # the study's bandwidth choice from a measured probe
 
 STUDY = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())

@@ -107,7 +107,7 @@ def _tool(name: str) -> str:
     return found
 
 
-def _slurm(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _slurm(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([_tool(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=timeout)

@@ -103,7 +103,7 @@ def _require_root_and_tools() -> str:
     return sshd
 
 
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
     if check and proc.returncode != 0:
         raise UserError(f"testbed: '{' '.join(argv)}' failed: {proc.stderr.strip() or proc.stdout.strip()}")

@@ -1,6 +1,7 @@
 """The one exception type that reaches users as a single line, and the one way a command-line tool of ours
 turns it (and Ctrl-C) into that line and an exit code."""
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 
@@ -9,7 +10,7 @@ class UserError(Exception):
 
 
 @contextmanager
-def one_line_errors(label: str, interrupted: str):
+def one_line_errors(label: str, interrupted: str) -> Iterator[None]:
     """Inside: a UserError ends the tool with ``label: error: MESSAGE`` and exit code 1; Ctrl-C (or SIGTERM
     turned into it) with ``label: error: interrupted; INTERRUPTED`` and 130. No traceback either way."""
     try:

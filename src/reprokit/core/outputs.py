@@ -12,12 +12,12 @@ from typing import Any
 from reprokit.core.errors import UserError
 
 
-def _shown(raw: str | os.PathLike) -> str:
+def _shown(raw: str | os.PathLike[str]) -> str:
     text = str(raw)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def output_folder(raw: str | os.PathLike, option: str) -> Path:
+def output_folder(raw: str | os.PathLike[str], option: str) -> Path:
     """The folder ``option`` names, made if missing and checked writable, before any work; a UserError naming the
     option otherwise (a file, a device, a read-only or full place)."""
     path = Path(raw).expanduser()
@@ -41,7 +41,7 @@ def output_folder(raw: str | os.PathLike, option: str) -> Path:
     return path.resolve()
 
 
-def output_file(raw: str | os.PathLike, option: str) -> Path:
+def output_file(raw: str | os.PathLike[str], option: str) -> Path:
     """A file ``option`` names, to be replaced: not a folder or device, its folder checked as output_folder."""
     path = Path(raw).expanduser()
     if path.is_dir() or (path.exists() and not path.is_file()):

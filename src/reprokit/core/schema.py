@@ -125,7 +125,7 @@ class Bool(Spec):
 
 @dataclass(frozen=True)
 class OneOf(Spec):
-    values: tuple
+    values: tuple[object, ...]
 
     def check(self, value: Any, where: str) -> None:
         if isinstance(value, bool) or value not in self.values:

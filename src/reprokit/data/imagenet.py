@@ -29,6 +29,7 @@ import tarfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reprokit.core.errors import UserError, one_line_errors
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
@@ -125,7 +126,7 @@ def find_train_roots(search_dirs: Iterable[str | Path], max_depth: int = DETECT_
     return found
 
 
-def read_marker(root: Path) -> dict:
+def read_marker(root: Path) -> dict[str, Any]:
     try:
         data = json.loads((root / MARKER).read_text())
     except (OSError, ValueError):
@@ -302,7 +303,7 @@ class RecordioData:
     classes: int
     env_uid: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return asdict(self)

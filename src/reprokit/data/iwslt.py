@@ -19,8 +19,10 @@ import argparse
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from reprokit.core.errors import UserError, one_line_errors
 from reprokit.core.values import whole_number
@@ -49,7 +51,7 @@ class Corpus:
     train_pairs: int
     env_uid: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def train_args(self) -> list[str]:
@@ -75,7 +77,7 @@ def check_corpus(folder: Path) -> int:
     return counts["train.en"]
 
 
-def fetch(base_url: str, dest: Path, progress=None) -> Corpus:
+def fetch(base_url: str, dest: Path, progress: Callable[[str], None] | None = None) -> Corpus:
     """Download every file into ``dest/corpus``, check the pairs line up; nothing changes there on failure."""
     base = base_url if base_url.endswith("/") else base_url + "/"
     staging = fresh_staging(dest)

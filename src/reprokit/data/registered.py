@@ -16,8 +16,8 @@ class EnvEntry:
     """A CK env entry, reduced to what the choice needs."""
     uid: str
     alias: str
-    variables: dict
-    customize: dict = field(default_factory=dict)  # what the soft setup recorded (version, ...)
+    variables: dict[str, Any]
+    customize: dict[str, Any] = field(default_factory=dict)  # what the soft setup recorded (version, ...)
 
 
 SYNTHETIC = "synthetic"

@@ -14,7 +14,7 @@ ENGINE_KINDS = (EMBEDDED, ARTIFACT)
 ENGINE_CHOICES = ("", *ENGINE_KINDS)  # "": the artifact when one is registered, else embedded
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> tuple[str, ...]:
     if name == "ARTIFACT_BUILDS":  # p3: the authors' fork; baseline: their unmodified MXNet build
         return builds(ARTIFACT)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

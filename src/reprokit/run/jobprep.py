@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ports import PORT_CHOICE_CODE
@@ -28,7 +28,7 @@ def free_port():
         return s.getsockname()[1]
 """
 
-def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, dict]]) -> None:
+def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, dict[str, Any]]]) -> None:
     """Stage the plan's files into ``run_dir``, probe every node, check the roles fit its cores, and fill in the
     scheduler's port and each host's threads from what the probe found. UserError when any step fails."""
     for local in plan.files:
@@ -54,7 +54,7 @@ def role_argv(plan: RolePlan, cluster: ClusterConfig, role: Role) -> list[str]:
 
 def launch_in_job(plan: RolePlan, run_dir: Path, console: TextIO, stop: StopRequest | None,
                   watch: Callable[[Role, str], None] | None, *, find_tool: Callable[[], str],
-                  probe: Callable[[str], dict[str, dict]],
+                  probe: Callable[[str], dict[str, dict[str, Any]]],
                   start_role: Callable[[str, Role, OutputSink], RoleProcess],
                   sweep_hosts: Callable[[str], list[str]]) -> Outcome:
     """Prepare (``find_tool`` gives the launcher's program, ``probe`` runs it on every node), start each role with

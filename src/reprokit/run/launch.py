@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO, TypeVar
+from types import FrameType
+from typing import Any, Protocol, TextIO, TypeVar
 
 from reprokit.cluster.ports import hold_port
 from reprokit.core.errors import UserError
@@ -56,6 +57,13 @@ _CHECK_FAILED = re.compile(r"(Check failed: .+)$")
 FINISH_GRACE_S = 30.0
 # Inherited variables that would point the engine's interpreter at the framework's packages.
 _ENV_DROPPED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+
+
+class ByteLines(Protocol):
+    """A role's output as the launchers read it: a pipe's, or an SSH channel's file."""
+    def readline(self) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 class RoleProcess(Protocol):
@@ -168,7 +176,7 @@ class OutputSink:
         with self.lock:
             self.failure = self.failure or str(error or f"cannot write the log {path}: {exc.strerror or exc}")
 
-    def pump(self, role: Role, stream, consume: Callable[[str], bool] | None = None) -> threading.Thread:
+    def pump(self, role: Role, stream: ByteLines, consume: Callable[[str], bool] | None = None) -> threading.Thread:
         """Copy ``stream`` line by line; lines that ``consume`` claims are the launcher's, not the role's."""
         log_path = self.log_dir / role.log_name
         prefix = f"[{role.host} {role.name}] "
@@ -210,6 +218,7 @@ class LocalRoleProcess:
             start_new_session=True, preexec_fn=parent_death_signal,  # SIGKILL if the launcher dies, whatever kills it
         )
         self.pid = self.popen.pid
+        assert self.popen.stdout is not None  # stdout=PIPE
         self.output = sink.pump(role, self.popen.stdout)
 
     def poll(self) -> int | None:
@@ -273,7 +282,7 @@ class Outcome:
         """A stop request (a signal, a lost parent) ended it, not the run itself."""
         return self.status.interrupted
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "status": self.status.value}
 
 
@@ -296,7 +305,7 @@ class StopRequest:
         self.reason = self.reason or reason
 
     def install(self) -> None:
-        def handler(signum, _frame):
+        def handler(signum: int, _frame: FrameType | None) -> None:
             self.request(f"stopped by {signal.Signals(signum).name}")
 
         for sig in STOP_SIGNALS:

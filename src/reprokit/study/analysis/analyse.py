@@ -27,7 +27,6 @@ from reprokit.study.analysis.speedup import (
     comm_to_compute,
     mean_interval,
     ordered,
-    ratio_interval,  # noqa: F401 (benchmarks/ import it, with mean_interval, from here)
     side_by_side,
     speedups,
     too_few,
@@ -63,7 +62,7 @@ def setup_label(record: Record) -> str:
     return f"{record.config.target.label} [{who}]"
 
 
-def _number(value) -> float:
+def _number(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 

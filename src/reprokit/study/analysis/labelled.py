@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -64,15 +65,16 @@ class LabelledVerdict:
     emulated_brief: str = ""  # the report's first table: the figure and the verdict, or a short reason
     predicted_brief: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def self_check() -> dict:
-    return json.loads(resources.files("reprokit.emulation").joinpath("selfcheck.json").read_text())
+def self_check() -> dict[str, Any]:
+    check: dict[str, Any] = json.loads(resources.files("reprokit.emulation").joinpath("selfcheck.json").read_text())
+    return check
 
 
-def emulation_status(check: Mapping) -> str:
+def emulation_status(check: Mapping[str, Any]) -> str:
     """Why no emulated verdict is given, or "" when the self-check holds: for every model it checked, the real over
     emulated throughput and both ends of its interval within the tolerance of 1."""
     tolerance = check["tolerance"]
@@ -330,7 +332,7 @@ def finished_variants(runs: pd.DataFrame, claim: Claim) -> list[str]:
 
 
 def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, *, tolerance: Tolerance,
-                      verdicts: Sequence[ClaimVerdict], check: Mapping | None = None,
+                      verdicts: Sequence[ClaimVerdict], check: Mapping[str, Any] | None = None,
                       emulated: pd.DataFrame | None = None, emulated_runs: pd.DataFrame | None = None,
                       validation: ModelValidation | None = None) -> list[LabelledVerdict]:
     """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from reprokit.engines.choice import EMBEDDED
+from reprokit.engines.base import EMBEDDED
 from reprokit.engines.registry import engines_on
 from reprokit.vocabulary import Variant
 

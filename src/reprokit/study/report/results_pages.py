@@ -99,7 +99,7 @@ def summarise(study: Study, records: Sequence[Record], program_models: set[str],
 
 def wall_times(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per configuration (model, bandwidth, compute, k): how many runs, and their wall minutes in all and each."""
-    groups: dict[tuple, list[float]] = {}
+    groups: dict[tuple[str, str, str, float], list[float]] = {}
     for r in runs:
         if r["wall_s"] is not None:
             groups.setdefault((r["model"], r["bandwidth"], r["gpu"] or "real", r["dilation"]), []).append(r["wall_s"])

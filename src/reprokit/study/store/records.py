@@ -52,7 +52,8 @@ from reprokit.core.outputs import create_once
 from reprokit.core.paths import MB, check_room, disk_errors
 from reprokit.core.values import shown, tc_rate_bps
 from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
-from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
+from reprokit.engines.base import EMBEDDED
+from reprokit.engines.choice import ENGINE_KINDS, engine_kind
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
 from reprokit.run.result import Result
 from reprokit.study.paper.planning import RunConfig, plan_runs
@@ -203,11 +204,11 @@ def check_record(data: Any) -> None:
             dilation_of(overrides)  # the report groups emulated runs by it
         except UserError:
             raise s.Invalid("provenance.env_overrides.DILATION",
-                            f"must be {DILATION_RANGE}, got {s.shown(overrides.get('DILATION'))}") from None
+                            f"must be {DILATION_RANGE}, got {shown(overrides.get('DILATION'))}") from None
     folder = data["run_folder"]
     if folder is not None and not re.fullmatch(rf"runs/{re.escape(data['record_id'])}/attempt-[1-9][0-9]{{0,5}}",
                                                folder):
-        raise s.Invalid("run_folder", f"must be runs/<record_id>/attempt-N, got {s.shown(folder)}")
+        raise s.Invalid("run_folder", f"must be runs/<record_id>/attempt-N, got {shown(folder)}")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reprokit.engines.choice import EMBEDDED
+from reprokit.engines.base import EMBEDDED
 from reprokit.run import settings as run_settings
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE, shaped_bps
@@ -41,6 +41,9 @@ if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module 
 # The run settings that set how long a run takes; runs that differ in any are no estimate for each other.
 SIZE_KEYS = ("NUM_BATCHES", "BATCH_SIZE", "IMAGE_SHAPE", "NUM_EPOCHS", "NUM_WORKERS", "NUM_SERVERS",
              "WORKER_THREADS", "COMPUTE", "COMPUTE_PROFILE", "DILATION")  # an emulated GPU's compute sets the pace
+
+
+HistoryKey = tuple[str, str, str, tuple[str, ...]]  # model, engine, bandwidth, run_size
 
 
 def run_size(env: Mapping[str, Any]) -> tuple[str, ...]:
@@ -74,7 +77,7 @@ class Forecast:
                       else f"; within the {duration_text(self.budget_s)} this matrix aims at")
         return f"{self.runs} run(s), {total}{spent} ({'; '.join(self.basis) or 'nothing to estimate from'}){unknown}{budget}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "seconds": self.seconds, "unknown": self.unknown,
                 "budget_s": self.budget_s, "basis": list(self.basis), "spent_s": self.spent_s}
 
@@ -86,10 +89,10 @@ class Forecast:
                    spent_s=float(d.get("spent_s", 0.0)))
 
 
-def history(records: Sequence[Record], target: Target, profile: str) -> dict[tuple, list[float]]:
+def history(records: Sequence[Record], target: Target, profile: str) -> dict[HistoryKey, list[float]]:
     """Durations of the store's own successful runs on this target and profile, per (model, engine, bandwidth,
     run size)."""
-    out: dict[tuple, list[float]] = {}
+    out: dict[HistoryKey, list[float]] = {}
     for r in records:
         seconds, env = r.provenance.duration_s, r.provenance.env_overrides
         if (not r.ok or r.imported_from or r.config.profile != profile or r.config.target.label != target.label

@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Collection, Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from reprokit.cluster.slurm import argv_without, follow, job_to_submit, submit_command
 from reprokit.core.errors import UserError
@@ -28,7 +28,7 @@ from reprokit.study.sweep.driver import MachineConfig
 from reprokit.study.sweep.options import sweep_request
 
 
-def submit_sweep(options: Mapping, study: Study, store: Store, program_models: set[str],
+def submit_sweep(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str],
                  machine_config: MachineConfig, console: TextIO = sys.stdout,
                  artifact_builds: Collection[str] = ()) -> str:
     """Submit the sweep as one batch job and follow it; its job id. A job that did not complete is a UserError."""

@@ -176,7 +176,7 @@ class ModelValidation:
     stack costs of a testbed host with one core of its own, the most a predicted verdict allows the paper's hosts."""
     iteration_bar: float  # |predicted/measured - 1| of the iteration time
     speedup_bar: float  # the same of P3's speedup over the baseline
-    checks: tuple[Mapping, ...]  # each: "against", where its runs ran, "configurations", "speedups"
+    checks: tuple[Mapping[str, Any], ...]  # each: "against", where its runs ran, "configurations", "speedups"
     stack_s_per_byte: float
     stack_s_per_message: float
     fifo_bytes: float = 0.0  # a testbed host's egress below the van's order: the most a predicted verdict allows
@@ -188,7 +188,7 @@ class ModelValidation:
                    float(data["stack_costs"]["per_byte_s"]), float(data["stack_costs"]["per_message_s"]),
                    float(data["stack_costs"].get("fifo_bytes", 0.0)))
 
-    def within(self) -> list[Mapping]:
+    def within(self) -> list[Mapping[str, Any]]:
         """The checks inside the model's assumptions (docs/explanation/iteration-model.md) that no later check repeats.
         Each host's egress is shared evenly among the hosts it sends to: links shared fairly (ck testbed
         --link_sharing=fair), or 2 hosts (one destination each, so one queue is as even); on one queue per host with
@@ -209,7 +209,7 @@ class ModelValidation:
         (a check's ``gpu``: the profile its emulated runs waited, or "measured" for real compute): how much of the
         communication the compute can hide decides the speedup, and a check at one GPU's compute does not vouch for
         another's."""
-        def judged(row: Mapping) -> bool:
+        def judged(row: Mapping[str, Any]) -> bool:
             return (not variants or row["variant"] in variants) and (not model or row["model"] == model)
 
         out = []
