@@ -368,6 +368,18 @@ def test_a_study_may_not_give_verdicts_on_fewer_than_3_runs():
         studies.from_meta("x", bad)
 
 
+def test_each_repetition_takes_its_turn_in_the_order_reversed_every_other_time():
+    assert [planning.in_turn("abc", rep) for rep in (1, 2, 3)] == [list("abc"), list("cba"), list("abc")]
+
+
+def test_the_repository_study_entry_reads_without_ck_as_ck_reads_it():
+    from reprokit.study.paper.claims import from_meta, repository_meta, repository_study
+
+    entry = repository_study("sysml19-p3")
+    assert entry == from_meta("sysml19-p3", STUDY_META) and repository_meta("sysml19-p3") == STUDY_META
+    assert "source" not in entry.parameters and entry.parameters["resnet"] and entry.parameters_source
+
+
 def test_plan_runs_takes_each_models_own_bandwidths():
     plan = planning.plan_runs(["resnet", "vgg"], ["baseline", "p3"], ["1gbit"], 2,
                              per_model={"vgg": ["720mbit", "native"]})

@@ -10,12 +10,14 @@ it makes planning.py.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
+from reprokit.core.paths import REPO_ROOT
 from reprokit.study.paper.rates import rate_bps
 
 
@@ -142,6 +144,18 @@ def _matrix(data: Mapping[str, Any], where: str, variants: Mapping[str, Any]) ->
     for rate in matrix.bandwidths:
         rate_bps(rate)
     return matrix
+
+
+def repository_meta(name: str) -> dict[str, Any]:
+    """The meta of a study entry this repository holds (study/NAME/.cm/meta.json), read without CK: for the
+    benchmarks and the shipped predictions, which run outside ck."""
+    data: dict[str, Any] = json.loads((REPO_ROOT / "study" / name / ".cm" / "meta.json").read_text())
+    return data
+
+
+def repository_study(name: str) -> Study:
+    """A study entry this repository holds (repository_meta), as ``ck reproduce study:NAME`` reads it."""
+    return from_meta(name, repository_meta(name))
 
 
 def from_meta(name: str, meta: Mapping[str, Any]) -> Study:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from reprokit.core.errors import UserError
-from reprokit.emulation.profile import PROFILE_FILE, ComputeProfile
-from reprokit.run.result import Result
+from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
+from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.store.records import Store
 from reprokit.study.whatif.compute import layers_of
@@ -99,9 +99,27 @@ def compared(observed: Iterable[ObservedRun], costs: StackCosts = StackCosts()) 
     return rows
 
 
-def stored_emulated(root: Path, study: str) -> list[ObservedRun]:
-    """Every emulated run stored in ``study``'s store ``root`` whose variant the model has a policy for (it has no
-    optimizer, so not the worker-update baseline); empty if there is none."""
+def validation_folder(work: Path, model: str, rate: str, variant: str, repetition: int) -> Path:
+    """Where benchmarks/model_validation.py keeps one run of a check (``rate``: the links' tc rate, or UNSHAPED)."""
+    return work / f"{model}-{rate}-{variant}-{repetition}"
+
+
+def validation_runs(work: Path) -> list[ObservedRun]:
+    """The runs benchmarks/model_validation.py left in ``work`` (validation_folder), each with the per-layer compute
+    its workers measured; a run without it (older versions measured none) is left out. Empty if there is none."""
+    folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
+               if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]
+    return [ObservedRun(Configuration(model, rate, variant), Result.load(d), d / MEASURED_FILE, rate)
+            for d, (model, rate, variant, _) in folders]
+
+
+def stored_emulated(roots: Iterable[Path], study: str) -> list[ObservedRun]:
+    """Every emulated run stored in ``study``'s stores ``roots``, store by store, whose variant the model has a
+    policy for (it has no optimizer, so not the worker-update baseline); empty if there is none."""
+    return [run for root in roots for run in _stored_emulated(root, study)]
+
+
+def _stored_emulated(root: Path, study: str) -> list[ObservedRun]:
     observed = []
     for record in Store(root, study).all_records():
         result = record.run_result if record.ok and record.emulated and record.run_folder else None
