@@ -39,8 +39,11 @@ from pathlib import Path
 
 from reprokit.bootstrap import REPO_ALIAS, ck as ck_cli
 from reprokit.core.paths import SRC_DIR
-from reprokit.study.analysis.analyse import mean_interval, ratio_interval  # the study's speedup interval (log scale, never below zero)
-from reprokit.study.paper.claims import NATIVE
+from reprokit.study.analysis.speedup import (  # the study's speedup interval (log scale, never below zero)
+    mean_interval,
+    ratio_interval,
+)
+from reprokit.study.paper.rates import NATIVE
 
 REPO_ROOT = SRC_DIR.parent
 CK = str(Path(sys.executable).with_name("ck"))

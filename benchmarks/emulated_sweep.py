@@ -89,8 +89,8 @@ def main() -> int:
         per_worker = (result.throughput_per_worker if result else None) or []
         print(f"  {config.model} {config.bandwidth} {config.engine} {config.variant} rep {config.repetition}: "
               f"{statistics.fmean(per_worker) if per_worker else float('nan'):.2f} img/s, links "
-              f"{record.provenance.get('links_shaped_to')}, host CPU busy {result.host_cpu_busy if result else None}"
-              f"{' (CPU-bound)' if result and result.cpu_bound else ''}, {record.provenance.get('duration_s')} s")
+              f"{record.provenance.links_shaped_to}, host CPU busy {result.host_cpu_busy if result else None}"
+              f"{' (CPU-bound)' if result and result.cpu_bound else ''}, {record.provenance.duration_s} s")
     report = json.loads((store / "report" / "report.json").read_text())
     print("\nclaims stated at a bandwidth (report.json 'labelled'):")
     for row in report["labelled"]:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, simulate
-from reprokit.study.paper.rates import shaped_bps
 
 CLAIMS = (("resnet", "4gbit", "p3", 20), ("vgg", "15gbit", "p3", 40), ("vgg", "30gbit", "p3-slicing-only", 80))
 SHARED_CORE_COSTS = (3.38e-9, 266.5e-6)  # model_validation.json's checks: 3 hosts sharing 2 cores

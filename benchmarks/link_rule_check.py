@@ -30,10 +30,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_validation import emulated_in, stored_again
-
 from reprokit.study.whatif.iteration_model import BYTES_PER_ELEMENT, ModelInput, messages
-from reprokit.study.whatif.model_check import ObservedRun, Rows, compared, measured_s, model_input
+from reprokit.study.whatif.model_check import (
+    ObservedRun,
+    Rows,
+    compared,
+    measured_s,
+    model_input,
+    stored_emulated,
+    validation_runs,
+)
+
+STUDY = "sysml19-p3"  # the study whose stores it reads
 
 Stream = tuple[int, int, str]  # (from host, to host, "push" or "answer")
 Done = Callable[[float], None]
@@ -200,7 +208,10 @@ def main() -> int:
     source.add_argument("--emulated", metavar="STORE", nargs="+", help="the emulated runs of these study stores")
     source.add_argument("--again", metavar="WORK", help="the runs benchmarks/model_validation.py left in WORK")
     args = parser.parse_args()
-    observed = emulated_in(args.emulated) if args.emulated else stored_again(Path(args.again))
+    observed = (stored_emulated([Path(store) for store in args.emulated], STUDY) if args.emulated
+                else validation_runs(Path(args.again)))
+    if not observed:
+        raise SystemExit(f"benchmark: no runs to predict in {', '.join(args.emulated or [args.again])}")
     model, second = compared(observed), second_rule(observed)
     mean = statistics.mean
     print("no stack costs; error = predicted/measured - 1; n runs per configuration")

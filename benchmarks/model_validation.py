@@ -58,11 +58,25 @@ from scipy.optimize import least_squares
 from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, ck as ck_cli, isolated_ck, testbed_up
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
-from reprokit.run.result import RESULT_FILE, Result
+from reprokit.run.result import Result
 from reprokit.study.whatif import model_check as model_check_module
 from reprokit.study.whatif.iteration_model import simulate
-from reprokit.study.whatif.model_check import (UNSHAPED, Configuration, Errors, ObservedRun, Rows, StackCosts, compared,
-                                        interval_spreads, measured_s, model_input, recorded_errors, stored_emulated)
+from reprokit.study.whatif.model_check import (
+    UNSHAPED,
+    Configuration,
+    Errors,
+    ObservedRun,
+    Rows,
+    StackCosts,
+    compared,
+    interval_spreads,
+    measured_s,
+    model_input,
+    recorded_errors,
+    stored_emulated,
+    validation_folder,
+    validation_runs,
+)
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
@@ -85,18 +99,15 @@ def one_run(env: dict, model: str, variant: str, run_dir: Path, settings: Sequen
 
 
 def stored_again(work: Path) -> list[ObservedRun]:
-    """The runs an earlier run of this benchmark left in ``work`` (folders MODEL-RATE-VARIANT-REP)."""
-    folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
-               if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]  # older runs measured no profile
-    observed = [ObservedRun(Configuration(model, rate, variant), Result.load(d), d / MEASURED_FILE, rate)
-                for d, (model, rate, variant, _) in folders]
+    """The runs an earlier run of this benchmark left in ``work``."""
+    observed = validation_runs(work)
     if not observed:
         raise SystemExit(f"benchmark: no runs of this benchmark are in {work}")
     return observed
 
 
 def emulated_in(stores: list[str]) -> list[ObservedRun]:
-    observed = [run for store in stores for run in stored_emulated(Path(store), STUDY)]
+    observed = stored_emulated([Path(store) for store in stores], STUDY)
     if not observed:
         raise SystemExit(f"benchmark: no emulated runs are stored in {', '.join(stores)}")
     return observed
@@ -202,7 +213,7 @@ def stack(env: dict, work: Path, models: list[str], repetitions: int, testbed: s
     runs: list[ObservedRun] = []
     for rep in range(repetitions):
         for model, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
-            run_dir = work / f"{model}-{UNSHAPED}-{variant}-{rep}"
+            run_dir = validation_folder(work, model, UNSHAPED, variant, rep)
             result = one_run(env, model, variant, run_dir, NO_COMPUTE)
             runs.append(ObservedRun(Configuration(model, UNSHAPED, variant, result.dilation or 1.0), result,
                                     run_dir / PROFILE_FILE, UNSHAPED))
@@ -269,7 +280,7 @@ def main() -> int:
         for rep in range(args.repetitions):
             for model, rate, variant in (configs if rep % 2 == 0 else list(reversed(configs))):
                 ck_cli("testbed", f"cluster:{NAME}", f"--shape={rate}", env=env, check=True)
-                run_dir = work / f"{model}-{rate}-{variant}-{rep}"
+                run_dir = validation_folder(work, model, rate, variant, rep)
                 run = ObservedRun(Configuration(model, rate, variant), one_run(env, model, variant, run_dir),
                                   run_dir / MEASURED_FILE, rate)
                 pair = (measured_s(run.result), simulate(model_input(run, costs)).iteration_s)

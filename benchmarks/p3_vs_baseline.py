@@ -13,8 +13,9 @@ Needs root. On a fresh testbed (one server and one worker per host, every host's
 2. tuning, on the first model at its most communication-bound bandwidth: P3_SLICE_SIZE over --tune-slices
    (water mark at its default), then P3_WATER_MARK over --tune-water-marks (at the best slice size), each
    against baseline-worker-update, --tune-repetitions interleaved; the best mean is used from then on;
-3. baseline, baseline-worker-update and p3 for every model and bandwidth, --repetitions times, interleaved
-   (the order reverses every repetition so that drift hits all three): throughput means, p3 over each
+3. baseline, baseline-worker-update and p3 for every model and bandwidth, --repetitions times, interleaved as the
+   study interleaves a sweep (reprokit.study.paper.planning; the order reverses every other repetition so that
+   drift hits all three), each variant with the study entry's run settings: throughput means, p3 over each
    baseline with its 95% interval (the study's analysis, log scale), comm_wait_s_per_iter and overlap, and
    beside each ratio the bound perfect overlap would give, (t_compute + t_comm) / max(t_compute, t_comm),
    from that baseline's own measurements at that bandwidth; with the ablations at the most
@@ -26,6 +27,7 @@ Uses its own CK_REPOS/CK_TOOLS in a temporary folder. Prints figures; asserts no
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -34,13 +36,14 @@ import sys
 from pathlib import Path
 
 from reprokit.bootstrap import ck as ck_cli, isolated_ck
-from reprokit.core.paths import REPO_ROOT
 from reprokit.run.settings import P3_DEFAULT_SLICE_SIZE, P3_DEFAULT_WATER_MARK
-from reprokit.study.analysis.analyse import ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.analysis.speedup import ratio_interval  # the study's speedup interval (log scale, never below zero)
+from reprokit.study.paper.claims import repository_study
+from reprokit.study.paper.planning import in_turn, plan_runs
+from reprokit.study.paper.rates import NATIVE  # a target the links cannot reach: run unshaped
 from reprokit.study.sweep.choice import choose  # the study's bandwidth choice from a measured probe
-from reprokit.study.paper.claims import NATIVE  # a target the links cannot reach: run unshaped
 
-STUDY = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
+STUDY = repository_study("sysml19-p3")  # its parameter counts, and its variants' run settings
 
 CK = str(Path(sys.executable).with_name("ck"))
 ENV: dict[str, str] = {}  # this benchmark's own CK_REPOS/CK_TOOLS, set in main()
@@ -48,6 +51,7 @@ FIELDS = ("throughput_samples_per_sec", "comm_wait_s_per_iter", "overlap", "comm
           "mechanism", "run_success", "failure_reason")
 BASELINES = ("baseline", "baseline-worker-update")
 MAIN = ("baseline", "baseline-worker-update", "p3")
+ABLATIONS = ("p3-slicing-only", "p3-priority-only")  # at the most communication-bound bandwidth of the first model
 
 
 def ck(*args: str) -> subprocess.CompletedProcess:
@@ -97,11 +101,18 @@ def shape(bandwidth: str) -> None:
     ck("testbed", "cluster:cmp", f"--shape={'off' if bandwidth == NATIVE else bandwidth}")
 
 
-def one_round(work: Path, label: str, configs: dict[str, list[str]], rep: int, common: list[str]) -> dict[str, dict]:
-    """Every config once, in reversed order on every other repetition ``rep``; each one's row."""
-    names, rows = list(configs), {}
-    for name in (names if rep % 2 == 0 else names[::-1]):
-        result = run(work / f"{label}-{name}-{rep}".replace("/", "_"), *configs[name], *common)
+def variant_args(variant: str, tuned: dict[str, str]) -> list[str]:
+    """A study variant's run settings (the study entry's), over P3's tuned knobs where the variant runs P3."""
+    env = STUDY.variants[variant]
+    return [f"--env.{k}={v}" for k, v in {**(tuned if env.get("VARIANT") == "p3" else {}), **env}.items()]
+
+
+def one_round(work: Path, label: str, configs: list[tuple[str, list[str]]], rep: int,
+              common: list[str]) -> dict[str, dict]:
+    """Every config once, in the order given (0-based repetition ``rep`` names the run folders); each one's row."""
+    rows = {}
+    for name, config in configs:
+        result = run(work / f"{label}-{name}-{rep}".replace("/", "_"), *config, *common)
         rows[name] = row = {k: result.get(k) for k in FIELDS}
         print(f"rep {rep + 1} {label} {name}: {fmt(row['throughput_samples_per_sec'], '.2f')} samples/s, comm wait "
               f"{fmt(row['comm_wait_s_per_iter'])} s/iter, overlap {fmt(row['overlap'], '.2f')}", flush=True)
@@ -110,9 +121,9 @@ def one_round(work: Path, label: str, configs: dict[str, list[str]], rep: int, c
 
 def interleaved(work: Path, label: str, configs: dict[str, list[str]], repetitions: int, common: list[str],
                 rows: dict[str, list[dict]]) -> None:
-    """Every config once per repetition (one_round), the order reversed every other repetition."""
+    """Every config once per repetition (one_round), the order reversed every other repetition (in_turn)."""
     for rep in range(repetitions):
-        for name, row in one_round(work, label, configs, rep, common).items():
+        for name, row in one_round(work, label, in_turn(list(configs.items()), rep + 1), rep, common).items():
             rows.setdefault(name, []).append(row)
 
 
@@ -155,8 +166,8 @@ def main() -> int:
                 continue
             shape(NATIVE)
             probe = run(work / f"probe-{model}", f"--cmd_key={model}", "--env.VARIANT=baseline", *common)
-            choice = choose(model, probe, str(work / f"probe-{model}"), STUDY["parameters"],
-                            STUDY["parameters"].get("source", ""), args.hosts,
+            choice = choose(model, probe, str(work / f"probe-{model}"), STUDY.parameters, STUDY.parameters_source,
+                            args.hosts,
                             [float(r) for r in args.ratios.split(",")], None)
             probes[model] = choice.to_dict()
             chosen[model] = list(choice.bandwidths)
@@ -188,20 +199,17 @@ def main() -> int:
             else:
                 water_mark = int(best.split("=")[1])
             print(f"  chosen: {best}", flush=True)
-        tuned = [f"--env.P3_SLICE_SIZE={slice_size}", f"--env.P3_WATER_MARK={water_mark}"]
+        tuned = {"P3_SLICE_SIZE": str(slice_size), "P3_WATER_MARK": str(water_mark)}
 
-        for rep in range(args.repetitions):
-            for model in models:
-                for bandwidth in chosen[model]:
-                    shape(bandwidth)
-                    configs = {v: [f"--cmd_key={model}", f"--env.VARIANT={v}", *(tuned if v == "p3" else [])]
-                               for v in MAIN}
-                    if model == tune_model and bandwidth == tune_bw:
-                        configs["p3-slicing-only"] = [*configs["p3"], "--env.P3_PRIORITY=0"]
-                        configs["p3-priority-only"] = [f"--cmd_key={model}", "--env.VARIANT=p3",
-                                                       f"--env.P3_WATER_MARK={water_mark}", "--env.P3_SLICE_SIZE=0"]
-                    for name, row in one_round(work, f"{model}-{bandwidth}", configs, rep, common).items():
-                        rows.setdefault((model, bandwidth, name), []).append(row)
+        only = [(m, b, v) for m in models for b in chosen[m] for v in MAIN] + [(tune_model, tune_bw, v)
+                                                                              for v in ABLATIONS]
+        planned = plan_runs(models, (*MAIN, *ABLATIONS), (), args.repetitions, per_model=chosen, only=only)
+        for (rep, model, bandwidth), group in itertools.groupby(planned, lambda c: (c.repetition, c.model,
+                                                                                   c.bandwidth)):
+            shape(bandwidth)
+            configs = [(c.variant, [f"--cmd_key={model}", *variant_args(c.variant, tuned)]) for c in group]
+            for name, row in one_round(work, f"{model}-{bandwidth}", configs, rep - 1, common).items():
+                rows.setdefault((model, bandwidth, name), []).append(row)
     finally:
         subprocess.run([CK, "testbed", "cluster:cmp", "--down"], env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=120)
@@ -246,9 +254,7 @@ def main() -> int:
     if args.overhead_repetitions:
         print("\nslicing alone on an unshaped local run (resnet, 2 workers, 1 server, smoke profile):")
         local: dict[str, list[dict]] = {}
-        configs = {"baseline": ["--env.VARIANT=baseline"],
-                   "baseline-worker-update": ["--env.VARIANT=baseline-worker-update"],
-                   "p3-slicing-only": ["--env.VARIANT=p3", "--env.P3_PRIORITY=0", *tuned]}
+        configs = {v: variant_args(v, tuned) for v in (*BASELINES, "p3-slicing-only")}
         interleaved(work, "local", configs, args.overhead_repetitions, ["--cmd_key=resnet", "--env.PROFILE=smoke"],
                     local)
         for versus in BASELINES:

@@ -16,9 +16,9 @@ import argparse
 import sys
 
 from reprokit.emulation.gpus import gpu
+from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY, Layout, ModelInput, simulate
-from reprokit.study.paper.rates import shaped_bps
 
 CLAIMS = (("15gbit", "p3", 1.66), ("30gbit", "p3-slicing-only", 1.49))
 WORKERS = 4

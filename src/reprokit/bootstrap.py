@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from reprokit.core.paths import REPO_ROOT
 
@@ -27,8 +28,8 @@ SOCKEYE_TAGS = "lib,sockeye"
 SOCKEYE_PACKAGE = "lib-sockeye"
 
 
-def ck(*args: str, capture: bool = True, env: dict | None = None, timeout: float = 1800,
-       check: bool = False) -> subprocess.CompletedProcess:
+def ck(*args: str, capture: bool = True, env: dict[str, Any] | None = None, timeout: float = 1800,
+       check: bool = False) -> subprocess.CompletedProcess[str]:
     """The ck CLI of this interpreter's environment, stdin closed; ``check`` exits with ck's output on failure."""
     exe = Path(sys.executable).with_name("ck")
     proc = subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, text=True, env=env,
@@ -155,7 +156,7 @@ def ensure_installed(package: str, tags: str, what: str) -> None:
         raise SystemExit(f"bootstrap: ck install package:{package} failed (see its output above)")
 
 
-def isolated_ck(prefix: str, work: Path | None = None) -> tuple[Path, dict]:
+def isolated_ck(prefix: str, work: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """A folder with its own CK_REPOS/CK_TOOLS, bootstrapped (for benchmarks): ``work`` (reused as it is, e.g. with
     the authors' builds registered), else a new temporary one; returns it and the env."""
     import tempfile
@@ -175,7 +176,7 @@ def exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
-def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict, link_sharing: str | None = None,
+def testbed_up(name: str, hosts: int, cpus_per_host: int | None, env: dict[str, Any], link_sharing: str | None = None,
                tcp: str | None = None) -> None:
     """``ck testbed cluster:NAME --hosts=N`` (for benchmarks), each host pinned to ``cpus_per_host`` CPUs of its own
     when given (else the hosts share every CPU), its shaped links shared as ``link_sharing`` says (else as ck

@@ -23,9 +23,19 @@ DEFAULT_VARIANT = Variant.P3  # what a run without --env.VARIANT measures
 
 
 class PsVan(StrEnum):
-    """ps-lite's van, as DMLC_PS_VAN_TYPE names it: zmq (unset: the TCP van) or p3 (MXNet's P3)."""
+    """ps-lite's van, as PS_VAN_VARIABLE names it: zmq (unset: the TCP van) or p3 (MXNet's P3)."""
     ZMQ = "zmq"
     P3 = "p3"
+
+
+PS_VAN_VARIABLE = "DMLC_PS_VAN_TYPE"  # the environment variable from which ps-lite takes a role's van
+
+
+class RoleKind(StrEnum):
+    """What a process of a parameter-server job plays, as ps-lite's DMLC_ROLE names it."""
+    SCHEDULER = "scheduler"
+    SERVER = "server"
+    WORKER = "worker"
 
 
 class RunStatus(StrEnum):

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip, standin_settings, write_patches
-from support.ckcli import CkCli, REPO_ROOT, own_ck
-from support.loopback import FileServer
 from reprokit.engines.artifact.config import detect_cuda
-
-
+from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip, standin_settings, write_patches
+from support.ckcli import REPO_ROOT, CkCli, own_ck
+from support.loopback import FileServer
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import pytest
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, standin_settings, write_patches
 from support.ckcli import CkCli, own_ck
 
-
 SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.WORKER_THREADS=1"]
 
 

@@ -4,9 +4,7 @@ import json
 import subprocess
 from pathlib import Path
 
-
 from support.ckcli import bootstrap
-
 
 
 def engine_envs(ck):

@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from support.runs import long_run, no_process_left, wait_for
 from reprokit.run.procscan import run_processes
-
+from support.runs import long_run, no_process_left, wait_for
 
 
 def run_id_of(run_dir):

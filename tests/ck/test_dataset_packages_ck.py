@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import CkCli, own_ck
-from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball, recordio_file
 from reprokit.data import iwslt
 from reprokit.data.imagenet import RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
+from support.ckcli import CkCli, own_ck
+from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball, recordio_file
 
 IWSLT_ENV = iwslt.ENV
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import CkCli, REPO_ROOT, own_ck
-from support.loopback import FileServer, imagenet_like_tarball
 from reprokit.data.imagenet import MARKER, RECORDIO_ENV, RECORDIO_TAGS, TRAIN_ENV, TRAIN_TAGS, make_synthetic
+from support.ckcli import REPO_ROOT, CkCli, own_ck
+from support.loopback import FileServer, imagenet_like_tarball
 
 SRC = str(REPO_ROOT / "src")
 

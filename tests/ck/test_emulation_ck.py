@@ -3,8 +3,8 @@ compute mode, profile and dilation, and its iteration time follows the profile's
 With a timeline its workers measure each layer's compute, a profile a later run can wait."""
 from dataclasses import replace
 
-from reprokit.emulation.profile import MEASURED_FILE, Factor, resolve_profile
 from reprokit.core.jsonfile import write_json
+from reprokit.emulation.profile import MEASURED_FILE, Factor, resolve_profile
 
 BATCH = 8
 WAIT_S = 0.6  # forward + backward per iteration at k=1: well above this machine's communication of ResNet-50

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.data.iwslt import ENV, FILES, TAGS, make_synthetic
 from support.ckcli import CkCli, own_ck
 from support.loopback import FileServer
-from reprokit.data.iwslt import ENV, FILES, TAGS, make_synthetic
-
 
 
 def envs(cli: CkCli) -> list[dict]:

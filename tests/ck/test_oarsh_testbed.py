@@ -15,7 +15,7 @@ import pytest
 
 from support.ckcli import own_ck
 from support.oar import oar_job
-from support.runs import (assert_failed_naming_worker_1, kill_worker_1_of, no_process_left, run_processes, wait_for)
+from support.runs import assert_failed_naming_worker_1, kill_worker_1_of, no_process_left, run_processes, wait_for
 from support.testbed import require_root_and_sshd
 
 pytestmark = pytest.mark.root

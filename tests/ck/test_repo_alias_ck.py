@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.ckcli import CkCli, REPO_ROOT
+from support.ckcli import REPO_ROOT, CkCli
 
 ALIAS, OLD_ALIAS = "reproduce-sysml19-paper-p3", "ck-sysml19-p3"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support.runs import wait_for
 from reprokit.run.procscan import run_processes
+from support.runs import wait_for
 
 TINY = ["--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
 STUDY = "study:sysml19-p3"

@@ -5,7 +5,6 @@ import os
 import subprocess
 from pathlib import Path
 
-
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
 WAITS = """

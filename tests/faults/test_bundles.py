@@ -22,7 +22,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reprokit.study.store.bundle import MAX_MANIFEST_BYTES, MAX_RECORD_BYTES
 from reprokit.study.store.records import Store
-
 from support.bundles import Member, filled_store, forgery_of
 from support.ckcli import CkCli, own_ck
 from support.faults import expect, finishes, no_traceback, one_clear_line

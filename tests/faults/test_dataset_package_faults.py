@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.data.imagenet import RECORDIO_ENV, RECORDIO_TAGS, TRAIN_TAGS
 from support.faults import expect, kept, one_clear_line
 from support.loopback import FileServer, imagenet_train_tarball, recordio_file
-from reprokit.data.imagenet import RECORDIO_ENV, RECORDIO_TAGS, TRAIN_TAGS
 
 
 def envs(cli, tags: str) -> list[dict]:

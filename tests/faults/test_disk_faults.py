@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import expect, finishes, one_clear_line
-from support.runs import fake_plan, no_process_left, wait_for, write_spec
 from reprokit.core.errors import UserError
 from reprokit.core.paths import SRC_DIR
+from support.faults import expect, finishes, one_clear_line
+from support.runs import fake_plan, no_process_left, wait_for, write_spec
 
 pytestmark = [pytest.mark.root, pytest.mark.fault("disk")]
 

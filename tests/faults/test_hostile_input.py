@@ -16,10 +16,9 @@ import pytest
 from reprokit.ck.program import unknown_setting
 from reprokit.cluster.hosts import MAX_HOSTS, parse
 from reprokit.core.errors import UserError
+from reprokit.core.values import SHOWN_CHARACTERS, plain_setting, whole_number
 from reprokit.study.analysis import analyse as analysis
 from reprokit.study.store import bundle
-from reprokit.core.values import SHOWN_CHARACTERS, plain_setting, whole_number
-
 from support.bundles import filled_store
 from support.ckcli import CkCli, own_ck
 from support.faults import FaultFailure, expect, finishes, one_clear_line

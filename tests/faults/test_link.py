@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from reprokit.run.procscan import run_processes
 from support.faults import expect, no_orphans, no_traceback
 from support.runs import long_run
 from support.testbed import make_testbed
-from reprokit.run.procscan import run_processes
 
 pytestmark = [pytest.mark.root, pytest.mark.fault("link")]
 NAME = "sglink"  # this test's own testbed: rk-sglink-h1, rk-sglink-h2

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.cluster.rundir import RUNS_ROOT
 from support.faults import FaultFailure, expect, no_traceback, one_clear_line
 from support.runs import long_run, role_pid, wait_for
 from support.testbed import add_machine_variant, host_mount, in_host, make_testbed
-from reprokit.cluster.rundir import RUNS_ROOT
 
 pytestmark = pytest.mark.root
 NAME = "prep"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import expect, finishes, no_orphans, no_traceback, one_clear_line
-from support.runs import long_run, run_processes, wait_for
 from reprokit.run.lifeline import LAUNCHER_FILE
 from reprokit.run.procscan import is_running, process_identity
+from support.faults import expect, finishes, no_orphans, no_traceback, one_clear_line
+from support.runs import long_run, run_processes, wait_for
 
 pytestmark = pytest.mark.fault("signal")
 

@@ -25,10 +25,10 @@ live until every worker has finished, as MXNet's do.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import zipfile
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 

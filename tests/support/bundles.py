@@ -9,16 +9,15 @@ import gzip
 import hashlib
 import json
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reprokit.study.store import identity
 from reprokit.study.store.bundle import BUNDLE_FORMAT, _signed_bytes
 from reprokit.study.store.records import Store
-
 from support.study_data import records
 
 STUDY = "sysml19-p3"

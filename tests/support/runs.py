@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from support.ckcli import CkCli
 
+from reprokit.engines.base import InstalledEngine
+from reprokit.engines.registry import get_engine
 from reprokit.run.plan import RolePlan, layout_roles
 from reprokit.run.procscan import run_processes
 from reprokit.run.settings import resolve
-from reprokit.engines.base import InstalledEngine
 from reprokit.run.spec import RunSpec
 
 FAKE_ROLE = Path(__file__).resolve().parent / "fake_role.py"
@@ -30,7 +31,7 @@ def fake_plan(*role_args: str, workers: int = 2, servers: int = 1, timeout_s: in
 
 def fake_spec(plan: RolePlan, variant: str = "baseline", batch_size: str = "32") -> RunSpec:
     settings = resolve("resnet", {"BATCH_SIZE": batch_size, "VARIANT": variant}, default_profile="smoke")
-    plan.extra_env = {**settings.role_env(), **plan.extra_env}
+    plan.extra_env = {**get_engine("stock").role_env(settings.variant, settings.p3_knobs), **plan.extra_env}
     return RunSpec(settings=settings,
                    engine=InstalledEngine(name="fake-engine", python=sys.executable, env_uid="0"),
                    plan=plan)

@@ -1,13 +1,11 @@
 """Constructed study entries and result records for the study tests (no ck, no MXNet)."""
 import json
-from pathlib import Path
 
 from reprokit.study.paper import claims as studies
-from reprokit.study.store.records import Origin, Record, RecordConfig
 from reprokit.study.paper.target import Target
+from reprokit.study.store.records import Origin, Record, RecordConfig
 
-REPO = Path(__file__).resolve().parents[2]
-STUDY_META = json.loads((REPO / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
+STUDY_META = studies.repository_meta("sysml19-p3")
 ALL_MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
 
 TESTBED4 = Target(name="tb", kind="testbed", hosts=tuple(f"10.77.0.{i}" for i in range(1, 5)), shaping=True,

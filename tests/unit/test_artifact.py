@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from support.loopback import FileServer
+from reprokit.core.errors import UserError
 from reprokit.data.fetch import extract_zip
 from reprokit.engines.artifact.command import WorkerSlot, count_records, worker_slots
 from reprokit.engines.artifact.config import Cuda, ZipSource, build_env, detect_cuda, make_args, request_from_env
 from reprokit.engines.artifact.install import InstallError, Steps, apply_patches, fetch_zip, make_deps
-from reprokit.engines.base import InstalledEngine, JobData, RoleCommand, RunJob
+from reprokit.engines.base import InstalledEngine, JobData, P3Knobs, RoleCommand, RunJob
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import get_engine
-from reprokit.core.errors import UserError
+from support.loopback import FileServer
 
 
 def fake_toolkit(root: Path, cudnn: bool = False) -> Path:
@@ -316,7 +316,7 @@ def artifact_role_command(engine: InstalledEngine, model: str, batch_size: int, 
                  num_epochs=num_epochs, num_batches=num_batches, disp_batches=disp_batches, output_file=sockeye_output,
                  worker_hosts=["here"] * workers if isinstance(workers, int) else list(workers),
                  data=JobData(corpus_name, ["--data-dir", corpus] if corpus else [], data_train),
-                 script="", script_args=[], role_env={})
+                 script="", script_args=[], p3=P3Knobs(0, True, 0))
     return get_engine(engine.build).role_command(engine, job)
 
 
@@ -479,10 +479,10 @@ def test_an_emulated_run_on_their_builds_is_our_train_py_in_their_interpreter_wi
     from reprokit.run.settings import resolve
 
     settings = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": build.build.value}, "smoke")
-    args = settings.train_args(stock_knobs=False)
+    args = settings.train_args(get_engine(build.build))
     job = RunJob(variant=build.build.value, model="resnet", batch_size=32, image_shape="3,32,32", num_epochs=1,
                  num_batches=31, disp_batches=10, output_file="", worker_hosts=["here", "here"],
-                 data=JobData("synthetic", []), script="train.py", script_args=args, role_env=settings.role_env(),
+                 data=JobData("synthetic", []), script="train.py", script_args=args, p3=settings.p3_knobs,
                  emulated=True)
     run = get_engine(build.build).role_command(build, job)
     assert run.command == [build.python, "train.py", *args]

@@ -8,12 +8,23 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from reprokit.core.errors import UserError
 from reprokit.data import imagenet as datasets
 from reprokit.data.fetch import download
-from reprokit.data.imagenet import (KIND_IMAGENET, KIND_MIN, KIND_SYNTHETIC, RECORDIO_ENV, TRAIN_ENV, choose_recordio,
-                                    choose_train_folder, describe, fetch, find_train_roots, make_synthetic)
+from reprokit.data.imagenet import (
+    KIND_IMAGENET,
+    KIND_MIN,
+    KIND_SYNTHETIC,
+    RECORDIO_ENV,
+    TRAIN_ENV,
+    choose_recordio,
+    choose_train_folder,
+    describe,
+    fetch,
+    find_train_roots,
+    make_synthetic,
+)
 from reprokit.data.registered import EnvEntry
-from reprokit.core.errors import UserError
 from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball
 
 

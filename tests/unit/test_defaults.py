@@ -3,12 +3,14 @@ require what the run always passes, and the constants they must keep are pinned 
 import ast
 import json
 
+from reprokit.core.paths import PROGRAM_DIR
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.engine_side import program_module
-from reprokit.core.paths import PROGRAM_DIR
-from reprokit.run.settings import resolve
+from reprokit.engines.registry import get_engine
 from reprokit.engines.stock import FINISH_LINE
+from reprokit.run.settings import resolve
 from reprokit.vocabulary import PsVan
+
 
 def module_constants(path):
     tree = ast.parse(path.read_text())
@@ -29,7 +31,7 @@ def arguments(path):
 
 def test_what_the_run_always_passes_has_no_default_on_the_engine_side():
     for cmd_key, script in (("resnet", "train.py"), ("sockeye", "sockeye_run.py")):
-        passed = [a for a in resolve(cmd_key, {}, "smoke").train_args() if a.startswith("--")]
+        passed = [a for a in resolve(cmd_key, {}, "smoke").train_args(get_engine("stock")) if a.startswith("--")]
         declared = arguments(PROGRAM_DIR / script)
         with_default = [flag for flag in passed if "default" in declared[flag]]
         assert with_default == [], f"{script} has defaults of its own for {with_default}"

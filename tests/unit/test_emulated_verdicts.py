@@ -6,7 +6,6 @@ import pytest
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.labelled import emulation_status, labelled_verdicts
 from reprokit.study.analysis.verdict import judge_at_bandwidth
-
 from support.study_data import ALL_MODELS, records, study
 
 MEASURED = records("resnet", "4gbit", [10.0, 10.1, 9.9], [10.0, 10.2, 9.8], ratio=2.0)

@@ -4,11 +4,13 @@ import re
 
 import pytest
 
-from reprokit.emulation import profile as em
 from reprokit.core.errors import UserError
+from reprokit.emulation import profile as em
+from reprokit.engines.registry import get_engine
 from reprokit.run.settings import resolve
-from reprokit.study.profiles import emulation_profiles
-from reprokit.study.profiles import layer_profiles
+from reprokit.study.profiles import emulation_profiles, layer_profiles
+
+STOCK, FORK = get_engine("stock"), get_engine("p3")
 
 
 def test_every_stored_profile_is_what_its_gpus_figures_make_and_every_gpu_has_one():
@@ -99,21 +101,21 @@ def test_sockeye_is_refused_emulated_compute():
 def test_emulated_settings_reach_the_training_script():
     settings = resolve("resnet", {"COMPUTE": "emulated", "DILATION": "2.5"}, "smoke")
     assert (settings.compute, settings.compute_profile, settings.dilation) == ("emulated", "p4000", 2.5)  # the paper's
-    args = settings.train_args()
+    args = settings.train_args(STOCK)
     assert args[args.index("--compute"):] == ["--compute", "emulated", "--compute-profile", em.PROFILE_FILE,
                                               "--dilation", "2.5", "--compute-wait", "sleep", "--comm-probes", "1"]
-    busy = resolve("resnet", {"COMPUTE": "emulated", "COMPUTE_WAIT": "busy"}, "smoke").train_args()
+    busy = resolve("resnet", {"COMPUTE": "emulated", "COMPUTE_WAIT": "busy"}, "smoke").train_args(STOCK)
     assert busy[-4:] == ["--compute-wait", "busy", "--comm-probes", "1"]
 
 
 def test_on_the_authors_builds_an_emulated_run_has_their_van_and_no_engine_probes():
     """Their P3 is compiled into ps-lite's own van (no DMLC_PS_VAN_TYPE), and MXNet 1.1 lacks the probes' engine call."""
     settings = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": "p3"}, "smoke")
-    stock, fork = settings.train_args(), settings.train_args(stock_knobs=False)
+    stock, fork = settings.train_args(STOCK), settings.train_args(FORK)
     assert stock[stock.index("--ps-van") + 1] == "p3" and stock[-2:] == ["--comm-probes", "1"]  # integer keys
     assert fork[fork.index("--ps-van") + 1] == "zmq" and fork[-4:] == ["--comm-probes", "0", "--string-keys", "1"]
     unprioritised = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": "p3", "P3_PRIORITY": "0"}, "smoke")
-    assert unprioritised.train_args()[unprioritised.train_args().index("--p3-priority") + 1] == "0"
-    fork = unprioritised.train_args(stock_knobs=False)
+    assert unprioritised.train_args(STOCK)[unprioritised.train_args(STOCK).index("--p3-priority") + 1] == "0"
+    fork = unprioritised.train_args(FORK)
     assert fork[fork.index("--p3-priority") + 1] == "1"  # stock MXNet's knob: their builds keep the Trainer's priorities
-    assert "--compute" not in resolve("resnet", {}, "smoke").train_args()
+    assert "--compute" not in resolve("resnet", {}, "smoke").train_args(STOCK)

@@ -4,7 +4,7 @@ import pytest
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.artifact.installed import ENV_PREFIX, ArtifactEnv
 from reprokit.engines.base import ARTIFACT, EMBEDDED, EngineKind, InstalledEngine
-from reprokit.engines.registry import engines, get_engine, register_engine
+from reprokit.engines.registry import engine_switches, engines, get_engine, register_engine
 
 
 def test_three_engines_are_registered_each_with_the_variants_it_runs():
@@ -49,3 +49,20 @@ def test_artifact_env_keys_are_written_and_read_by_one_class(tmp_path):
     found = get_engine("baseline").installed_from_env(entry)
     assert (found.name, found.build, found.rank) == ("sysml19-p3-baseline@1234567890ab", "baseline",
                                                      ("2026-01-01T00:00:00",))
+
+
+def test_a_role_takes_the_engines_switches_from_its_plan_never_from_the_launching_shell(monkeypatch):
+    from reprokit.run.launch import local_environment
+    from reprokit.run.remote import role_command
+    from support.runs import fake_plan
+
+    assert engine_switches() == ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD",
+                                 "MXNET_UPDATE_ON_KVSTORE")
+    for name in engine_switches():
+        monkeypatch.setenv(name, "from-the-shell")
+    plan = fake_plan()
+    plan.extra_env = {"MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}
+    env = local_environment(plan, plan.workers[0])
+    assert {k: env[k] for k in engine_switches() if k in env} == {"MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}
+    remote = role_command("/tmp/run", {}, ["true"])
+    assert [name for name in engine_switches() if f"-u {name}" not in remote] == []  # unset before the plan's env

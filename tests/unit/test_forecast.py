@@ -6,6 +6,7 @@ import sys
 from dataclasses import replace
 
 from reprokit.engines.artifact.command import IMAGENET_TRAIN_IMAGES
+from reprokit.engines.registry import get_engine
 from reprokit.run.forecast import EpochForecast, epoch_batches, forecast_message
 from reprokit.run.settings import resolve
 from reprokit.run.spec import RunData
@@ -16,7 +17,7 @@ from support.runs import fake_plan, fake_spec
 def paper_spec(cmd_key="resnet", **env):
     base = fake_spec(fake_plan("--speed", "12.5"))
     settings = resolve(cmd_key, {"PROFILE": "paper", **env}, default_profile="smoke")
-    base.plan.extra_env = settings.role_env()
+    base.plan.extra_env = get_engine("stock").role_env(settings.variant, settings.p3_knobs)
     return replace(base, settings=settings, engine=replace(base.engine, name="mxnet-1.9.1-cpu"))
 
 

@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from reprokit.emulation import gpus as g
-from reprokit.emulation import profile as em
 from reprokit.core.errors import UserError
+from reprokit.emulation import gpus as g, profile as em
 
 pytestmark = pytest.mark.parallel
 STORED = json.loads(g.GPUS_FILE.read_text())
@@ -61,8 +60,9 @@ def predict_options(**extra):
 
 
 def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid_names():
-    from reprokit.study.whatif.predict import predict, request_from
     from tests.support.study_data import study
+
+    from reprokit.study.whatif.predict import predict, request_from
 
     request = request_from(predict_options(gpu="p4000,v100"), study())
     assert [c.label for c in request.computes] == ["P4000", "V100"]
@@ -82,9 +82,10 @@ def test_a_measured_profile_gives_the_model_the_compute_its_run_measured(tmp_pat
     """measured:FILE is what a run with --env.TIMELINE=1 measured of itself (measured-compute.json): the model is
     given exactly its layers at the run's batch, so with nothing to send the predicted iteration is the run's
     measured compute, and it is what the validation's checks of real runs predict from (model_check)."""
+    from tests.support.study_data import study
+
     from reprokit.study.whatif.compute import layers_of
     from reprokit.study.whatif.predict import predict, request_from
-    from tests.support.study_data import study
 
     ran = em.resolve_profile("v100", "resnet", "3,32,32", 32).scaled(em.Factor("cpu", 180.0, "a CPU's compute"))
     measured = tmp_path / "measured-compute.json"

@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from reprokit.core.errors import UserError
 from reprokit.cluster.hosts import HostSpec, check_description, load, parse
+from reprokit.core.errors import UserError
 
 
 def test_original_format_is_a_list_of_names_with_optional_ports():

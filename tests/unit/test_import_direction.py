@@ -3,6 +3,7 @@ goes through one loader. Code shipped to the engine's interpreter imports the st
 numpy) and Sockeye only; what the framework loads of it, the standard library only."""
 import ast
 import sys
+import tomllib
 from pathlib import Path
 
 from reprokit.core.paths import PROGRAM_DIR, SRC_DIR
@@ -78,3 +79,20 @@ def test_what_the_framework_loads_of_the_engine_side_imports_the_standard_librar
         path = PROGRAM_DIR / f"{name}.py"
         outside = [n for n in imported(path, name) if n.split(".")[0] not in sys.stdlib_module_names]
         assert outside == [], f"{path.name} imports {outside}"
+
+
+def test_ruffs_banned_imports_in_each_layers_folder_are_the_layers_above_it():
+    """`make lint` refuses an upward import as it is typed: the ruff.toml nearest each package bans exactly the
+    packages of a higher layer (the package's own modules, core/ and emulation/ share src/reprokit/ruff.toml)."""
+    packages = {p.stem for p in PACKAGE.iterdir() if p.name != "__init__.py" and (p.suffix == ".py" or p.is_dir())
+                and p.name != "__pycache__"}
+    wrong = {}
+    for name in sorted(packages):
+        config = next(c for c in (PACKAGE / name / "ruff.toml", PACKAGE / "ruff.toml") if c.exists())
+        banned = tomllib.loads(config.read_text())["lint"]["flake8-tidy-imports"]["banned-api"]
+        above = {f"reprokit.{p}" for p in packages if layer(f"reprokit.{p}") > layer(f"reprokit.{name}")}
+        if name == "vocabulary":  # shares the package's config: what layer 0 may not import, less itself
+            above |= {"reprokit.vocabulary"}
+        if set(banned) != above:
+            wrong[name] = sorted(set(banned) ^ above)
+    assert wrong == {}

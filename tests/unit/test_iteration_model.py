@@ -3,10 +3,17 @@ import math
 
 import pytest
 
-from reprokit.study.profiles import layer_profiles
 from reprokit.study.paper.claims import from_meta
-from reprokit.study.whatif.iteration_model import (TCP_OVER_ETHERNET, Layer, Layout, ModelInput, Policy, messages,
-                                           simulate)
+from reprokit.study.profiles import layer_profiles
+from reprokit.study.whatif.iteration_model import (
+    TCP_OVER_ETHERNET,
+    Layer,
+    Layout,
+    ModelInput,
+    Policy,
+    messages,
+    simulate,
+)
 
 GBIT = 1e9
 

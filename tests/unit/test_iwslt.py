@@ -4,10 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.data.registered import EnvEntry
 from reprokit.core.errors import UserError
-from reprokit.data.iwslt import (ENV, FILES, KIND_REAL, KIND_SYNTHETIC, check_corpus, choose_corpus, describe,
-                            make_synthetic)
+from reprokit.data.iwslt import (
+    ENV,
+    FILES,
+    KIND_REAL,
+    KIND_SYNTHETIC,
+    check_corpus,
+    choose_corpus,
+    describe,
+    make_synthetic,
+)
+from reprokit.data.registered import EnvEntry
 
 
 def digest(folder: Path) -> dict[str, str]:

@@ -8,11 +8,11 @@ import sys
 import threading
 import time
 
-from support.ckcli import REPO_ROOT
-from support.runs import fake_plan, no_process_left, wait_for, write_spec
 from reprokit.run.launch import StopRequest, run_local
 from reprokit.run.procscan import run_processes
 from reprokit.run.progress import STALL_FLOOR_S, STOPPED_LIMIT_S, ProgressWatch
+from support.ckcli import REPO_ROOT
+from support.runs import fake_plan, no_process_left, wait_for, write_spec
 
 
 def role_pid(run_id, kind, worker_id=None):

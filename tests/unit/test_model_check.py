@@ -57,3 +57,21 @@ def test_the_record_names_each_configuration_and_pairs_each_speedup_with_its_own
     assert measured == 2.0
     assert record["speedups"][0]["without_stack_costs"] == round(predicted / measured - 1, 4)
     assert record["speedups"][0]["error"] != record["speedups"][0]["without_stack_costs"]  # the costs count
+
+
+def test_a_validation_run_is_found_again_where_the_benchmark_left_it(tmp_path):
+    from reprokit.study.whatif.model_check import validation_folder, validation_runs
+
+    for model, rate, variant, rep, measured in (("vgg", "1gbit", "p3", 0, True), ("resnet", "off", "baseline", 1, True),
+                                                 ("vgg", "1gbit", "baseline", 0, False)):  # an older run: no profile
+        folder = validation_folder(tmp_path, model, rate, variant, rep)
+        folder.mkdir()
+        run(2.0).save(folder)
+        if measured:
+            (folder / em.MEASURED_FILE).write_text("{}")
+    found = validation_runs(tmp_path)
+    assert [(r.config, r.link_rate, r.profile_file.parent.name) for r in found] == [
+        (Configuration("resnet", "off", "baseline"), "off", "resnet-off-baseline-1"),
+        (Configuration("vgg", "1gbit", "p3"), "1gbit", "vgg-1gbit-p3-0")]
+    assert found[0].result.throughput_per_worker == [2.0] * 4 and found[0].profile_file.name == em.MEASURED_FILE
+    assert validation_runs(tmp_path / "elsewhere") == []

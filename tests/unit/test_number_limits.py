@@ -3,9 +3,9 @@ without bound, before any work: one test per kind of number."""
 import pytest
 
 from reprokit.core.errors import UserError
-from reprokit.study.whatif import predict
-from reprokit.study.paper.rates import rate_bps, shaped_bps
 from reprokit.core.values import MIN_RATE_BPS, tc_rate_bps
+from reprokit.study.paper.rates import rate_bps, shaped_bps
+from reprokit.study.whatif import predict
 from support.study_data import study
 
 pytestmark = pytest.mark.parallel

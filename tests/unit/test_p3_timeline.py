@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "program" / "p3"))
-from p3_timeline import (CommMeter, format_comm_line, forward_reach_times, layer_groups,  # noqa: E402
-                         parse_comm_line, union_length)
+from p3_timeline import CommMeter, format_comm_line, forward_reach_times, layer_groups, parse_comm_line, union_length  # noqa: E402
+
 
 def test_union_length():
     assert union_length([]) == 0

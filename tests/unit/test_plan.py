@@ -1,10 +1,12 @@
+import json
 import socket
 
 import pytest
 
-from reprokit.core.errors import UserError
 from reprokit.cluster.ports import check_port_free, hold_port, pick_free_port
-from reprokit.run.plan import RolePlan, layout_roles, worker_threads_per_host
+from reprokit.core.errors import UserError
+from reprokit.run.plan import Role, RolePlan, layout_roles, worker_threads_per_host
+from reprokit.vocabulary import RoleKind
 
 
 def plan(hosts=("127.0.0.1",), workers=2, servers=1):
@@ -48,6 +50,19 @@ def test_plan_round_trips_through_json(tmp_path):
     assert RolePlan.load(tmp_path / "plan.json") == p
 
 
+def test_a_roles_kind_is_the_enum_stored_as_the_string_dmlc_role_names():
+    p = plan()
+    stored = json.loads(json.dumps(p.to_dict()))
+    assert [r["kind"] for r in stored["roles"]] == ["scheduler", "server", "worker", "worker"]
+    assert type(p.to_dict()["roles"][0]["kind"]) is str  # the plain string, not the enum, reaches the document
+    again = RolePlan.from_dict(stored)
+    assert [r.kind for r in again.roles] == [RoleKind.SCHEDULER, RoleKind.SERVER, RoleKind.WORKER, RoleKind.WORKER]
+    assert all(type(r.kind) is RoleKind for r in again.roles)
+    assert [p.role_env(r)["DMLC_ROLE"] for r in again.roles] == ["scheduler", "server", "worker", "worker"]
+    with pytest.raises(ValueError):
+        Role("client", 0, "a")
+
+
 def test_threads_split_cores_between_workers():
     assert worker_threads_per_host(2, cores=2) == 1
     assert worker_threads_per_host(1, cores=8) == 8
@@ -79,9 +94,10 @@ def test_a_held_port_is_nobody_elses_but_its_role_can_still_listen_there():
 def test_a_chosen_scheduler_port_lies_below_the_range_other_roles_ports_come_from():
     """Other runs' roles bind(0) for their own ports and ZeroMQ may bind beside a held port that does not listen:
     a chosen port from the ephemeral range was once taken by another run's worker (a SIGSEGV in CI)."""
-    from reprokit.cluster.ports import HOLD_PORT_SNIPPET
     import subprocess
     import sys
+
+    from reprokit.cluster.ports import HOLD_PORT_SNIPPET
 
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     for _ in range(20):

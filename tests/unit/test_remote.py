@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from support.runs import no_process_left, wait_for
 from reprokit.core.errors import UserError
 from reprokit.run.procscan import run_processes
 from reprokit.run.remote import role_command, sweep_command
+from support.runs import no_process_left, wait_for
 
 HOSTILE = {
     "SEMI": "a; touch {marker}",

@@ -2,9 +2,9 @@ from dataclasses import replace
 
 import pytest
 
-from reprokit.vocabulary import RunStatus
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome
+from reprokit.vocabulary import RunStatus
 from support.runs import fake_plan, fake_spec
 
 

@@ -3,15 +3,14 @@ import json
 import math
 
 import pytest
+from test_study_store import STORED_RECORD
 
+from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.study.store import identity
-from reprokit.core import schema as s
 from reprokit.study.store.bundle import MANIFEST_SCHEMA, member_name_ok
 from reprokit.study.store.records import Record, Store, check_record, write_once
-
 from support.study_data import records
-from test_study_store import STORED_RECORD
 
 
 def stored(**changes) -> dict:

@@ -8,9 +8,18 @@ from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.labelled import predicted_speedup
 from reprokit.study.whatif.predict import predict, request_from
-from reprokit.study.whatif.sensitivity import (PREDICTED_LINE, SPEED_HIGH, SPEED_LOW, HardwareGrid, caption,
-                                        claim_sensitivity, draw, emulated_points, hardware_map, speed_grid)
-
+from reprokit.study.whatif.sensitivity import (
+    PREDICTED_LINE,
+    SPEED_HIGH,
+    SPEED_LOW,
+    HardwareGrid,
+    caption,
+    claim_sensitivity,
+    draw,
+    emulated_points,
+    hardware_map,
+    speed_grid,
+)
 from support.study_data import ALL_MODELS, records, study
 
 pytestmark = pytest.mark.parallel

@@ -5,18 +5,33 @@ import pytest
 
 from reprokit.cluster.hosts import parse
 from reprokit.core.errors import UserError
-from reprokit.run.settings import (ROLES_PER_CORE, absolute_outputs, check_roles_fit, local_layout, resolve,
-                                   with_local_outputs)
-from reprokit.engines.base import InstalledEngine
-from reprokit.run.spec import RunData, build_spec
 from reprokit.core.values import plain_setting, shell_hazard
+from reprokit.engines.base import InstalledEngine
+from reprokit.engines.registry import engine_switches, get_engine
+from reprokit.run.settings import (
+    ROLES_PER_CORE,
+    absolute_outputs,
+    check_roles_fit,
+    local_layout,
+    resolve,
+    with_local_outputs,
+)
+from reprokit.run.spec import RunData, build_spec
 
 DEFAULTS = {"BATCH_SIZE": "", "NUM_EPOCHS": "1", "PROFILE": "", "IMAGE_SHAPE": "", "NUM_BATCHES": "",
             "NUM_WORKERS": "", "NUM_SERVERS": "", "PS_ROOT_PORT": "", "SEED": "42"}
 
 
+STOCK = get_engine("stock")
+
+
 def settings(**overrides):
     return resolve("resnet", {**DEFAULTS, **overrides}, default_profile="smoke")
+
+
+def role_env(s):
+    """What every role of a run of ``s`` gets on stock MXNet."""
+    return STOCK.role_env(s.variant, s.p3_knobs)
 
 
 def test_local_default_is_the_smoke_profile():
@@ -33,7 +48,7 @@ def test_paper_profile_restores_the_papers_shape_and_full_epoch():
 def test_explicit_values_beat_the_profile():
     s = settings(IMAGE_SHAPE="3, 64,64", NUM_BATCHES="5", NUM_WORKERS="3", NUM_SERVERS="2", PS_ROOT_PORT="9100")
     assert (s.image_shape, s.num_batches, s.num_workers, s.num_servers, s.ps_root_port) == ("3,64,64", 5, 3, 2, 9100)
-    assert s.train_args()[:2] == ["--network", "resnet50_v1"]
+    assert s.train_args(STOCK)[:2] == ["--network", "resnet50_v1"]
 
 
 @pytest.mark.parametrize("key,value,expected", [
@@ -60,28 +75,41 @@ def test_bad_values_are_refused_with_the_fix(key, value, expected):
 def test_p3_is_the_default_variant_and_switches_on_mxnets_own_p3_in_every_role():
     s = settings()
     assert (s.variant, s.p3_slice_size, s.p3_priority, s.p3_water_mark) == ("p3", 50_000, True, 10)
-    assert s.role_env() == {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "10",
+    assert role_env(s) == {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "10",
                             "MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}
-    args = s.train_args()
+    args = s.train_args(STOCK)
     assert args[args.index("--variant") + 1] == "p3" and args[args.index("--ps-van") + 1] == "p3"
     assert args[args.index("--p3-priority") + 1] == "1"
 
 
 def test_the_baselines_differ_only_in_where_the_optimizer_runs():
     stock = settings(VARIANT="baseline")
-    assert stock.role_env() == {} and stock.train_args()[stock.train_args().index("--ps-van") + 1] == "zmq"
+    assert role_env(stock) == {} and stock.train_args(STOCK)[stock.train_args(STOCK).index("--ps-van") + 1] == "zmq"
     worker = settings(VARIANT="baseline-worker-update")
-    assert worker.role_env() == {"MXNET_UPDATE_ON_KVSTORE": "0"}
-    assert worker.train_args()[worker.train_args().index("--ps-van") + 1] == "zmq"
+    assert role_env(worker) == {"MXNET_UPDATE_ON_KVSTORE": "0"}
+    assert worker.train_args(STOCK)[worker.train_args(STOCK).index("--ps-van") + 1] == "zmq"
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ("p3", {"DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "10", "MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}),
+    ("baseline-worker-update", {"MXNET_UPDATE_ON_KVSTORE": "0"}),
+    ("baseline", {}),
+])
+def test_every_role_of_a_run_on_stock_mxnet_gets_its_variants_switches(tmp_path, variant, expected):
+    spec = build_spec(settings(VARIANT=variant), InstalledEngine("mxnet-1.9.1-cpu", "/usr/bin/python3", ""), RunData(),
+                      run_dir=str(tmp_path))
+    for role in spec.accepted().plan.roles:
+        env = spec.accepted().plan.role_env(role)
+        assert {k: env[k] for k in engine_switches() if k in env} == expected, role.name
 
 
 def test_ablations_set_what_they_claim():
     slicing_only = settings(P3_PRIORITY="0")
-    assert slicing_only.train_args()[slicing_only.train_args().index("--p3-priority") + 1] == "0"
+    assert slicing_only.train_args(STOCK)[slicing_only.train_args(STOCK).index("--p3-priority") + 1] == "0"
     priority_only = settings(P3_SLICE_SIZE="0")
     # P3StoreDist loops forever on a threshold of 0: no slicing is a bound that no array reaches
-    assert priority_only.role_env()["MXNET_KVSTORE_SLICE_THRESHOLD"] == str(2**31 - 1)
-    assert settings(P3_WATER_MARK="0", P3_SLICE_SIZE="40000").role_env() == {
+    assert role_env(priority_only)["MXNET_KVSTORE_SLICE_THRESHOLD"] == str(2**31 - 1)
+    assert role_env(settings(P3_WATER_MARK="0", P3_SLICE_SIZE="40000")) == {
         "DMLC_PS_VAN_TYPE": "p3", "DMLC_PS_WATER_MARK": "0", "MXNET_KVSTORE_SLICE_THRESHOLD": "40000"}
     with pytest.raises(UserError, match="P3_WATER_MARK must be a whole number"):
         settings(P3_WATER_MARK="ten")
@@ -97,7 +125,7 @@ def test_unknown_cmd_key_lists_the_valid_ones():
 def test_inception_keeps_299_in_the_smoke_profile_with_a_lighter_run():
     s = resolve("inception-v3", DEFAULTS, default_profile="smoke")
     assert (s.image_shape, s.batch_size, s.num_batches, s.disp_batches) == ("3,299,299", 8, 7, 2)
-    assert s.train_args()[:2] == ["--network", "inceptionv3"]
+    assert s.train_args(STOCK)[:2] == ["--network", "inceptionv3"]
     paper = resolve("inception-v3", {**DEFAULTS, "PROFILE": "paper"}, default_profile="smoke")
     assert (paper.image_shape, paper.batch_size, paper.num_batches) == ("3,299,299", 32, 0)
 
@@ -113,7 +141,7 @@ def test_inception_refuses_inputs_smaller_than_299_with_the_fix():
 def test_sockeye_runs_its_own_launcher_without_an_image_shape():
     s = resolve("sockeye", {**DEFAULTS, "OUTPUT_FILE": "/data/model"}, default_profile="smoke")
     assert (s.script, s.image_shape, s.batch_size, s.num_batches, s.disp_batches) == ("sockeye_run.py", "", 16, 16, 5)
-    args = s.train_args()
+    args = s.train_args(STOCK)
     assert "--image-shape" not in args and "--network" not in args
     assert args[args.index("--output") + 1] == "/data/model"
     assert resolve("sockeye", {**DEFAULTS, "PROFILE": "paper"}, "smoke").batch_size == 32
@@ -127,9 +155,9 @@ def test_an_explicit_batch_size_beats_every_profile_fill_in():
 
 
 def test_timeline_reaches_the_training_script():
-    args = settings().train_args()
+    args = settings().train_args(STOCK)
     assert "--timeline" not in args
-    args = settings(TIMELINE="1").train_args()
+    args = settings(TIMELINE="1").train_args(STOCK)
     assert args[args.index("--timeline") + 1] == "timeline-worker-{rank}.json"
 
 
@@ -269,7 +297,7 @@ def test_an_output_path_is_refused_up_front_when_its_disk_is_too_full_or_its_nam
 
 def test_the_priority_ablation_is_p3s_alone():
     def priority_arg(**env):
-        args = settings(**env).train_args()
+        args = settings(**env).train_args(STOCK)
         return args[args.index("--p3-priority") + 1]
 
     assert priority_arg(VARIANT="p3", P3_PRIORITY="0") == "0"

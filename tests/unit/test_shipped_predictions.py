@@ -4,10 +4,8 @@ import json
 
 import pytest
 
-from reprokit.study.whatif import iteration_model
-
-from reprokit.study.whatif import shipped_predictions as sp
-from reprokit.study.whatif.iteration_model import ModelInput, Layer, Policy
+from reprokit.study.whatif import iteration_model, shipped_predictions as sp
+from reprokit.study.whatif.iteration_model import Layer, ModelInput, Policy
 
 pytestmark = pytest.mark.parallel
 

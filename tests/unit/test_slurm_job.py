@@ -5,8 +5,7 @@ import subprocess
 
 import pytest
 
-from reprokit.cluster import hosts
-from reprokit.cluster import slurm
+from reprokit.cluster import hosts, slurm
 from reprokit.cluster.slurm import JobState, SlurmJob, argv_without, batch_script, follow, job_of
 from reprokit.core.errors import UserError
 
@@ -174,10 +173,9 @@ def test_a_job_scontrol_does_not_know_yet_is_not_taken_for_one_that_ended(tmp_pa
 def test_a_sweep_with_a_bad_option_is_refused_before_anything_is_queued(tmp_path, monkeypatch):
     """The study's options are checked on stand-in hosts first: sbatch is never reached (it is not even looked
     for: PATH holds no Slurm here)."""
-    from support.study_data import ALL_MODELS, study
-
     from reprokit.study.store.records import Store
     from reprokit.study.sweep.submit import submit_sweep
+    from support.study_data import ALL_MODELS, study
 
     monkeypatch.setenv("PATH", str(tmp_path))
     for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):

@@ -5,16 +5,14 @@ from dataclasses import replace
 
 import pytest
 
-from reprokit.study.paper import claims as studies
-from reprokit.study.paper import planning
-from reprokit.study.paper import target
-from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.sweep.options import select
-from reprokit.study.paper.rates import NATIVE
 from reprokit.study.analysis.speedup import mean_interval, ratio_interval, t_quantile
 from reprokit.study.analysis.verdict import Verdict
+from reprokit.study.paper import claims as studies, planning, target
+from reprokit.study.paper.rates import NATIVE
+from reprokit.study.sweep.options import select
+from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
 
 
 def log_interval(values, confidence=0.95):
@@ -368,6 +366,18 @@ def test_a_study_may_not_give_verdicts_on_fewer_than_3_runs():
     bad["tolerance"]["min_runs"] = 2
     with pytest.raises(UserError, match="tolerance 'min_runs' is 2; a verdict needs at least 3 runs per configuration"):
         studies.from_meta("x", bad)
+
+
+def test_each_repetition_takes_its_turn_in_the_order_reversed_every_other_time():
+    assert [planning.in_turn("abc", rep) for rep in (1, 2, 3)] == [list("abc"), list("cba"), list("abc")]
+
+
+def test_the_repository_study_entry_reads_without_ck_as_ck_reads_it():
+    from reprokit.study.paper.claims import from_meta, repository_meta, repository_study
+
+    entry = repository_study("sysml19-p3")
+    assert entry == from_meta("sysml19-p3", STUDY_META) and repository_meta("sysml19-p3") == STUDY_META
+    assert "source" not in entry.parameters and entry.parameters["resnet"] and entry.parameters_source
 
 
 def test_plan_runs_takes_each_models_own_bandwidths():

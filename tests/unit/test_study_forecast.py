@@ -5,15 +5,13 @@ from dataclasses import replace
 
 import pytest
 
-from reprokit.vocabulary import RunStatus
-
-from reprokit.study.sweep import runner as study_runner
-from reprokit.study.sweep.forecast import Forecast, forecast, hindcast
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.store.records import Store
+from reprokit.study.sweep import runner as study_runner
 from reprokit.study.sweep.driver import reproduce
-
+from reprokit.study.sweep.forecast import Forecast, forecast, hindcast
+from reprokit.vocabulary import RunStatus
 from support.study_data import ALL_MODELS, EMBEDDED, records, study
 
 QUICK_ENV = {"BATCH_SIZE": "16", "DISP_BATCHES": "3", "NUM_BATCHES": "10"}
@@ -28,7 +26,7 @@ def timed(model, seconds, env=QUICK_ENV, profile="smoke", target=EMBEDDED, ok=Tr
     out = []
     for r, took in zip(records(model, NATIVE, [], [100.0 if ok else None] * len(seconds), target=target,
                                profile=profile), seconds):
-        out.append(replace(r, provenance={**r.provenance, "duration_s": took, "env_overrides": dict(env)}))
+        out.append(replace(r, provenance={**r.provenance.stored, "duration_s": took, "env_overrides": dict(env)}))
     return out
 
 
@@ -70,8 +68,8 @@ def stamped(runs, start=1000.0):
     """``runs`` one after the other from ``start``, each lasting its duration_s (started_at/ended_at as stored)."""
     out, t = [], start
     for r in runs:
-        took = r.provenance["duration_s"]
-        out.append(replace(r, provenance={**r.provenance, "started_at": f"ISO ({t:.3f})",
+        took = r.provenance.duration_s
+        out.append(replace(r, provenance={**r.provenance.to_dict(), "started_at": f"ISO ({t:.3f})",
                                           "ended_at": f"ISO ({t + took:.3f})"}))
         t += took + 5
     return out
@@ -132,7 +130,7 @@ def test_reproduce_says_the_forecast_before_the_first_run_and_learns_from_the_ru
     [at] = [i for i, line in enumerate(lines) if line.startswith("study: forecast: 18 run(s), about 7m30s (resnet: 9")]
     assert at < first_run and lines[at].endswith("within the 30m00s this matrix aims at")
     assert summary.ok == 18
-    assert {r.provenance["duration_s"] for r in store.local_records()} == {20.0, 30.0}
+    assert {r.provenance.duration_s for r in store.local_records()} == {20.0, 30.0}
     # the next quick sweep estimates from these (its vgg runs then take 400 s each)
     fake_runs["vgg"] = 400.0
     console = io.StringIO()

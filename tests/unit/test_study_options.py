@@ -6,12 +6,11 @@ from pathlib import Path
 import pytest
 
 from reprokit.core.errors import UserError
-from reprokit.study.sweep import options
-from reprokit.study.sweep.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
-from reprokit.study.store.records import Store, Sweep
-from reprokit.study.sweep.driver import check_can_shape, open_sweep
 from reprokit.study.paper.target import make_target
-
+from reprokit.study.store.records import Store, Sweep
+from reprokit.study.sweep import options
+from reprokit.study.sweep.driver import check_can_shape, open_sweep
+from reprokit.study.sweep.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
 from support.study_data import ALL_MODELS, study
 
 EMBEDDED = make_target("", None, None)

@@ -20,9 +20,8 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.report.render import render, write_report
-from reprokit.study.store.records import Store
 from reprokit.study.report.timeline import read_iteration
-
+from reprokit.study.store.records import Store
 from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,6 +176,7 @@ def markers_at(ax, label):
 
 def test_claims_at_bandwidths_no_run_had_are_drawn_apart_and_hollow_never_as_measurements():
     import matplotlib.pyplot as plt
+
     from reprokit.study.report.render import UNMEASURED_CLAIMS, draw_model
 
     runs = (records("vgg", "native", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0], target=EMBEDDED, profile="smoke")
@@ -470,8 +470,13 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
 
 
 def test_claims_show_emulated_and_predicted_labelled_and_say_why_none_is_given(report):
-    from reprokit.study.analysis.labelled import (UP_TO_NOT_PREDICTED, emulation_status, labelled_verdicts, predicted_verdict,
-                                         self_check)
+    from reprokit.study.analysis.labelled import (
+        UP_TO_NOT_PREDICTED,
+        emulation_status,
+        labelled_verdicts,
+        predicted_verdict,
+        self_check,
+    )
     from reprokit.study.whatif.model_check import ModelValidation
 
     _, paths = report

@@ -12,7 +12,6 @@ from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.store.bundle import export, import_bundle
 from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Store, write_once
-
 from support.study_data import ALL_MODELS, records, study
 
 
@@ -79,13 +78,31 @@ def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(t
     store = Store(tmp_path, "sysml19-p3")
     [record] = store.local_records()
     assert record.ok and record.config.target.kind == "testbed" and record.config.run.label() == "resnet p3 @ 300mbit #1"
-    assert record.origin.host == "vm" and record.result["throughput_samples_per_sec"] == 12.5
-    typed = record.run_result  # the same result as reprokit.run.result.Result; what is stored stays the dict
+    assert record.origin.host == "vm" and record.result.stored["throughput_samples_per_sec"] == 12.5
+    typed = record.run_result  # the same result as reprokit.run.result.Result; what is stored stays as stored
     assert typed.run_success and typed.throughput_samples_per_sec == 12.5 and typed.params_in_sync is True
     assert record.to_dict() == STORED_RECORD
     again = Store(tmp_path / "again", "sysml19-p3")
     again.put_record(record)
     assert again.record_path(record.record_id).read_bytes() == path.read_bytes()
+
+
+def test_a_records_provenance_reads_typed_and_writes_back_as_stored():
+    from reprokit.study.store.records import Record
+
+    data = json.loads(json.dumps(STORED_RECORD))
+    data["provenance"].update(duration_s=61.5, started_at="2026-01-01T10:00:00+0100 (1767258000.000)",
+                              env_overrides={"COMPUTE": "emulated", "DILATION": "20", "COMPUTE_PROFILE": "p4000"},
+                              links_shaped_to="15mbit", repo_revision="abc", mxnet_version=None, own={"x": [1]})
+    record = Record.from_dict(data)
+    p = record.provenance
+    assert (p.duration_s, p.links_shaped_to, p.repo_revision, p.mxnet_version, p.engine) == (61.5, "15mbit", "abc",
+                                                                                             None, None)
+    assert p.started_at.startswith("2026-01-01T10:00:00") and p.env_overrides["COMPUTE_PROFILE"] == "p4000"
+    assert record.emulated and record.dilation == 20.0 and record.gpu == "p4000"
+    assert record.to_dict() == data  # keys the study does not read, and nulls, kept as stored
+    odd = Record.from_dict({**data, "provenance": {"duration_s": True, "env_overrides": "COMPUTE=emulated"}})
+    assert odd.provenance.duration_s is None and odd.provenance.env_overrides is None and not odd.emulated
 
 
 def test_runs_on_fairly_shared_links_say_so_in_their_record_and_are_a_setup_of_their_own(tmp_path):
@@ -188,7 +205,7 @@ def test_export_import_round_trip_keeps_provenance_and_shows_runs_side_by_side(t
     imported = dest.imported_records()
     assert {r.origin.id for r in imported} == {source.origin().id}
     assert {r.imported_from for r in imported} == {done["path"].name}
-    assert imported[0].provenance["command_line"] == "ck run program:p3 ..."
+    assert imported[0].provenance.stored["command_line"] == "ck run program:p3 ..."
     log = next(done["path"].rglob("worker-0.log")).read_text()
     assert "host-a" in log
     analysis = analyse(study(), dest.all_records(), ALL_MODELS)
@@ -277,11 +294,11 @@ def test_a_run_whose_own_text_carries_terminal_escapes_or_a_long_log_is_stored_r
     record = Store(tmp_path / "read", "sysml19-p3").read_record(write_json_record(tmp_path / "r.json"))
     failure = "x" * 9000 + "\nworker#1 said \x1b[31mERROR\x1b[0m: the cause at the end"
     store.put_record(replace(record, status="failed", failure_reason=failure,
-                             result={**record.result, "warnings": ["roles \x07still running"], "overlap": float("nan")}))
+                             result={**record.result.stored, "warnings": ["roles \x07still running"], "overlap": float("nan")}))
     [stored] = store.local_records()  # every later read checks the schema: it must pass
     assert "\\x1b[31mERROR" in stored.failure_reason and stored.failure_reason.endswith("the cause at the end")
-    assert len(stored.failure_reason) <= 4000 and stored.result["warnings"] == ["roles \\x07still running"]
-    assert stored.result["overlap"] is None
+    assert len(stored.failure_reason) <= 4000 and stored.result.stored["warnings"] == ["roles \\x07still running"]
+    assert stored.result.stored["overlap"] is None and stored.run_result.overlap is None
 
 
 def write_json_record(path: Path) -> Path:

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from reprokit.ck.errors import CkDict
 from reprokit.core.errors import LAST_LINE_ENV
 
 # CK 2.6.4's errors that only relay a program's exit code or a package's failed install script (program and package
@@ -89,8 +90,8 @@ def run_ck(argv: list[str]) -> int:
     os.close(fd)
     handed = Path(name)
     os.environ[LAST_LINE_ENV] = name  # our hooks, in this process, and every tool CK starts read it
-    request: dict | None = None
-    result: dict = {"return": 0}
+    request: CkDict | None = None
+    result: CkDict = {"return": 0}
     try:
         parsed = kernel.convert_ck_list_to_dict(argv)
         if parsed["return"] > 0 or argv == ["test_install"]:

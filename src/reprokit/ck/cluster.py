@@ -15,12 +15,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprokit.ck.errors import ck_command
+from reprokit.ck.errors import CkDict, ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
 from reprokit.cluster.hosts import check_description, parse, read_description
-from reprokit.core.jsonfile import write_json
 from reprokit.cluster.slurm import SlurmJob, job_of
 from reprokit.core.errors import UserError
+from reprokit.core.jsonfile import write_json
 from reprokit.core.values import whole_number
 
 if TYPE_CHECKING:
@@ -28,14 +28,13 @@ if TYPE_CHECKING:
 
 
 @ck_command
-def check(i: dict) -> dict:
+def check(i: CkDict) -> CkDict:
     """Preflight check of every host of machine:NAME, in parallel; fails if any host fails."""
     from reprokit.cluster.preflight import check_cluster, table
     from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
-    from reprokit.run.settings import resolve_port
     from reprokit.engines.stock import engine_files
-
     from reprokit.run.launchers import choose_launcher
+    from reprokit.run.settings import resolve_port
 
     name = i.get("data_uoa", "")
     launcher = choose_launcher(str(i.get("launcher", "")), bool(name), os.environ)
@@ -72,7 +71,7 @@ def check(i: dict) -> dict:
     return {"return": 0, "hosts": [asdict(c) for c in checks]}
 
 
-def _check_submission(job: SlurmJob) -> dict:
+def _check_submission(job: SlurmJob) -> CkDict:
     """`ck check cluster:NAME` of a machine naming a Slurm job, outside it: would Slurm take the job (--test-only)?
     Its nodes are checked from inside it: salloc ... ck check cluster."""
     from reprokit.cluster.slurm import test_only
@@ -84,7 +83,7 @@ def _check_submission(job: SlurmJob) -> dict:
     return {"return": 0, "slurm_test_only": estimate}
 
 
-def _check_job(launcher: Launcher, name: str, i: dict) -> dict:
+def _check_job(launcher: Launcher, name: str, i: CkDict) -> CkDict:
     """`ck check cluster` for a launcher inside a job (srun, oarsh): the machine's hosts, else the job's nodes."""
     from reprokit.run.jobcheck import check_job, runs_folder, table
     from reprokit.run.settings import resolve_port
@@ -107,7 +106,7 @@ def _check_job(launcher: Launcher, name: str, i: dict) -> dict:
 
 
 @ck_command
-def convert(i: dict) -> dict:
+def convert(i: CkDict) -> CkDict:
     """A cluster description in YAML (or JSON) written as the JSON that `ck add machine --config_file` reads.
 
     Checked as `ck run` would read it, except that an allocation (nodefile, hostlist) is kept as written: it is
@@ -138,7 +137,7 @@ def _testbed_dir(name: str, given: str) -> Path:
 
 
 @ck_command
-def testbed(i: dict) -> dict:
+def testbed(i: CkDict) -> CkDict:
     """Create, reshape or tear down a cluster of network namespaces on this machine (needs root)."""
     from reprokit.cluster import testbed as namespaces
 

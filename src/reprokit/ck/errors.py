@@ -1,22 +1,24 @@
-"""The one conversion of our errors into CK's return dicts."""
+"""CK's dicts (``CkDict``), and the one conversion of our errors into CK's return dicts."""
 from __future__ import annotations
 
 import functools
 import os
 import sys
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from reprokit.core.errors import UserError
 from reprokit.core.paths import disk_error
 
+CkDict = dict[str, Any]  # what CK hands a hook or action and takes back, and its entries' metadata: JSON as CK has it
 
-def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
+
+def ck_command(fn: Callable[..., CkDict]) -> Callable[..., CkDict]:
     """A CK hook or action: a UserError becomes {"return": 1, "error": one line}, which ck prints and exits 1 on;
     so does Ctrl-C (the action's own cleanup has run by then), instead of a KeyboardInterrupt traceback, a closed
     stdout, instead of a BrokenPipeError one, and an overlong name or a full disk (core.paths.disk_error)."""
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> dict:
+    def wrapper(*args: Any, **kwargs: Any) -> CkDict:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
@@ -40,8 +42,9 @@ def ck_command(fn: Callable[..., dict]) -> Callable[..., dict]:
     return wrapper
 
 
-def access(request: dict) -> dict:
+def access(request: CkDict) -> CkDict:
     """ck.access of the running kernel (the same module object CK's CLI runs), as a plain call."""
     from ck import kernel
 
-    return kernel.access(request)
+    answer: CkDict = kernel.access(request)
+    return answer

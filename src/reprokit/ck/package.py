@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from reprokit.ck.errors import access, ck_command
+from reprokit.ck.errors import CkDict, access, ck_command
 from reprokit.ck.script import install_parameters, refuse_shell_syntax_in_labels
 from reprokit.core.errors import UserError
 from reprokit.core.paths import SRC_DIR
@@ -15,7 +15,7 @@ from reprokit.core.values import decimal, plain_setting, whole_number
 INSTALL_SCRIPT_WRITES = "stock CK writes every install variable into the install script (quoted only around spaces)"
 
 
-def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
+def install_hook(setup: Callable[[CkDict], CkDict]) -> Callable[[CkDict], CkDict]:
     """A package's setup hook, refusing shell syntax in what CK writes into the install script next.
 
     CK calls setup after merging the package's variables, --env.* and its own into ``new_env`` and before
@@ -24,7 +24,7 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
     """
     @ck_command
     @functools.wraps(setup)
-    def hook(i: dict) -> dict:
+    def hook(i: CkDict) -> CkDict:
         refuse_shell_syntax({**i.get("new_env", {}),
                              **({"INSTALL_DIR": i["install_path"]} if i.get("install_path") else {})})
         refuse_shell_syntax_in_labels(i, INSTALL_SCRIPT_WRITES)  # the env entry registered next carries them
@@ -36,23 +36,23 @@ def install_hook(setup: Callable[[dict], dict]) -> Callable[[dict], dict]:
     return hook
 
 
-def refuse_shell_syntax(written: dict) -> None:
+def refuse_shell_syntax(written: CkDict) -> None:
     for name, value in written.items():
         plain_setting(str(name), value, INSTALL_SCRIPT_WRITES, spaces_quoted=True)
 
 
-def pre_path_hook(pre_path: Callable[[dict], dict]) -> Callable[[dict], dict]:
+def pre_path_hook(pre_path: Callable[[CkDict], CkDict]) -> Callable[[CkDict], CkDict]:
     """A package's pre_path hook. CK runs it before setup, with the same variables (``install_env``): they are
     refused first, as install_hook does, so that a bad value is never looked at or reported as something else."""
     @ck_command
     @functools.wraps(pre_path)
-    def hook(i: dict) -> dict:
+    def hook(i: CkDict) -> CkDict:
         refuse_shell_syntax(i.get("install_env", {}))
         return pre_path(i)
     return hook
 
 
-def repair_install_paths(i: dict) -> None:
+def repair_install_paths(i: CkDict) -> None:
     """Point this package's env entries registered by an older reprokit at their install folder.
 
     Those set path_install to the data inside the install folder; CK installs a
@@ -85,13 +85,13 @@ def repair_install_paths(i: dict) -> None:
 
 
 @pre_path_hook
-def framework_pre_path(i: dict) -> dict:
+def framework_pre_path(i: CkDict) -> CkDict:
     """Before CK picks the install folder: repair older env entries of this package (repair_install_paths)."""
     repair_install_paths(i)
     return {"return": 0}
 
 
-def _url_given(i: dict, missing: str) -> dict:
+def _url_given(i: CkDict, missing: str) -> CkDict:
     repair_install_paths(i)
     if not str(i.get("install_env", {}).get("PACKAGE_URL", "")).strip():
         raise UserError(missing)
@@ -99,7 +99,7 @@ def _url_given(i: dict, missing: str) -> dict:
 
 
 @pre_path_hook
-def imagenet_train_pre_path(i: dict) -> dict:
+def imagenet_train_pre_path(i: CkDict) -> CkDict:
     """Full ImageNet needs the user's own copy (a login at image-net.org): refuse to start without PACKAGE_URL."""
     from reprokit.data.imagenet import FULL_TRAIN_NEEDS_URL
 
@@ -107,7 +107,7 @@ def imagenet_train_pre_path(i: dict) -> dict:
 
 
 @pre_path_hook
-def recordio_ready_pre_path(i: dict) -> dict:
+def recordio_ready_pre_path(i: CkDict) -> CkDict:
     """The authors' converted set needs a location given by the user: refuse to start without PACKAGE_URL."""
     from reprokit.data.recordio import READY_NEEDS_URL
 
@@ -115,13 +115,13 @@ def recordio_ready_pre_path(i: dict) -> dict:
 
 
 @install_hook
-def framework_setup(i: dict) -> dict:
+def framework_setup(i: CkDict) -> CkDict:
     """Install scripts run reprokit with the framework's interpreter (FRAMEWORK_PYTHON, PYTHONPATH=REPROKIT_SRC)."""
     return {"return": 0, "install_env": {"FRAMEWORK_PYTHON": sys.executable, "REPROKIT_SRC": str(SRC_DIR)}}
 
 
 @pre_path_hook
-def recordio_pre_path(i: dict) -> dict:
+def recordio_pre_path(i: CkDict) -> CkDict:
     """Choose the train folder to convert and the engine that converts it; check the conversion settings.
 
     Runs before CK looks for this package's env entry and picks the install

@@ -23,19 +23,22 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from collections.abc import Iterable
+from typing import Any
 
+from reprokit.ck.errors import CkDict
 from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
-from reprokit.cluster.slurm import POLL_TIMEOUT_S, argv_without, cancel, job_of, job_to_submit, submit_command
 from reprokit.cluster.hosts import parse as parse_cluster
+from reprokit.cluster.slurm import POLL_TIMEOUT_S, argv_without, cancel, job_of, job_to_submit, submit_command
+from reprokit.core.errors import UserError, say_failure
+from reprokit.core.paths import SRC_DIR
+from reprokit.core.values import plain_setting, shown
 from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
 from reprokit.data.iwslt import TAGS as CORPUS_TAGS, choose_corpus
 from reprokit.engines.base import InstalledEngine
-from reprokit.core.errors import UserError, say_failure
-from reprokit.core.paths import SRC_DIR
 from reprokit.run import lifeline
 from reprokit.run.folders import new_run_folder
 from reprokit.run.launchers import choose_launcher, in_slurm_allocation
@@ -43,7 +46,6 @@ from reprokit.run.procscan import kill_run_processes, process_identity
 from reprokit.run.result import RESULT_FILE, Result
 from reprokit.run.settings import MODELS, RunSettings, default_profile, resolve
 from reprokit.run.spec import FOLLOWING_FILE, SPEC_FILE, RunData, RunSpec, Submission, build_spec
-from reprokit.core.values import plain_setting, shown
 from reprokit.vocabulary import RunStatus
 
 SCRIPT_WRITES_SETTINGS = "stock CK writes every --env setting unquoted into its run script"
@@ -65,12 +67,12 @@ def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
     return RunData(corpus.name, corpus.train_args(), "", corpus.env_uid, corpus.train_pairs, "sentence pairs")
 
 
-def run_engine(settings: RunSettings, env: dict) -> InstalledEngine:
+def run_engine(settings: RunSettings, env: CkDict) -> InstalledEngine:
     choice = find_engine(settings.variant, str(env.get("ENGINE", "")).strip(), str(env.get("ENGINE_ENV", "")).strip())
     return choice.engine.for_run(choice, MODELS[settings.model].is_image)
 
 
-def decided_run(i: dict, cluster_data, allocation_env) -> tuple[RunSettings, InstalledEngine, RunData]:
+def decided_run(i: CkDict, cluster_data: object, allocation_env: Mapping[str, str] | None) -> tuple[RunSettings, InstalledEngine, RunData]:
     """The run's settings, engine and data, decided from ck's input (the profile's default from the cluster data
     and, inside an allocation, its environment)."""
     env = i.get("env", {})
@@ -80,11 +82,11 @@ def decided_run(i: dict, cluster_data, allocation_env) -> tuple[RunSettings, Ins
     return settings, engine, data
 
 
-def _cluster_data(i: dict):
+def _cluster_data(i: CkDict) -> Any:  # hosts.json as CK stored it: checked by cluster.hosts.parse
     return (i.get("device_cfg") or {}).get("remote_params", {}).get("cluster_config")
 
 
-def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
+def make_spec(i: CkDict, run_dir: Path | None = None) -> RunSpec:
     env = i.get("env", {})
     cluster_data = _cluster_data(i)
     launcher = choose_launcher(str(env.get("LAUNCHER", "")), cluster_data is not None, os.environ)
@@ -113,7 +115,7 @@ def make_spec(i: dict, run_dir: Path | None = None) -> RunSpec:
 NOT_FOR_THE_JOB = ("--submit", "--tmp_dir", "--out", "--out_file", "--treat_return_code_as_exit_code")
 
 
-def submit_run(i: dict, run_dir: Path) -> RunSpec:
+def submit_run(i: CkDict, run_dir: Path) -> RunSpec:
     """--submit: check what can be checked before the job queues, then submit the same ck command as the batch job
     hosts.json's ``slurm`` section describes (cluster.slurm); the run command follows it (run.submit)."""
     job = job_to_submit(_cluster_data(i), "the machine's hosts.json", in_slurm_allocation(os.environ), "the run")
@@ -149,7 +151,7 @@ def unknown_setting(given: Iterable[str], known: Iterable[str], option: str = ""
     return None
 
 
-def refuse_bad_settings(env: dict, ours: dict, run_dir: Path, known: Iterable[str] = ()) -> None:
+def refuse_bad_settings(env: CkDict, ours: CkDict, run_dir: Path, known: Iterable[str] = ()) -> None:
     """Stop ck before its run script runs when a setting (or a path of ours beside them) holds shell syntax, or
     when the user gave a setting nobody knows (a typo would otherwise run with the default)."""
     try:
@@ -178,7 +180,7 @@ def refuse_bad_settings(env: dict, ours: dict, run_dir: Path, known: Iterable[st
 RUN_FOLDER_KEY = "p3_run_folder"  # in CK's misc: where the preprocess put this run
 
 
-def run_folder(i: dict) -> Path:
+def run_folder(i: CkDict) -> Path:
     """--tmp_dir names the run folder; CK's shared default (program/p3/tmp) gets a new one per run."""
     shared = Path.cwd()
     if str(i.get("misc", {}).get("tmp_dir", "tmp")) not in ("", "tmp"):
@@ -186,7 +188,7 @@ def run_folder(i: dict) -> Path:
     return new_run_folder(shared)
 
 
-def preprocess(i: dict) -> dict:
+def preprocess(i: CkDict) -> CkDict:
     """Choose the run folder; write the run specification and the hosts file into it."""
     try:
         run_dir = run_folder(i)
@@ -217,7 +219,7 @@ def preprocess(i: dict) -> dict:
     return {"return": 0, "bat": f"cd {shlex.quote(str(run_dir))}", "new_env": ours}
 
 
-def postprocess(i: dict) -> dict:
+def postprocess(i: CkDict) -> CkDict:
     """Hand the unified result to CK as the run's characteristics."""
     run_dir = Path(i.get("misc", {}).get(RUN_FOLDER_KEY) or Path.cwd())
     if (run_dir / RESULT_FILE).exists():

@@ -4,12 +4,12 @@ from __future__ import annotations
 from typing import Any
 
 from reprokit.ck.errors import access
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import ARTIFACT, InstalledEngine
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import engines_on
-from reprokit.core.errors import UserError
-from reprokit.core.values import shown
 
 
 def env_entries(tags: str) -> list[EnvEntry]:

@@ -11,13 +11,14 @@ Tags and versions come in the hooks' input and go into the env script's comment 
 from __future__ import annotations
 
 import sys
-from types import FrameType
 from pathlib import Path
+from types import FrameType
 
+from reprokit.ck.errors import CkDict
 from reprokit.core.values import plain_setting
 
 
-def ck_locals(function: str, module_dir: str) -> dict:
+def ck_locals(function: str, module_dir: str) -> CkDict:
     """The local variables of the nearest calling frame of ``function`` in CK's ``module/<module_dir>/module.py``;
     empty when the hook was not called from there."""
     frame: FrameType | None = sys._getframe(1)
@@ -44,7 +45,7 @@ def run_arguments() -> str:
     return str(ck_locals("process_in_dir", "program").get("sunparsed", "") or "")
 
 
-def user_settings() -> dict:
+def user_settings() -> CkDict:
     """The `--env.NAME=VALUE` of the running `ck run`, as the user gave them (CK's ``run`` input), not merged with
     the program's run_vars and its dependencies' variables as the hooks see them."""
     found = ck_locals("run", "program").get("i")
@@ -67,7 +68,7 @@ def run_batch_name() -> str:
     return str(ck_locals("process_in_dir", "program").get("rbn", "") or "")
 
 
-def refuse_shell_syntax_in_labels(i: dict, why: str) -> None:
+def refuse_shell_syntax_in_labels(i: CkDict, why: str) -> None:
     """Tags (--extra_tags) and the version (--extra_version) in a soft or package hook's input: CK writes them
     into the comment lines of the env script, which a line break in one of them would end."""
     for tag in i.get("tags") or []:

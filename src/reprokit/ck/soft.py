@@ -10,9 +10,9 @@ import os
 from os.path import expanduser
 from pathlib import Path
 
-from reprokit.ck.errors import access, ck_command
-from reprokit.core.errors import UserError
+from reprokit.ck.errors import CkDict, access, ck_command
 from reprokit.ck.script import refuse_shell_syntax_in_labels
+from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting
 
 ENV_SCRIPT_WRITES = ("stock CK writes the env entry's variables into its env script (quoted only around spaces), "
@@ -21,13 +21,13 @@ ENGINE_INSTALL = "ck install package:lib-mxnet --quiet"
 SOCKEYE_INSTALL = "ck install package:lib-sockeye --quiet"
 
 
-def installed_dirs(i: dict) -> dict:
+def installed_dirs(i: CkDict) -> CkDict:
     """Search only where engines and their libraries are installed (CK_TOOLS, CK_DIRS, --search_dirs)."""
     system = {"/usr", "/opt", expanduser("~")}
     return {"return": 0, "dirs": [d for d in i.get("dirs", []) if d not in system] or ["/nonexistent"]}
 
 
-def _one_per_file(i: dict, nothing_found: str) -> dict:
+def _one_per_file(i: CkDict, nothing_found: str) -> CkDict:
     """One candidate per real file (venvs show lib and lib64 twins)."""
     unique: dict[str, str] = {}
     for path in sorted(i.get("list", []), key=len):
@@ -37,7 +37,7 @@ def _one_per_file(i: dict, nothing_found: str) -> dict:
     return {"return": 0, "list": list(unique.values())}
 
 
-def install_folder(i: dict, folder: str | Path) -> str:
+def install_folder(i: CkDict, folder: str | Path) -> str:
     """CK's path_install for an env entry whose data lies in ``folder``.
 
     A second `ck install` of a package installs into the path_install of the
@@ -53,11 +53,11 @@ def install_folder(i: dict, folder: str | Path) -> str:
         loaded = access({"action": "load", "module_uoa": "package", "data_uoa": package})
         end = loaded.get("dict", {}).get("end_full_path_universal", "") if loaded.get("return") == 0 else ""
         if end and full_path.endswith(os.sep + end):
-            return full_path[:-len(end) - 1]
+            return str(full_path[:-len(end) - 1])
     return str(folder)
 
 
-def _register(i: dict, folder: str | Path, **variables: str) -> dict:
+def _register(i: CkDict, folder: str | Path, **variables: str) -> CkDict:
     """Point the env entry at ``folder`` and record its variables under the soft's prefix (path_install: install_folder)."""
     customize, env = i["customize"], i["env"]
     prefix = customize["env_prefix"]
@@ -67,7 +67,7 @@ def _register(i: dict, folder: str | Path, **variables: str) -> dict:
     return _plain_env(i)
 
 
-def _plain_env(i: dict) -> dict:
+def _plain_env(i: CkDict) -> CkDict:
     """Refuse shell syntax in what CK writes into the env script next: a found folder named like a command
     must not become one in every later run."""
     written = {**i["env"], "path_install": i["customize"].get("path_install", "")}
@@ -80,7 +80,7 @@ def _plain_env(i: dict) -> dict:
 # ---------------------------------------------------------------- lib.mxnet: the stock engine's prefix
 
 @ck_command
-def mxnet_limit(i: dict) -> dict:
+def mxnet_limit(i: CkDict) -> CkDict:
     from reprokit.engines.mxnet import MXNET_LIBRARY
 
     return _one_per_file(i, f"no MXNet engine ({MXNET_LIBRARY}) found in the searched folders; pass the prefix with "
@@ -88,14 +88,14 @@ def mxnet_limit(i: dict) -> dict:
 
 
 @ck_command
-def mxnet_version(i: dict) -> dict:
+def mxnet_version(i: CkDict) -> CkDict:
     from reprokit.engines.mxnet import interpreter_of, prefix_of, version_of
 
     return {"return": 0, "version": version_of(interpreter_of(prefix_of(i["full_path"])))}
 
 
 @ck_command
-def mxnet_setup(i: dict) -> dict:
+def mxnet_setup(i: CkDict) -> CkDict:
     """Register the engine's prefix, interpreter and library folder."""
     from reprokit.engines.mxnet import interpreter_of, prefix_of
 
@@ -107,20 +107,20 @@ def mxnet_setup(i: dict) -> dict:
 # ---------------------------------------------------------------- lib.sockeye: Sockeye for the engine
 
 @ck_command
-def sockeye_limit(i: dict) -> dict:
+def sockeye_limit(i: CkDict) -> CkDict:
     return _one_per_file(i, "no Sockeye (sockeye/__init__.py) found in the searched folders; pass the site-packages "
                             f"folder with --search_dirs=DIR, or install it with: {SOCKEYE_INSTALL}")
 
 
 @ck_command
-def sockeye_version(i: dict) -> dict:
+def sockeye_version(i: CkDict) -> CkDict:
     from reprokit.engines.mxnet import sockeye_version_in
 
     return {"return": 0, "version": sockeye_version_in(Path(i["full_path"]))}
 
 
 @ck_command
-def sockeye_setup(i: dict) -> dict:
+def sockeye_setup(i: CkDict) -> CkDict:
     """Register the folder that holds the sockeye package (the one the engine's .pth file names)."""
     return _register(i, Path(i["customize"]["full_path"]).parent.parent)
 
@@ -128,7 +128,7 @@ def sockeye_setup(i: dict) -> dict:
 # ---------------------------------------------------------------- tool.p3: the authors' artifact
 
 @ck_command
-def artifact_limit(i: dict) -> dict:
+def artifact_limit(i: CkDict) -> CkDict:
     from reprokit.engines.artifact.installed import MANIFEST, P3_PACKAGES_HINT
 
     found = sorted(set(i.get("list", [])))
@@ -139,14 +139,14 @@ def artifact_limit(i: dict) -> dict:
 
 
 @ck_command
-def artifact_version(i: dict) -> dict:
+def artifact_version(i: CkDict) -> CkDict:
     from reprokit.engines.artifact.installed import load_installed
 
     return {"return": 0, "version": load_installed(i["full_path"]).manifest.version}
 
 
 @ck_command
-def artifact_setup(i: dict) -> dict:
+def artifact_setup(i: CkDict) -> CkDict:
     """Register the artifact's source tree, interpreter, build (p3|baseline), commit and CUDA flag."""
     from reprokit.engines.artifact.installed import ArtifactEnv, build_tag, load_installed
 
@@ -161,7 +161,7 @@ def artifact_setup(i: dict) -> dict:
 
 # ---------------------------------------------------------------- dataset.imagenet.train: train folders
 
-def imagenet_dirs(i: dict) -> dict:
+def imagenet_dirs(i: CkDict) -> CkDict:
     """Our own bounded search (find_train_roots) over --search_dirs and CK_DIRS only.
 
     Not /usr, /opt, ~ (a whole-disk walk) nor CK_TOOLS (installed datasets are
@@ -175,7 +175,7 @@ def imagenet_dirs(i: dict) -> dict:
 
 
 @ck_command
-def imagenet_limit(i: dict) -> dict:
+def imagenet_limit(i: CkDict) -> CkDict:
     """CK matched class folders (nXXXXXXXX); each train folder once."""
     from reprokit.data.imagenet import DETECT_DEPTH, TRAIN_INSTALL_HINT, is_train_root
 
@@ -192,14 +192,14 @@ def imagenet_limit(i: dict) -> dict:
 
 
 @ck_command
-def imagenet_version(i: dict) -> dict:
+def imagenet_version(i: CkDict) -> CkDict:
     from reprokit.data.imagenet import describe
 
     return {"return": 0, "version": describe(i["full_path"]).version}
 
 
 @ck_command
-def imagenet_setup(i: dict) -> dict:
+def imagenet_setup(i: CkDict) -> CkDict:
     """Register the train folder, its kind (imagenet, imagenet-min, imagenet-synthetic) and class count."""
     from reprokit.data.imagenet import describe
 
@@ -210,7 +210,7 @@ def imagenet_setup(i: dict) -> dict:
 # ---------------------------------------------------------------- dataset.imagenet.train.p3: RecordIO conversions
 
 @ck_command
-def recordio_setup(i: dict) -> dict:
+def recordio_setup(i: CkDict) -> CkDict:
     """Register the .rec/.idx files of a finished conversion (its recordio.json is written last)."""
     from reprokit.data.recordio import read_manifest
 
@@ -228,7 +228,7 @@ def recordio_setup(i: dict) -> dict:
 # ---------------------------------------------------------------- dataset.iwslt15.en-vi: corpus folders
 
 @ck_command
-def iwslt_limit(i: dict) -> dict:
+def iwslt_limit(i: CkDict) -> CkDict:
     """Folders whose files make a complete corpus, each once."""
     from reprokit.data.iwslt import INSTALL_HINT, check_corpus
 
@@ -246,7 +246,7 @@ def iwslt_limit(i: dict) -> dict:
 
 
 @ck_command
-def iwslt_version(i: dict) -> dict:
+def iwslt_version(i: CkDict) -> CkDict:
     from reprokit.data.iwslt import KIND_SYNTHETIC, describe
 
     corpus = describe(Path(i["full_path"]).parent)
@@ -254,7 +254,7 @@ def iwslt_version(i: dict) -> dict:
 
 
 @ck_command
-def iwslt_setup(i: dict) -> dict:
+def iwslt_setup(i: CkDict) -> CkDict:
     """Register the corpus folder, its kind (iwslt15, iwslt15-synthetic) and its number of training pairs."""
     from reprokit.data.iwslt import describe
 

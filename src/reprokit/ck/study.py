@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 
-from reprokit.ck.errors import access, ck_command
+from reprokit.ck.errors import CkDict, access, ck_command
 from reprokit.ck.registry import artifact_builds, machine_cluster_data
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import output_file, output_folder
 from reprokit.core.values import shown
 from reprokit.study.paper import claims
+from reprokit.study.store.records import Store, store_dir
 from reprokit.study.sweep import options
-from reprokit.study.store.records import Store
 
 
 def load_study(name: str) -> claims.Study:
@@ -36,14 +36,15 @@ def study_store(given: str, study: claims.Study) -> Store:
         if r["return"] > 0:
             raise UserError(f"cannot find CK's local repository for the results store: {r['error']}; give --store=DIR")
         local = r["path"]
-    return Store(claims.store_dir(given, local, study.name), study.name)
+    return Store(store_dir(given, local, study.name), study.name)
 
 
-def _program_meta(study: claims.Study) -> dict:
+def _program_meta(study: claims.Study) -> CkDict:
     r = access({"action": "load", "module_uoa": "program", "data_uoa": study.program})
     if r["return"] > 0:
         raise UserError(f"program:{study.program} is not registered with CK (python -m reprokit.bootstrap)")
-    return r["dict"]
+    meta: CkDict = r["dict"]
+    return meta
 
 
 def program_models(study: claims.Study) -> set[str]:
@@ -51,7 +52,7 @@ def program_models(study: claims.Study) -> set[str]:
     return set(_program_meta(study).get("run_cmds", {}))
 
 
-def check_setting_names(i: dict, study: claims.Study) -> None:
+def check_setting_names(i: CkDict, study: claims.Study) -> None:
     """Every --env.NAME of a sweep known to the program (its run_vars, or a pass-through prefix), before the first
     run: a typo would otherwise fail every run of the sweep and leave its failed records in the store."""
     from reprokit.ck.program import unknown_setting
@@ -61,13 +62,13 @@ def check_setting_names(i: dict, study: claims.Study) -> None:
         raise UserError(why)
 
 
-def _study_and_store(i: dict) -> tuple[claims.Study, Store]:
+def _study_and_store(i: CkDict) -> tuple[claims.Study, Store]:
     study = load_study(str(i.get("data_uoa", "") or ""))
     return study, study_store(str(i.get("store", "") or ""), study)
 
 
 @ck_command
-def reproduce(i: dict) -> dict:
+def reproduce(i: CkDict) -> CkDict:
     """Run the study's matrix on a target through `ck run program:P`, storing one record per run; then report."""
     from reprokit.study.sweep import driver as sweep
 
@@ -87,7 +88,7 @@ def reproduce(i: dict) -> dict:
 
 
 @ck_command
-def report(i: dict) -> dict:
+def report(i: CkDict) -> CkDict:
     """Write the Markdown, HTML and JSON reports (plots, timelines, verdicts, badges) from every stored and imported run."""
     from reprokit.study.report.render import write_report
 
@@ -111,7 +112,7 @@ def report(i: dict) -> dict:
 
 
 @ck_command
-def predict(i: dict) -> dict:
+def predict(i: CkDict) -> CkDict:
     """Predict baseline and p3 iteration times from the iteration model: a table (printed) and a plot."""
     from reprokit.study.whatif import predict as model
 
@@ -122,7 +123,7 @@ def predict(i: dict) -> dict:
 
 
 @ck_command
-def export(i: dict) -> dict:
+def export(i: CkDict) -> CkDict:
     """Write every local run (records and run folders) into a bundle: --out=FILE.tar.gz."""
     from reprokit.study.store import bundle
 
@@ -137,7 +138,7 @@ def export(i: dict) -> dict:
 
 
 @ck_command
-def import_bundle(i: dict) -> dict:
+def import_bundle(i: CkDict) -> CkDict:
     """Add another evaluator's runs (a bundle from ck export) to the store, beside the local ones."""
     from reprokit.study.store import bundle
 

@@ -1,10 +1,10 @@
 """One action on many hosts at once, with explicit results: what succeeded on which host, what failed and why."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
-from collections.abc import Callable
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ssh import Connection, resolve

@@ -36,15 +36,15 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
-from collections.abc import Mapping
 
 import yaml
 
+from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
-from reprokit.core import schema as s
 from reprokit.core.schema import HOST_NAME
 from reprokit.core.values import shown
 
@@ -80,7 +80,7 @@ class HostSpec:
     proxy_command: str | None = None
     slots: int | None = None  # cores the allocation reserved there (node file lines); None: all of the host's
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
@@ -99,9 +99,9 @@ class ClusterConfig:
     def host(self, name: str) -> HostSpec:
         return next(h for h in self.hosts if h.host == name)
 
-    def to_data(self) -> dict:
+    def to_data(self) -> dict[str, Any]:
         """The description with every host spelled out (an allocation expanded): ``parse`` reads it back as is."""
-        data: dict = {"hosts": [h.to_dict() for h in self.hosts]}
+        data: dict[str, Any] = {"hosts": [h.to_dict() for h in self.hosts]}
         data.update({k: v for k, v in (("ssh_config", self.ssh_config), ("known_hosts", self.known_hosts))
                      if v is not None})
         data["accept_new_host_keys"] = self.accept_new_host_keys
@@ -149,7 +149,7 @@ def expand_references(value: str, key: str, source: str, environ: Mapping[str, s
     """``$NAME``/``${NAME}`` replaced from ``environ`` (no shell); an unset or empty one is refused."""
     what = "path" if key == "nodefile" else "expression"
 
-    def lookup(match: re.Match) -> str:
+    def lookup(match: re.Match[str]) -> str:
         name = match.group("braced") or match.group("plain")
         found = environ.get(name, "")
         if not found.strip():
@@ -190,7 +190,7 @@ def expand_hostlist(expression: str, source: str) -> list[str]:
     import hostlist
 
     try:
-        names = hostlist.expand_hostlist(expression)
+        names: list[str] = hostlist.expand_hostlist(expression)
     except hostlist.BadHostlist as exc:
         raise UserError(f"{source}: hostlist {shown(expression)} is not a Slurm hostlist expression ({exc}); "
                         f"write it like node[01-04,07]") from None
@@ -203,7 +203,7 @@ def expand_hostlist(expression: str, source: str) -> list[str]:
     return names
 
 
-def _allocation_key(data: dict, source: str) -> str:
+def _allocation_key(data: dict[str, Any], source: str) -> str:
     """Which allocation a description names ('nodefile' or 'hostlist'), its keys checked."""
     known = TOP_KEYS | set(ALLOCATION_KEYS) | SHARED_HOST_KEYS
     _valid(s.Obj(optional={k: s.Json() for k in sorted(known)}), data, source)
@@ -215,7 +215,7 @@ def _allocation_key(data: dict, source: str) -> str:
     return given[0]
 
 
-def _allocation(data: dict, source: str, environ: Mapping[str, str]) -> tuple[list[dict], str]:
+def _allocation(data: dict[str, Any], source: str, environ: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
     """The 'hosts' list an allocation stands for (one object per host, with the shared host keys), and its origin."""
     key = _allocation_key(data, source)
     value = expand_references(data[key].strip(), key, source, environ)
@@ -232,7 +232,7 @@ def _allocation(data: dict, source: str, environ: Mapping[str, str]) -> tuple[li
 def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | None = None) -> ClusterConfig:
     """Validate a decoded hosts.json, expanding an allocation (see the module's docstring) with ``environ``
     (default: this process's environment); ``source`` names it in messages."""
-    options: dict = {}
+    options: dict[str, Any] = {}
     if isinstance(data, dict) and "slurm" in data:  # a Slurm job (cluster.slurm); read inside it, its allocation
         data = _without_job(data, source)
     if isinstance(data, dict):
@@ -257,7 +257,7 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
     specs: list[HostSpec] = []
     for index, entry in enumerate(data):
         specs.append(_from_entry(entry, f"{source}: host #{index + 1}"))
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[str, int | None], int] = {}
     for index, spec in enumerate(specs):
         key = (spec.host, spec.port)
         if key in seen:
@@ -266,7 +266,7 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
     return ClusterConfig(hosts=specs, **options)
 
 
-def _without_job(data: dict, source: str) -> dict:
+def _without_job(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A description naming a Slurm job (its ``slurm`` section checked) as the hosts it runs on: its own
     ``hosts``/``nodefile``/``hostlist`` if it gives them, else the job's allocation."""
     from reprokit.cluster.slurm import job_of
@@ -374,7 +374,7 @@ def _check_yaml_nodes(root: Any) -> None:
             raise _Refused(line, "an alias refers to a value that holds it (a recursive anchor); write it out")
         if id(node) not in measured:
             open_nodes.add(id(node))
-            children: list = []
+            children: list[Any] = []
             if isinstance(node, yaml.MappingNode):
                 _check_keys(node)
                 children = [n for pair in node.value for n in pair]
@@ -416,8 +416,8 @@ def _check_keys(node: Any) -> None:
         first[key.value] = line
 
 
-def _json_object(pairs: list[tuple[str, Any]]) -> dict:
-    data: dict = {}
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
             raise _Refused(0, f"the key {shown(key)} is given twice in one object; JSON readers keep only the "

@@ -36,7 +36,8 @@ sys.stdin.read()
 
 def pick_free_port(host: str = LOCALHOST) -> int:
     with portchoice.bind_free_port(host) as sock:
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _port_in_use(port: int, host: str) -> UserError:

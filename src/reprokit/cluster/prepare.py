@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import functools
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
-from collections.abc import Callable
 
 from reprokit.cluster import interpreter, rundir
 from reprokit.cluster.ports import hold_remote_port

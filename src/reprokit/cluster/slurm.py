@@ -20,10 +20,10 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
-from collections.abc import Callable, Mapping, Sequence
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
@@ -107,7 +107,7 @@ def _tool(name: str) -> str:
     return found
 
 
-def _slurm(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _slurm(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([_tool(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=timeout)

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reprokit.core.schema import fields_of
 from reprokit.core.errors import UserError
+from reprokit.core.schema import fields_of
 
 START_TIMEOUT_S = 10  # each daemon's pid file
 IDLE_TIMEOUT_S = 60  # every node idle in sinfo

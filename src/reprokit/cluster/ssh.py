@@ -21,13 +21,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import paramiko
 
+from reprokit.cluster.hosts import ClusterConfig, HostSpec
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
-from reprokit.cluster.hosts import ClusterConfig, HostSpec
 
 # paramiko's transport threads log failures with tracebacks; our SshError lines already say what
 # happened, so its records are dropped instead of reaching logging's last-resort handler.
@@ -88,7 +88,7 @@ def resolve(spec: HostSpec, cluster: ClusterConfig) -> Endpoint:
 SSH_CONFIG_LIMIT = 1024 * 1024
 
 
-def _lookup(config_path: Path, spec: HostSpec) -> dict:
+def _lookup(config_path: Path, spec: HostSpec) -> dict[str, Any]:
     """ssh_config's options for ``spec.host``, with hosts.json's port and user in force: ssh_config keeps the
     first value it obtains, so they go first, and its tokens (%p, %r in a ProxyCommand) expand to them, not to
     ssh_config's own (which would reach another sshd)."""
@@ -108,7 +108,7 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     def __init__(self, known_hosts: str):
         self.known_hosts = known_hosts
 
-    def missing_host_key(self, client, hostname, key):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         with _known_hosts_lock:
             Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ class Result:
     stderr: str
 
 
-def _proxy_socket(command: str) -> tuple[socket.socket, subprocess.Popen]:
+def _proxy_socket(command: str) -> tuple[socket.socket, subprocess.Popen[bytes]]:
     """Start a ProxyCommand (as OpenSSH does: ``sh -c 'exec COMMAND'``) on one end of a socketpair.
 
     paramiko's own ProxyCommand spins forever once the proxy process is gone, so a
@@ -148,7 +148,7 @@ class Connection:
     endpoint: Endpoint
     timeout: float = CONNECT_TIMEOUT_S
     client: paramiko.SSHClient | None = field(default=None, init=False)
-    proxy: subprocess.Popen | None = field(default=None, init=False)
+    proxy: subprocess.Popen[bytes] | None = field(default=None, init=False)
     lost: str | None = field(default=None, init=False)  # why the host counts as gone (a heartbeat went unanswered)
     _heartbeat: threading.Thread | None = field(default=None, init=False)
 

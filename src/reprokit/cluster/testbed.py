@@ -43,8 +43,8 @@ from typing import Any
 
 from reprokit.cluster.slurm_testbed import SlurmState
 from reprokit.core.errors import UserError
-from reprokit.core.values import shown, tc_rate_bps
 from reprokit.core.paths import SRC_DIR
+from reprokit.core.values import shown, tc_rate_bps
 
 SUBNET = "10.77.0"
 SWITCH_ADDRESS = f"{SUBNET}.254"
@@ -103,7 +103,7 @@ def _require_root_and_tools() -> str:
     return sshd
 
 
-def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
     if check and proc.returncode != 0:
         raise UserError(f"testbed: '{' '.join(argv)}' failed: {proc.stderr.strip() or proc.stdout.strip()}")

@@ -3,6 +3,7 @@ the one way a command-line tool of ours turns a UserError (and Ctrl-C) into that
 import json
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 # Set by our `ck` command (reprokit.ck.cli) for everything it runs: a file that our failure lines go to instead of
@@ -38,7 +39,7 @@ def say_failure(line: str, stdout: bool = False) -> None:
 
 
 @contextmanager
-def one_line_errors(label: str, interrupted: str):
+def one_line_errors(label: str, interrupted: str) -> Iterator[None]:
     """Inside: a UserError ends the tool with ``label: error: MESSAGE`` and exit code 1; Ctrl-C (or SIGTERM
     turned into it) with ``label: error: interrupted; INTERRUPTED`` and 130. No traceback either way."""
     try:

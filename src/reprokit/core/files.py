@@ -36,7 +36,7 @@ def _refuse_unless_regular(mode: int, path: Path, what: str) -> None:
         raise UserError(f"{shown(path)} is {kind}, not a regular file; {what} must be a regular file")
 
 
-def read_regular(path: str | os.PathLike, what: str, limit: int) -> bytes:
+def read_regular(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
     """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes; otherwise one UserError
     naming the file and what it should be (``what``: "a cluster description", read as "WHAT is at most ...")."""
     path = Path(path).expanduser()

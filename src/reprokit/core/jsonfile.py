@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
@@ -17,7 +18,7 @@ def write_json(path: Path, data: object) -> None:
     replace_file(Path(path), json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> dict:
+def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
     """A JSON object from ``path``, a regular file of at most ``limit`` bytes (files.read_regular); anything else
     is a UserError naming ``what`` ("a run record") and the file."""
     path = Path(path)

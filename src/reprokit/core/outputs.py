@@ -13,7 +13,7 @@ from reprokit.core.errors import UserError
 from reprokit.core.values import shown
 
 
-def output_folder(raw: str | os.PathLike, option: str) -> Path:
+def output_folder(raw: str | os.PathLike[str], option: str) -> Path:
     """The folder ``option`` names, made if missing and checked writable, before any work; a UserError naming the
     option otherwise (a file, a device, a read-only or full place)."""
     path = Path(raw).expanduser()
@@ -37,7 +37,7 @@ def output_folder(raw: str | os.PathLike, option: str) -> Path:
     return path.resolve()
 
 
-def output_file(raw: str | os.PathLike, option: str) -> Path:
+def output_file(raw: str | os.PathLike[str], option: str) -> Path:
     """A file ``option`` names, to be replaced: not a folder or device, its folder checked as output_folder."""
     path = Path(raw).expanduser()
     try:

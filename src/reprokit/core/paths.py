@@ -5,9 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterator
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown
@@ -28,7 +28,7 @@ def _existing_folder(path: Path) -> Path:
     return Path("/")
 
 
-def check_room(path: str | os.PathLike, need_bytes: int, what: str) -> None:
+def check_room(path: str | os.PathLike[str], need_bytes: int, what: str) -> None:
     """Before ``what`` writes ``path`` (a file or a folder, made with its parents if missing): every name in it
     fits its filesystem, and that filesystem has ``need_bytes`` free. Raises a UserError naming the fix."""
     path = Path(os.path.abspath(path))
@@ -48,7 +48,7 @@ def check_room(path: str | os.PathLike, need_bytes: int, what: str) -> None:
                         f"{shown(path)}; free space on {shown(folder)}, or write elsewhere")
 
 
-def disk_error(exc: OSError, what: str, where: str | os.PathLike = "") -> UserError | None:
+def disk_error(exc: OSError, what: str, where: str | os.PathLike[str] = "") -> UserError | None:
     """The one line for an OSError a full filesystem or an overlong name raised while ``what`` wrote (``where``
     when the error does not say); None for any other OSError."""
     path = str(exc.filename or where or "?")
@@ -61,7 +61,7 @@ def disk_error(exc: OSError, what: str, where: str | os.PathLike = "") -> UserEr
 
 
 @contextmanager
-def disk_errors(what: str, where: str | os.PathLike = "") -> Iterator[None]:
+def disk_errors(what: str, where: str | os.PathLike[str] = "") -> Iterator[None]:
     """Inside: a full filesystem or an overlong name ends as one UserError line (see ``disk_error``)."""
     try:
         yield

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Mapping
 
 from reprokit.core.values import shown  # a value as a message quotes it: repr, clipped
 
@@ -125,7 +125,7 @@ class Bool(Spec):
 
 @dataclass(frozen=True)
 class OneOf(Spec):
-    values: tuple
+    values: tuple[object, ...]
 
     def check(self, value: Any, where: str) -> None:
         if isinstance(value, bool) or value not in self.values:

@@ -13,8 +13,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from reprokit.core.errors import UserError
 

@@ -26,13 +26,14 @@ import shutil
 import signal
 import sys
 import tarfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Iterable
+from typing import Any
 
+from reprokit.core.errors import UserError, one_line_errors
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.core.errors import UserError, one_line_errors
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k (its train set)
 KIND_IMAGENET = "imagenet"
@@ -125,7 +126,7 @@ def find_train_roots(search_dirs: Iterable[str | Path], max_depth: int = DETECT_
     return found
 
 
-def read_marker(root: Path) -> dict:
+def read_marker(root: Path) -> dict[str, Any]:
     try:
         data = json.loads((root / MARKER).read_text())
     except (OSError, ValueError):
@@ -302,7 +303,7 @@ class RecordioData:
     classes: int
     env_uid: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return asdict(self)

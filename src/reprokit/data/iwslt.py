@@ -19,16 +19,17 @@ import argparse
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from reprokit.data.fetch import download, fresh_staging, swap_in
-from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.data.imagenet import (read_marker,
-                       write_marker)
-from reprokit.engine_side import program_module
 from reprokit.core.errors import UserError, one_line_errors
 from reprokit.core.values import whole_number
+from reprokit.data.fetch import download, fresh_staging, swap_in
+from reprokit.data.imagenet import read_marker, write_marker
+from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
+from reprokit.engine_side import program_module
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = ("train.en", "train.vi", "tst2012.en", "tst2012.vi", "tst2013.en", "tst2013.vi", "vocab.en", "vocab.vi")
@@ -50,7 +51,7 @@ class Corpus:
     train_pairs: int
     env_uid: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def train_args(self) -> list[str]:
@@ -76,7 +77,7 @@ def check_corpus(folder: Path) -> int:
     return counts["train.en"]
 
 
-def fetch(base_url: str, dest: Path, progress=None) -> Corpus:
+def fetch(base_url: str, dest: Path, progress: Callable[[str], None] | None = None) -> Corpus:
     """Download every file into ``dest/corpus``, check the pairs line up; nothing changes there on failure."""
     base = base_url if base_url.endswith("/") else base_url + "/"
     staging = fresh_staging(dest)

@@ -37,15 +37,15 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
-from collections.abc import Callable, Iterator
 
-from reprokit.core.schema import fields_of
 from reprokit.core.errors import UserError, one_line_errors
+from reprokit.core.schema import fields_of
 
 OUTPUT_DIR = "recordio"
 MANIFEST = "recordio.json"
@@ -58,7 +58,7 @@ IMAGE_TIMEOUT_S = 120  # one image; a worker stuck longer fails the conversion
 CHUNK = 8  # images per task handed to a worker process: fewer round trips, still a smooth progress bar
 
 
-def _chunks(jobs: list, size: int) -> list[list]:
+def _chunks(jobs: list[Any], size: int) -> list[list[Any]]:
     return [jobs[start:start + size] for start in range(0, len(jobs), size)]
 
 
@@ -284,13 +284,13 @@ class _Collect:
     """Stands in for im2rec's output queue: image_encode puts one (i, record, item) into it."""
 
     def __init__(self) -> None:
-        self.items: list = []
+        self.items: list[Any] = []
 
     def put(self, value: Any) -> None:
         self.items.append(value)
 
 
-_WORKER: dict = {}  # per worker process: im2rec module and options
+_WORKER: dict[str, Any] = {}  # per worker process: im2rec module and options
 _INTERRUPTED: list[int] = []  # signals received; im2rec's bare `except:` around imread swallows KeyboardInterrupt
 
 
@@ -311,7 +311,7 @@ def _init_worker(args: argparse.Namespace) -> None:
     _load(args)
 
 
-def _encode(job: tuple[int, list]) -> tuple[int, bytes | None, str]:
+def _encode(job: tuple[int, list[Any]]) -> tuple[int, bytes | None, str]:
     """One image through im2rec's own image_encode (read, resize, JPEG, header); None if unreadable."""
     i, item = job
     out = _Collect()
@@ -323,7 +323,7 @@ def _encode(job: tuple[int, list]) -> tuple[int, bytes | None, str]:
     return i, record, lines[-1] if record is None and lines else ""
 
 
-def _encode_chunk(jobs: list[tuple[int, list]]) -> list[tuple[int, bytes | None, str]]:
+def _encode_chunk(jobs: list[tuple[int, list[Any]]]) -> list[tuple[int, bytes | None, str]]:
     encoded = []
     for job in jobs:
         encoded.append(_encode(job))
@@ -343,6 +343,7 @@ def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace,
     progress = Progress(len(items), label)
     skipped: list[str] = []
     pool = None
+    next_chunk: Callable[[], list[tuple[int, bytes | None, str]]]  # the next chunk's encoded images, in list order
     try:
         if threads > 1:
             # fork: the workers inherit the loaded engine instead of importing it again
@@ -386,7 +387,8 @@ def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace,
 def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: float = TRAIN_RATIO,
             resize: int = RESIZE, quality: int = QUALITY) -> RecordioManifest:
     """Convert ``source`` into ``dest/recordio``; returns the manifest. ``dest/recordio`` changes only on success."""
-    from reprokit.data.imagenet import class_dirs, is_train_root, swap_in
+    from reprokit.data.fetch import swap_in
+    from reprokit.data.imagenet import class_dirs, is_train_root
 
     if not is_train_root(source):
         raise UserError(f"{source} is not an ImageNet train folder (class folders nXXXXXXXX holding images)")

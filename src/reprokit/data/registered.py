@@ -1,8 +1,8 @@
 """Choosing among registered data (CK env entries, as plain values): the DATA mode and a pinned entry."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reprokit.core.errors import UserError
@@ -16,8 +16,8 @@ class EnvEntry:
     """A CK env entry, reduced to what the choice needs."""
     uid: str
     alias: str
-    variables: dict
-    customize: dict = field(default_factory=dict)  # what the soft setup recorded (version, ...)
+    variables: dict[str, Any]
+    customize: dict[str, Any] = field(default_factory=dict)  # what the soft setup recorded (version, ...)
 
 
 SYNTHETIC = "synthetic"

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from reprokit.core import schema as s
-from reprokit.emulation.gpus import measured_path, paper_gpu, valid_names
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import read_json
 from reprokit.core.values import shown, tc_rate_bps
+from reprokit.emulation.gpus import measured_path, paper_gpu, valid_names
 
 REAL, EMULATED = "real", "emulated"
 COMPUTE_MODES = (REAL, EMULATED)

@@ -6,6 +6,8 @@ of the authors' 2018 builds with their own scripts. It knows
 
 - which variants it runs (``variants``) and which side of the ENGINE knob it is (``side``);
 - how a CK env entry registers it (``env_tags``, ``installed_from_env``);
+- what makes a variant in it: every role's environment (``role_env``), the variables that switch its mechanism
+  (``switches``) and what program/p3's training script is told about it (``script_knobs``);
 - the command every role of a run runs (``role_command``), from plain values of the run (``RunJob``);
 - which optional result fields its runs report (``reports``).
 
@@ -19,7 +21,7 @@ from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
 from reprokit.data.registered import EnvEntry
-from reprokit.vocabulary import Variant
+from reprokit.vocabulary import PsVan, Variant
 
 # The ENGINE knob's sides: stock MXNet with our scripts, the authors' builds with theirs.
 EMBEDDED, ARTIFACT = "embedded", "artifact"
@@ -69,6 +71,26 @@ class InstalledEngine:
 
 
 @dataclass(frozen=True)
+class P3Knobs:
+    """P3's knobs as the run set them (P3_SLICE_SIZE, P3_PRIORITY, P3_WATER_MARK); an engine applies those it takes."""
+    slice_size: int  # elements per slice; 0: no slicing
+    priority: bool
+    water_mark: int  # messages queued per connection before P3's priority queue holds them; 0: no limit
+
+    # MXNet's P3 reads its slice bound as a C int, and the largest int stands for "no slicing" (engines.stock).
+    MAX_SLICE_SIZE: ClassVar[int] = 2**31 - 2
+
+
+@dataclass(frozen=True)
+class ScriptKnobs:
+    """What program/p3's training script is told about the engine it runs in, for one variant."""
+    ps_van: PsVan  # the van every role runs (role_van.py checks each role's)
+    p3_priority: bool  # the Trainer's priorities: off only where the engine takes P3_PRIORITY and the run set it 0
+    comm_probes: bool  # the engine probes can run (MXNet 1.9.1's engine call): an emulated run's p3-comm lines
+    string_keys: bool  # the kvstore's keys are strings (train.py's StringKeys says why)
+
+
+@dataclass(frozen=True)
 class JobData:
     """What the run reads, as an engine needs it."""
     name: str  # the result's data field: imagenet, iwslt15, synthetic, ...
@@ -91,7 +113,7 @@ class RunJob:
     data: JobData
     script: str  # program/p3's training script for the model
     script_args: list[str]  # its arguments for this run
-    role_env: dict[str, str]  # what every role's environment gets for the variant (stock MXNet's knobs)
+    p3: P3Knobs  # P3's knobs as the run set them
     emulated: bool = False  # emulated compute: every engine runs ``script`` (program/p3's train.py) with ``script_args``
 
 
@@ -131,7 +153,9 @@ class Engine(Protocol):
     """One registered engine (``@register_engine(kind)``)."""
     kind: EngineKind
     side: str  # EMBEDDED or ARTIFACT: which value of the ENGINE knob chooses it
-    stock_knobs: bool  # it takes stock MXNet's P3 knobs and van (DMLC_PS_VAN_TYPE, the slice threshold, ...)
+    # The environment variables that switch its mechanism (the van, P3's slicing, where the optimizer runs). A role
+    # gets them from its run's plan only: inherited from a launching shell they would turn one variant into another.
+    switches: tuple[str, ...]
     busy_waits: bool  # emulated compute may spin on its engine thread (MXEnginePushSync): COMPUTE_WAIT=busy
     variants: tuple[Variant, ...]  # the variants it runs
     reports: Reports
@@ -144,6 +168,14 @@ class Engine(Protocol):
 
     def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
         """The engine as a run of an image model (or Sockeye) records it."""
+        ...
+
+    def role_env(self, variant: Variant, p3: P3Knobs) -> dict[str, str]:
+        """What every role's environment gets to run ``variant`` (scheduler, servers and workers alike)."""
+        ...
+
+    def script_knobs(self, variant: Variant, p3: P3Knobs) -> ScriptKnobs:
+        """What program/p3's training script is told about this engine for ``variant``."""
         ...
 
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:

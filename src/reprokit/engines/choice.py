@@ -3,18 +3,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 from reprokit.engines.artifact.engine import ARTIFACT_NAME_PREFIX
 from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT
 from reprokit.engines.base import ARTIFACT, EMBEDDED, InstalledEngine
 from reprokit.engines.registry import builds, engines, get_engine
-from reprokit.core.errors import UserError
-from reprokit.core.values import shown
 
 ENGINE_KINDS = (EMBEDDED, ARTIFACT)
 ENGINE_CHOICES = ("", *ENGINE_KINDS)  # "": the artifact when one is registered, else embedded
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> tuple[str, ...]:
     if name == "ARTIFACT_BUILDS":  # p3: the authors' fork; baseline: their unmodified MXNet build
         return builds(ARTIFACT)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

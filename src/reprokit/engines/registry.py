@@ -60,6 +60,11 @@ def engines_on(side: str = "") -> list[Engine]:
     return [e for e in engines() if not side or e.side == side]
 
 
+def engine_switches() -> tuple[str, ...]:
+    """Every registered engine's switches (``Engine.switches``), each once: what no role inherits from a shell."""
+    return tuple(dict.fromkeys(name for engine in engines() for name in engine.switches))
+
+
 def builds(side: str) -> tuple[str, ...]:
     """The stored kinds of the engines on one side of the ENGINE knob (artifact: p3, baseline)."""
     return tuple(e.kind.value for e in engines() if e.side == side)

@@ -8,12 +8,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from reprokit.core.paths import PROGRAM_DIR
 from reprokit.data.registered import EnvEntry
-from reprokit.engines.base import EMBEDDED, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
+from reprokit.engines.base import (
+    EMBEDDED,
+    EngineKind,
+    InstalledEngine,
+    P3Knobs,
+    Reports,
+    RoleCommand,
+    RunJob,
+    ScriptKnobs,
+)
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.engines.registry import register_engine
-from reprokit.core.paths import PROGRAM_DIR
-from reprokit.vocabulary import Variant
+from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, Variant
 
 # Beside the training scripts but not part of a run: CK's hooks run in CK's process; layer_profile.py is run once,
 # by hand, to extract the study's layer profiles (see study/layer_profiles.json).
@@ -21,6 +30,12 @@ NOT_SHIPPED = ("ck_hooks.py", "layer_profile.py")
 FINISH_LINE = r"Parameter checksum: rank="  # the last line of train.py and sockeye_run.py, after every output
 P3_VAN_EXIT_GRACE_S = 5.0  # a role that can exit does so within milliseconds, or seconds on a loaded host
 PYTHON_ENV = "CK_ENV_LIB_MXNET_PYTHON"  # soft:lib.mxnet's interpreter of the engine's prefix
+# MXNet 1.9.1's knobs beside the van: P3's water mark, its slice bound, and where the optimizer runs.
+WATER_MARK, SLICE_THRESHOLD, UPDATE_ON_KVSTORE = ("DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD",
+                                                  "MXNET_UPDATE_ON_KVSTORE")
+# SLICE_THRESHOLD for P3_SLICE_SIZE=0 (no slicing): P3StoreDist reads it as an int and loops forever on 0, so
+# "no slicing" is a bound no array reaches.
+NO_SLICING_THRESHOLD = P3Knobs.MAX_SLICE_SIZE + 1
 
 
 def engine_files() -> list[Path]:
@@ -32,7 +47,7 @@ def engine_files() -> list[Path]:
 class StockMXNet:
     kind: EngineKind  # set by @register_engine
     side = EMBEDDED
-    stock_knobs = True
+    switches: tuple[str, ...] = (PS_VAN_VARIABLE, WATER_MARK, SLICE_THRESHOLD, UPDATE_ON_KVSTORE)
     busy_waits = True
     variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3)
     reports = Reports(p3_knobs=True, ps_van=True, comm_probes=True)
@@ -53,14 +68,29 @@ class StockMXNet:
             return installed
         return installed.named(f"{installed.name}+sockeye-{sockeye_in_engine(installed.python)}")
 
+    def role_env(self, variant: Variant, p3: P3Knobs) -> dict[str, str]:
+        """P3 is switched on in every role (its van, water mark and slice bound); baseline-worker-update moves the
+        optimizer to the workers."""
+        if variant is Variant.BASELINE_WORKER_UPDATE:
+            return {UPDATE_ON_KVSTORE: "0"}
+        if variant is Variant.P3:
+            return {PS_VAN_VARIABLE: PsVan.P3.value, WATER_MARK: str(p3.water_mark),
+                    SLICE_THRESHOLD: str(p3.slice_size or NO_SLICING_THRESHOLD)}
+        return {}
+
+    def script_knobs(self, variant: Variant, p3: P3Knobs) -> ScriptKnobs:
+        van = PsVan(self.role_env(variant, p3).get(PS_VAN_VARIABLE, PsVan.ZMQ.value))
+        return ScriptKnobs(ps_van=van, p3_priority=p3.priority, comm_probes=True, string_keys=False)
+
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:
         command = [installed.python, job.script, *job.script_args, *job.data.args]
         files = [str(f) for f in engine_files()]
+        env = self.role_env(job.variant, job.p3)
         if job.variant != Variant.P3:
-            return RoleCommand(command, files, dict(job.role_env))
+            return RoleCommand(command, files, env)
         # MXNet 1.9.1's P3 van never joins its sender thread, so workers and servers stay alive after training
         # (the wheel cannot be patched): once every worker printed its last line, the run ends them.
-        return RoleCommand(command, files, dict(job.role_env), finish_pattern=FINISH_LINE,
+        return RoleCommand(command, files, env, finish_pattern=FINISH_LINE,
                            finish_grace_s=P3_VAN_EXIT_GRACE_S,
                            finish_note="MXNet 1.9.1's P3 van may keep its roles alive after training; nothing was lost")
 

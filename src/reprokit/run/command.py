@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from reprokit.core.errors import UserError, say_failure
-from reprokit.core.paths import disk_error
 from reprokit.core.jsonfile import write_json
+from reprokit.core.paths import disk_error
 from reprokit.run import lifeline
 from reprokit.run.forecast import EpochForecast
 from reprokit.run.launch import Outcome, StopRequest
@@ -26,7 +26,6 @@ from reprokit.run.launchers import get_launcher
 from reprokit.run.result import Result, build
 from reprokit.run.spec import FOLLOWING_FILE, SPEC_FILE, RunSpec
 from reprokit.vocabulary import RunStatus
-
 
 
 def main(argv: list[str] | None = None) -> int:

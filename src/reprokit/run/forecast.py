@@ -16,6 +16,7 @@ from reprokit.run.plan import Role
 from reprokit.run.settings import MODELS
 from reprokit.run.spec import RunSpec
 from reprokit.run.speedometer import parse_reports
+from reprokit.vocabulary import RoleKind
 
 
 def epoch_batches(spec: RunSpec) -> int | None:
@@ -76,7 +77,7 @@ class EpochForecast:
         return cls(spec, console)
 
     def watch(self, role: Role, line: str) -> None:
-        if self._done or role.kind != "worker":
+        if self._done or role.kind is not RoleKind.WORKER:
             return
         reports = [r for found in parse_reports(line).values() for r in found]
         if not reports:

@@ -6,19 +6,18 @@ from __future__ import annotations
 import shutil
 import time
 from collections import Counter
-from pathlib import Path
-from typing import TextIO
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ports import PORT_CHOICE_CODE
 from reprokit.core.errors import UserError
-from reprokit.run.launch import OutputSink, Outcome, RoleProcess, StopRequest, supervise
+from reprokit.run.launch import Outcome, OutputSink, RoleProcess, StopRequest, supervise
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import kill_run_processes
 from reprokit.run.settings import check_roles_fit
-from reprokit.vocabulary import RunStatus
-
+from reprokit.vocabulary import RoleKind, RunStatus
 
 # Part of each launcher's probe (run by the engine's interpreter on the scheduler's host): a free port for the
 # scheduler, below the ephemeral range (see cluster/portchoice). The probe cannot keep it bound until the scheduler
@@ -29,14 +28,14 @@ def free_port():
         return s.getsockname()[1]
 """
 
-def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, dict]]) -> None:
+def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, dict[str, Any]]]) -> None:
     """Stage the plan's files into ``run_dir``, probe every node, check the roles fit its cores, and fill in the
     scheduler's port and each host's threads from what the probe found. UserError when any step fails."""
     for local in plan.files:
         if Path(local).resolve() != (run_dir / Path(local).name).resolve():
             shutil.copy2(local, run_dir / Path(local).name)
     found = probe()
-    check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+    check_roles_fit(Counter(r.host for r in plan.roles if r.kind is not RoleKind.SCHEDULER),
                     {h: int(found[h]["cores"]) for h in plan.hosts})
     if plan.scheduler_port == 0:
         plan.scheduler_port = int(found[plan.scheduler_host]["port"])
@@ -55,7 +54,7 @@ def role_argv(plan: RolePlan, cluster: ClusterConfig, role: Role) -> list[str]:
 
 def launch_in_job(plan: RolePlan, run_dir: Path, console: TextIO, stop: StopRequest | None,
                   watch: Callable[[Role, str], None] | None, *, find_tool: Callable[[], str],
-                  probe: Callable[[str], dict[str, dict]],
+                  probe: Callable[[str], dict[str, dict[str, Any]]],
                   start_role: Callable[[str, Role, OutputSink], RoleProcess],
                   sweep_hosts: Callable[[str], list[str]]) -> Outcome:
     """Prepare (``find_tool`` gives the launcher's program, ``probe`` runs it on every node), start each role with

@@ -15,28 +15,30 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO, TypeVar
-from collections.abc import Callable
+from types import FrameType
+from typing import Any, Protocol, TextIO, TypeVar
 
-from reprokit.core.errors import UserError
 from reprokit.cluster.ports import hold_port
+from reprokit.core.errors import UserError
 from reprokit.core.paths import disk_error
+from reprokit.engines.registry import engine_switches
 from reprokit.run.console import ConsoleFilter
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
-from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
+from reprokit.run.plan import Role, RolePlan
 from reprokit.run.procscan import is_stopped, kill_run_processes
 from reprokit.run.progress import STOPPED_LIMIT_S, ProgressWatch
 from reprokit.run.speedometer import is_speed_report
-from reprokit.vocabulary import RunStatus
+from reprokit.vocabulary import RoleKind, RunStatus
 
 T = TypeVar("T")
 
@@ -55,6 +57,13 @@ _CHECK_FAILED = re.compile(r"(Check failed: .+)$")
 FINISH_GRACE_S = 30.0
 # Inherited variables that would point the engine's interpreter at the framework's packages.
 _ENV_DROPPED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+
+
+class ByteLines(Protocol):
+    """A role's output as the launchers read it: a pipe's, or an SSH channel's file."""
+    def readline(self) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 class RoleProcess(Protocol):
@@ -167,7 +176,7 @@ class OutputSink:
         with self.lock:
             self.failure = self.failure or str(error or f"cannot write the log {path}: {exc.strerror or exc}")
 
-    def pump(self, role: Role, stream, consume: Callable[[str], bool] | None = None) -> threading.Thread:
+    def pump(self, role: Role, stream: ByteLines, consume: Callable[[str], bool] | None = None) -> threading.Thread:
         """Copy ``stream`` line by line; lines that ``consume`` claims are the launcher's, not the role's."""
         log_path = self.log_dir / role.log_name
         prefix = f"[{role.host} {role.name}] "
@@ -185,7 +194,7 @@ class OutputSink:
                     if self.finish is not None and self.finish.search(line):
                         self.done.add(role.name)
                     self._note_error(role.name, line)
-                    if role.kind == "worker" and is_speed_report(line):
+                    if role.kind is RoleKind.WORKER and is_speed_report(line):
                         self.progress.report(role.name, time.monotonic())
                     if console_filter.shows(line):
                         self._show(prefix + line if line.endswith("\n") else prefix + line + "\n")
@@ -209,6 +218,7 @@ class LocalRoleProcess:
             start_new_session=True, preexec_fn=parent_death_signal,  # SIGKILL if the launcher dies, whatever kills it
         )
         self.pid = self.popen.pid
+        assert self.popen.stdout is not None  # stdout=PIPE
         self.output = sink.pump(role, self.popen.stdout)
 
     def poll(self) -> int | None:
@@ -241,8 +251,8 @@ class LocalRoleProcess:
 
 
 def local_environment(plan: RolePlan, role: Role) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in _ENV_DROPPED and k not in ENGINE_SWITCHES and not k.startswith("DMLC_")}
+    dropped = {*_ENV_DROPPED, *engine_switches()}  # engine switches come from the plan only, never from this shell
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("DMLC_")}
     env.update(plan.role_env(role))
     return env
 
@@ -272,7 +282,7 @@ class Outcome:
         """A stop request (a signal, a lost parent) ended it, not the run itself."""
         return self.status.interrupted
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "status": self.status.value}
 
 
@@ -295,7 +305,7 @@ class StopRequest:
         self.reason = self.reason or reason
 
     def install(self) -> None:
-        def handler(signum, _frame):
+        def handler(signum: int, _frame: FrameType | None) -> None:
             self.request(f"stopped by {signal.Signals(signum).name}")
 
         for sig in STOP_SIGNALS:
@@ -374,7 +384,7 @@ def supervise(
             elif now - begin > plan.timeout_s:
                 outcome = Outcome(RunStatus.FAILED, _timeout_reason(plan, procs, codes, output, stamped_now))
             else:
-                workers = [p for p in procs if p.role.kind == "worker"]
+                workers = [p for p in procs if p.role.kind is RoleKind.WORKER]
                 if workers and all(codes[p.role.name] == 0 for p in workers):
                     workers_done_at = workers_done_at or now
                     if now - workers_done_at > FINISH_GRACE_S:
@@ -403,7 +413,7 @@ def supervise(
 
 
 def _live_workers(procs: list[RoleProcess], codes: dict[str, int | None]) -> list[str]:
-    return [p.role.name for p in procs if p.role.kind == "worker" and codes[p.role.name] is None]
+    return [p.role.name for p in procs if p.role.kind is RoleKind.WORKER and codes[p.role.name] is None]
 
 
 def _stopped_too_long(procs: list[RoleProcess], codes: dict[str, int | None], since: dict[str, float],

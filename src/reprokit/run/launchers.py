@@ -9,16 +9,19 @@ class here, with its capabilities (``inside_job``, ``job_hosts``, ...) and its m
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
-from typing import ClassVar, TextIO
 from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, TextIO
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
+from reprokit.core.values import shown
 from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.spec import RunSpec
-from reprokit.core.values import shown
+
+if TYPE_CHECKING:
+    from reprokit.run.jobcheck import JobHostCheck
 
 Watch = Callable[[Role, str], None] | None
 ALLOCATION_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")
@@ -53,7 +56,7 @@ class Launcher:
     def run(self, spec: RunSpec, run_dir: Path, console: TextIO, stop: StopRequest | None, watch: Watch) -> Outcome:
         raise NotImplementedError
 
-    def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]):
+    def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
         """`ck check cluster` for a launcher inside a job: every host's checks (jobcheck.JobHostCheck)."""
         raise UserError(f"the {self.name} launcher has no job preflight; ck check cluster:NAME checks hosts over SSH")
 
@@ -153,7 +156,7 @@ class SrunLauncher(Launcher):
 
         return run_srun(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
-    def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]):
+    def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
         from reprokit.run.jobcheck import check_srun
 
         return check_srun(cluster, python, folder, port, environ)
@@ -190,7 +193,7 @@ class OarshLauncher(Launcher):
 
         return run_oarsh(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
-    def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]):
+    def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
         from reprokit.run.jobcheck import check_oarsh
 
         return check_oarsh(cluster, python, folder, port)

@@ -24,8 +24,9 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
 
 from reprokit.run.procscan import is_running, is_stopped, process_identity
 from reprokit.run.progress import STOPPED_LIMIT_S
@@ -61,7 +62,7 @@ def forward_stops(run_dir: Path) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
 
-    def handler(signum, _frame):
+    def handler(signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         try:
             (run_dir / STOP_FILE).write_text(name + "\n")

@@ -33,20 +33,28 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
-from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
-from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit
-from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv
+from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit
+from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
-from reprokit.run.remote import (BEAT_ANSWER, HEARTBEAT_S, LOST_CONNECTION, REMOTE_SILENCE_S, WATCHDOG_GRACE_S,
-                                 StoppedReports, role_command, sweep_command)
+from reprokit.run.remote import (
+    BEAT_ANSWER,
+    HEARTBEAT_S,
+    LOST_CONNECTION,
+    REMOTE_SILENCE_S,
+    WATCHDOG_GRACE_S,
+    StoppedReports,
+    role_command,
+    sweep_command,
+)
 
 JOB_VARIABLES = ("OAR_JOB_ID", "OAR_NODEFILE")
 COMMAND_TIMEOUT_S = 60  # the probe, the sweep and the preflight's commands
@@ -81,7 +89,7 @@ def command_environment() -> dict[str, str]:
 
 
 def oarsh_command(oarsh: str, host: str, argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> \
-        subprocess.CompletedProcess:
+        subprocess.CompletedProcess[str]:
     """``argv`` on ``host`` through oarsh (which joins its arguments into one remote command: each is quoted here)."""
     try:
         return subprocess.run([oarsh, host, " ".join(shlex.quote(a) for a in argv)], capture_output=True, text=True,
@@ -92,7 +100,7 @@ def oarsh_command(oarsh: str, host: str, argv: list[str], timeout: float = COMMA
                         f"$OAR_JOB_ID)?") from None
 
 
-def last_line(proc: subprocess.CompletedProcess) -> str:
+def last_line(proc: subprocess.CompletedProcess[str]) -> str:
     return ((proc.stderr or "").strip() or (proc.stdout or "").strip() or f"exit {proc.returncode}").splitlines()[-1]
 
 
@@ -104,7 +112,7 @@ def check_reachable(oarsh: str, host: str) -> None:
                         f"(OAR_NODEFILE), and the job's key set (OAR_JOB_KEY_FILE, for a job submitted with -k)?")
 
 
-def probe_host(oarsh: str, host: str, python: str, scheduler: bool, port: int, marker: Path) -> dict:
+def probe_host(oarsh: str, host: str, python: str, scheduler: bool, port: int, marker: Path) -> dict[str, Any]:
     """One host's probe: {"cores": 2, "port": 40123, "run_dir": True}; one line naming the host when it fails."""
     proc = oarsh_command(oarsh, host, [python, "-I", "-c", PROBE, "scheduler" if scheduler else "-", str(port),
                                        str(marker)])
@@ -124,7 +132,7 @@ def probe_host(oarsh: str, host: str, python: str, scheduler: bool, port: int, m
     return data
 
 
-def probe(oarsh: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> dict[str, dict]:
+def probe(oarsh: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> dict[str, dict[str, Any]]:
     found = on_each(plan.hosts, lambda h: probe_host(oarsh, h, cluster.host(h).python or plan.command[0],
                                                      h == plan.scheduler_host, plan.scheduler_port,
                                                      run_dir / SPEC_NAME))
@@ -150,6 +158,7 @@ class OarshRoleProcess:
         self.popen = subprocess.Popen([oarsh, role.host, command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env=command_environment(), start_new_session=True,
                                       preexec_fn=parent_death_signal)
+        assert self.popen.stdout is not None  # stdout=PIPE
         self.output = sink.pump(role, self.popen.stdout, consume=self._consume)
         self.answers = threading.Thread(target=self._read_answers, name=f"answers {role.name}", daemon=True)
         self.answers.start()

@@ -11,29 +11,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reprokit.cluster.hosts import HostSpec
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
-from reprokit.cluster.hosts import HostSpec
-
-# Variables that switch the engine's mechanism (the van, P3's slicing, where the optimizer runs). A role gets them
-# from its run's plan only: inherited from a launching shell they would silently turn one variant into another.
-ENGINE_SWITCHES = ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD", "MXNET_UPDATE_ON_KVSTORE")
+from reprokit.vocabulary import RoleKind
 
 
 @dataclass(frozen=True)
 class Role:
-    kind: str  # scheduler | server | worker
+    kind: RoleKind
     index: int  # rank among roles of the same kind
     host: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", RoleKind(self.kind))  # also given as its stored string
 
     @property
     def name(self) -> str:
         """scheduler, server#0, worker#1: the name used in prefixes and messages."""
-        return self.kind if self.kind == "scheduler" else f"{self.kind}#{self.index}"
+        return self.kind.value if self.kind is RoleKind.SCHEDULER else f"{self.kind.value}#{self.index}"
 
     @property
     def log_name(self) -> str:
-        return "scheduler.log" if self.kind == "scheduler" else f"{self.kind}-{self.index}.log"
+        return "scheduler.log" if self.kind is RoleKind.SCHEDULER else f"{self.kind.value}-{self.index}.log"
 
 
 @dataclass
@@ -65,11 +65,11 @@ class RolePlan:
 
     @property
     def workers(self) -> list[Role]:
-        return [r for r in self.roles if r.kind == "worker"]
+        return [r for r in self.roles if r.kind is RoleKind.WORKER]
 
     @property
     def servers(self) -> list[Role]:
-        return [r for r in self.roles if r.kind == "server"]
+        return [r for r in self.roles if r.kind is RoleKind.SERVER]
 
     def argv(self, role: Role) -> list[str]:
         """The command ``role`` runs: the run's command, plus that role's own arguments (the artifact's per-worker output
@@ -79,7 +79,7 @@ class RolePlan:
     def role_env(self, role: Role) -> dict[str, str]:
         """The DMLC_* environment that makes a process play ``role`` in this job."""
         env = {
-            "DMLC_ROLE": role.kind,
+            "DMLC_ROLE": role.kind.value,
             "DMLC_PS_ROOT_URI": self.address(self.scheduler_host),
             "DMLC_PS_ROOT_PORT": str(self.scheduler_port),
             "DMLC_NUM_SERVER": str(len(self.servers)),
@@ -88,9 +88,9 @@ class RolePlan:
             # Lets anyone find every process of a run, on any host.
             "REPROKIT_RUN_ID": self.run_id,
             "OMP_NUM_THREADS": str(self.host_threads.get(role.host, self.worker_threads)
-                                   if role.kind == "worker" else 1),
+                                   if role.kind is RoleKind.WORKER else 1),
         }
-        if role.kind == "worker":
+        if role.kind is RoleKind.WORKER:
             env["DMLC_WORKER_ID"] = str(role.index)
         if role.host in self.interfaces:
             env["DMLC_INTERFACE"] = self.interfaces[role.host]
@@ -98,7 +98,7 @@ class RolePlan:
         return env
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "roles": [{**asdict(r), "kind": r.kind.value} for r in self.roles]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RolePlan:
@@ -118,9 +118,9 @@ def layout_roles(hosts: list[str], num_workers: int, num_servers: int) -> list[R
     """Scheduler on the first host; servers and workers round-robin over the hosts."""
     if not hosts:
         raise UserError("the machine has no hosts; add some to its hosts.json")
-    roles = [Role("scheduler", 0, hosts[0])]
-    roles += [Role("server", i, hosts[i % len(hosts)]) for i in range(num_servers)]
-    roles += [Role("worker", i, hosts[i % len(hosts)]) for i in range(num_workers)]
+    roles = [Role(RoleKind.SCHEDULER, 0, hosts[0])]
+    roles += [Role(RoleKind.SERVER, i, hosts[i % len(hosts)]) for i in range(num_servers)]
+    roles += [Role(RoleKind.WORKER, i, hosts[i % len(hosts)]) for i in range(num_workers)]
     return roles
 
 
@@ -138,17 +138,18 @@ def layout_cluster(hosts: list[HostSpec], num_workers: int | None, num_servers: 
     if not explicit:
         return layout_roles(names, num_workers if num_workers is not None else len(names),
                             num_servers if num_servers is not None else len(names))
-    roles = [Role("scheduler", 0, names[0])]
-    counts = {"server": [(h.host, 1 if h.servers is None else h.servers) for h in hosts],
-              "worker": [(h.host, 1 if h.workers is None else h.workers) for h in hosts]}
-    for kind in ("server", "worker"):
+    roles = [Role(RoleKind.SCHEDULER, 0, names[0])]
+    counts = {RoleKind.SERVER: [(h.host, 1 if h.servers is None else h.servers) for h in hosts],
+              RoleKind.WORKER: [(h.host, 1 if h.workers is None else h.workers) for h in hosts]}
+    for kind in (RoleKind.SERVER, RoleKind.WORKER):
         index = 0
         for host, count in counts[kind]:
             for _ in range(count):
                 roles.append(Role(kind, index, host))
                 index += 1
         if index == 0:
-            raise UserError(f"the machine's hosts.json places no {kind}; give at least one host {kind}s >= 1")
+            raise UserError(f"the machine's hosts.json places no {kind.value}; give at least one host "
+                            f"{kind.value}s >= 1")
     return roles
 
 

@@ -19,23 +19,24 @@ import shlex
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
-from collections.abc import Callable
 
 import paramiko
 
-from reprokit.core.errors import UserError
-from reprokit.cluster.hosts import ClusterConfig
-from reprokit.run.launch import OutputSink, Outcome, StopRequest, describe_exit, supervise
-from reprokit.run.plan import ENGINE_SWITCHES, Role, RolePlan
-from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
 from reprokit.cluster import rundir
 from reprokit.cluster.group import connect_all, on_each
+from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_host
 from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer
-from reprokit.vocabulary import RunStatus
+from reprokit.core.errors import UserError
+from reprokit.engines.registry import engine_switches
+from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit, supervise
+from reprokit.run.plan import Role, RolePlan
+from reprokit.run.settings import TIMELINE_FILE, check_roles_fit
+from reprokit.vocabulary import RoleKind, RunStatus
 
 WATCHDOG_GRACE_S = 3
 HEARTBEAT_S = 3.0  # the launcher writes a byte to every role's stdin this often
@@ -62,7 +63,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
         raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
     assignments = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
     command = " ".join(shlex.quote(a) for a in argv)
-    unset = " ".join(f"-u {name}" for name in ENGINE_SWITCHES)  # the plan's only: never the login shell's
+    unset = " ".join(f"-u {name}" for name in engine_switches())  # the plan's only: never the login shell's
     # The channel's stdin is kept on fd 3 for the watchdog only: POSIX sh gives a background job
     # /dev/null as stdin before its own redirections, so `<&0` there would not reach the channel.
     # The watchdog only tells the main shell (USR1); the main shell TERMs the group and KILLs it
@@ -263,7 +264,7 @@ def _prepare_and_supervise(plan: RolePlan, cluster: ClusterConfig, conns: dict[s
         if failure is not None:
             return Outcome(RunStatus.FAILED, str(failure[1]))
         try:
-            check_roles_fit(Counter(r.host for r in plan.roles if r.kind != "scheduler"),
+            check_roles_fit(Counter(r.host for r in plan.roles if r.kind is not RoleKind.SCHEDULER),
                             {host: ready.cores for host, ready in prepared.succeeded.items()})
         except UserError as exc:
             return Outcome(RunStatus.FAILED, str(exc))
@@ -326,7 +327,7 @@ def _prepare_host(conn: Connection, host: str, plan: RolePlan, cluster: ClusterC
     needs = HostNeeds(
         python=spec.python or plan.command[0], files=[Path(f) for f in plan.files],
         scheduler_port=plan.scheduler_port if host == plan.scheduler_host else None,
-        count_cores=any(r.host == host and r.kind != "scheduler" for r in plan.roles), slots=spec.slots,
+        count_cores=any(r.host == host and r.kind is not RoleKind.SCHEDULER for r in plan.roles), slots=spec.slots,
         outputs=plan.outputs if any(r.host == host for r in plan.workers) else {},
         output_need_bytes=plan.output_need_bytes)
 

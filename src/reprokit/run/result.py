@@ -8,15 +8,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprokit.emulation.profile import EMULATED
 from reprokit.core.errors import say_failure
 from reprokit.core.jsonfile import write_json
 from reprokit.core.schema import fields_of
-from reprokit.run import speedometer
+from reprokit.emulation.profile import EMULATED
 from reprokit.engine_side import program_module
-from reprokit.vocabulary import RunStatus, Variant
+from reprokit.run import speedometer
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
+from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, RunStatus, Variant
 
 if TYPE_CHECKING:
     from reprokit.run.settings import RunSettings
@@ -189,7 +189,7 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
     if reports.comm_probes or settings.compute == EMULATED:  # our train.py ran (an emulated run does on every engine)
         emulation_fields(result, settings, plan, run_dir, logs)
     if reports.ps_van:
-        check_vans(result, plan, logs, settings.ps_van)
+        check_vans(result, plan, logs, engine.engine.script_knobs(settings.variant, settings.p3_knobs).ps_van)
     return result
 
 
@@ -201,8 +201,15 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
                      logs: dict[str, str]) -> None:
     """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
     logged and the de-dilated throughput."""
-    from reprokit.emulation.profile import (EMULATION_CPU_LIMIT, MEASURED_FILE, PROFILE_FILE, SLEEP,
-                                            cpu_bound_warning, dedilated, measured_in_run)
+    from reprokit.emulation.profile import (
+        EMULATION_CPU_LIMIT,
+        MEASURED_FILE,
+        PROFILE_FILE,
+        SLEEP,
+        cpu_bound_warning,
+        dedilated,
+        measured_in_run,
+    )
 
     result.compute = settings.compute
     if result.timelines:  # a profile an emulated run can wait (COMPUTE_PROFILE=this file)
@@ -243,7 +250,7 @@ def read_logs(plan: RolePlan, run_dir: Path) -> dict[str, str]:
     return logs
 
 
-def check_vans(result: Result, plan: RolePlan, logs: dict[str, str], expected: str) -> None:
+def check_vans(result: Result, plan: RolePlan, logs: dict[str, str], expected: PsVan) -> None:
     """Every role must have logged the run's van (role_van.py): a job that mixed vans, or a role that never said,
     is a failed run, and the line of the role that refused is the reason."""
     logged: dict[str, str | None] = {}
@@ -260,14 +267,14 @@ def check_vans(result: Result, plan: RolePlan, logs: dict[str, str], expected: s
     if refusal and not result.run_success:
         result.failure_reason = refusal
         return
-    wrong = {name: van for name, van in logged.items() if van != expected}
+    wrong = {name: van for name, van in logged.items() if van != expected.value}
     if not wrong:
-        result.ps_van = expected
+        result.ps_van = expected.value
     elif result.run_success:
         said = ", ".join(f"{name}: {van or 'none logged'}" for name, van in wrong.items())
         result.status = RunStatus.FAILED
-        result.failure_reason = (f"the run needs the {expected!r} ps-lite van in every role, but not every role ran it "
-                                 f"({said}); the roles' environment lost DMLC_PS_VAN_TYPE on the way")
+        result.failure_reason = (f"the run needs the {expected.value!r} ps-lite van in every role, but not every role "
+                                 f"ran it ({said}); the roles' environment lost {PS_VAN_VARIABLE} on the way")
 
 
 def _mechanism(comm: dict[str, Any]) -> dict[str, Any]:

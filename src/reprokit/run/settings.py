@@ -9,20 +9,30 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
-from collections.abc import Mapping
 
 from reprokit.cluster.hosts import MAX_ROLES
 from reprokit.cluster.testbed import slurm_testbed_of, testbed_of
-from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, ComputeProfile, check_compute,
-                                       check_compute_wait, check_dilation, check_name, named_profiles,
-                                       resolve_profile)
 from reprokit.core.errors import UserError
 from reprokit.core.paths import MB, check_room
 from reprokit.core.values import SHOWN_PATH_CHARACTERS, shown, whole_number
-from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, PsVan, Variant
-
+from reprokit.emulation.profile import (
+    EMULATED,
+    PROFILE_FILE,
+    REAL,
+    SLEEP,
+    ComputeProfile,
+    check_compute,
+    check_compute_wait,
+    check_dilation,
+    check_name,
+    named_profiles,
+    resolve_profile,
+)
+from reprokit.engines.base import Engine, P3Knobs
+from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, Variant
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
 TRANSLATION_SCRIPT = "sockeye_run.py"  # program/p3's launcher of Sockeye's own trainer
@@ -75,9 +85,6 @@ class Profile:
 
 P3_DEFAULT_SLICE_SIZE = 50_000  # the paper's slice size, in elements (upstream's default is 40,000)
 P3_DEFAULT_WATER_MARK = 10  # ZMQ_SNDHWM, as upstream's tools/launch.py --p3 sets it; 0: no limit
-# MXNET_KVSTORE_SLICE_THRESHOLD for P3_SLICE_SIZE=0 (no slicing): P3StoreDist reads it as an int and loops
-# forever on 0, so "no slicing" is a bound no array reaches.
-P3_NO_SLICING_THRESHOLD = 2**31 - 1
 TIMELINE_FILE = "timeline-worker-{rank}.json"  # each worker's Chrome trace, in its working folder
 
 # Limits, checked before anything starts; they mean the same on a 2-core laptop and a 1000-node cluster.
@@ -133,11 +140,15 @@ class RunSettings:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "variant": self.variant.value}
 
-    def train_args(self, stock_knobs: bool = True) -> list[str]:
-        """Command-line arguments of the training script for this run. ``stock_knobs`` False: on one of the authors'
-        builds (an emulated run; their P3 is compiled into ps-lite's own van, and role_env() is not applied), where the
-        van is ps-lite's default, the Trainer's priorities stand (P3_PRIORITY is stock MXNet's knob), the engine
-        probes cannot run, and the kvstore's keys are strings (train.py's StringKeys says why)."""
+    @property
+    def p3_knobs(self) -> P3Knobs:
+        """P3's knobs as this run set them, for the engine to apply those it takes."""
+        return P3Knobs(slice_size=self.p3_slice_size, priority=self.p3_priority, water_mark=self.p3_water_mark)
+
+    def train_args(self, engine: Engine) -> list[str]:
+        """Command-line arguments of the training script for this run on ``engine`` (its van, priorities, probes and
+        keys as ``engine.script_knobs`` says: one of the authors' builds runs train.py for emulated compute only)."""
+        knobs = engine.script_knobs(self.variant, self.p3_knobs)
         if self.image_shape:
             model_args = ["--network", self.network, "--image-shape", self.image_shape]
         else:
@@ -151,30 +162,15 @@ class RunSettings:
             "--seed", str(self.seed),
             "--kv-store", "dist_sync",
             "--variant", self.variant.value,
-            "--ps-van", self.ps_van if stock_knobs else PsVan.ZMQ.value,
-            "--p3-priority", "1" if self.p3_priority or not stock_knobs else "0",
+            "--ps-van", knobs.ps_van.value,
+            "--p3-priority", "1" if knobs.p3_priority else "0",
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
-               "--compute-wait", self.compute_wait, "--comm-probes", "1" if stock_knobs else "0",
-               *([] if stock_knobs else ["--string-keys", "1"])]
+               "--compute-wait", self.compute_wait, "--comm-probes", "1" if knobs.comm_probes else "0",
+               *(["--string-keys", "1"] if knobs.string_keys else [])]
               if self.compute == EMULATED else []),
         ]
-
-
-    @property
-    def ps_van(self) -> str:
-        """The van every role of the run has (role_env's DMLC_PS_VAN_TYPE; unset: zmq)."""
-        return self.role_env().get("DMLC_PS_VAN_TYPE", PsVan.ZMQ.value)
-
-    def role_env(self) -> dict[str, str]:
-        """The environment every role of the run gets (scheduler, servers and workers alike): it makes the variant."""
-        if self.variant is Variant.BASELINE_WORKER_UPDATE:
-            return {"MXNET_UPDATE_ON_KVSTORE": "0"}
-        if self.variant is Variant.P3:
-            return {"DMLC_PS_VAN_TYPE": PsVan.P3.value, "DMLC_PS_WATER_MARK": str(self.p3_water_mark),
-                    "MXNET_KVSTORE_SLICE_THRESHOLD": str(self.p3_slice_size or P3_NO_SLICING_THRESHOLD)}
-        return {}
 
 
 def _positive_int(env: Mapping[str, str], key: str, default: int | None = None, allow_zero: bool = False,
@@ -339,7 +335,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         seed=_positive_int(env, "SEED", 42, allow_zero=True, high=MAX_SEED),
         variant=(variant := _variant(env)),
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True,
-                                    high=P3_NO_SLICING_THRESHOLD - 1),
+                                    high=P3Knobs.MAX_SLICE_SIZE),
         # The priority-off ablation is P3's; every other variant keeps the trainer's own priorities.
         p3_priority=_flag(env, "P3_PRIORITY", True) if variant is Variant.P3 else True,
         p3_water_mark=_positive_int(env, "P3_WATER_MARK", P3_DEFAULT_WATER_MARK, allow_zero=True, high=10**6),

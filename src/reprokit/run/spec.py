@@ -14,15 +14,23 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from reprokit.cluster.hosts import ClusterConfig, parse as parse_cluster
+from reprokit.cluster.ports import LOCALHOST, check_port_free
 from reprokit.cluster.ssh import resolve as ssh_resolve
-from reprokit.engines.base import InstalledEngine, JobData, RunJob
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
-from reprokit.cluster.ports import LOCALHOST, check_port_free
-from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
-from reprokit.run.settings import (RunSettings, absolute_outputs, compute_profile_of, local_layout, output_need_bytes,
-                                   output_paths, with_local_outputs)
 from reprokit.emulation.profile import BUSY, EMULATED, PROFILE_FILE
+from reprokit.engines.base import InstalledEngine, JobData, RunJob
+from reprokit.run.plan import RolePlan, layout_cluster, layout_roles, worker_threads_per_host
+from reprokit.run.settings import (
+    RunSettings,
+    absolute_outputs,
+    compute_profile_of,
+    local_layout,
+    output_need_bytes,
+    output_paths,
+    with_local_outputs,
+)
+from reprokit.vocabulary import RoleKind
 
 SPEC_FILE = "p3-run.json"
 SPEC_FORMAT = "reprokit-run-spec/1"  # the run specification's format, in the file as "format"
@@ -145,8 +153,9 @@ class RunSpec:
     def describe(self) -> str:
         """One line: the layout and what runs."""
         s, engine, plan = self.accepted()
-        counts = {k: sum(r.kind == k for r in plan.roles) for k in ("scheduler", "server", "worker")}
-        return (f"{counts['scheduler']} scheduler, {counts['server']} server(s), {counts['worker']} worker(s) on "
+        counts = {k: sum(r.kind is k for r in plan.roles) for k in RoleKind}
+        return (f"{counts[RoleKind.SCHEDULER]} scheduler, {counts[RoleKind.SERVER]} server(s), "
+                f"{counts[RoleKind.WORKER]} worker(s) on "
                 f"{', '.join(plan.hosts)}; {s.model} batch {s.batch_size} shape {s.image_shape or 'n/a'}; "
                 f"profile {s.profile}; engine {engine.name}; {self.data.describe()}; "
                 f"launcher {self.launcher_name}")
@@ -193,13 +202,12 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
     data.check_feeds_every_worker(settings.batch_size, len(plan.workers))
     if settings.compute == EMULATED:
         check_emulation_on(engine, settings)
-    stock_knobs = engine.engine.stock_knobs
     job = RunJob(variant=settings.variant, model=settings.model, batch_size=settings.batch_size,
                  image_shape=settings.image_shape, num_epochs=settings.num_epochs, num_batches=settings.num_batches,
                  disp_batches=settings.disp_batches, output_file=settings.output_file,
                  worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],
                  data=JobData(data.name, list(data.train_args), data.rec), script=settings.script,
-                 script_args=settings.train_args(stock_knobs), role_env=settings.role_env(),
+                 script_args=settings.train_args(engine.engine), p3=settings.p3_knobs,
                  emulated=settings.compute == EMULATED)
     run = engine.engine.role_command(engine, job)
     plan.command, plan.files, plan.extra_env, plan.role_args = run.command, run.files, run.extra_env, run.role_args

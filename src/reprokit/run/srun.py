@@ -23,15 +23,15 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
-from typing import TextIO
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
-from reprokit.run.launch import (LocalRoleProcess, OutputSink, Outcome, StopRequest, describe_exit, local_environment)
-from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv as job_role_argv
+from reprokit.run.launch import LocalRoleProcess, Outcome, OutputSink, StopRequest, describe_exit, local_environment
+from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
 
 STEP_TIMEOUT_S = 60  # the probe and the sweep steps
@@ -83,7 +83,7 @@ class SrunRoleProcess(LocalRoleProcess):
         return False  # the step's process is on its host: a stopped role shows as a stall of the workers' progress
 
 
-def _step(argv: list[str], what: str) -> subprocess.CompletedProcess:
+def _step(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=STEP_TIMEOUT_S, env=step_environment(),
                               stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=parent_death_signal)
@@ -93,7 +93,7 @@ def _step(argv: list[str], what: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def probe(srun: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> dict[str, dict]:
+def probe(srun: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> dict[str, dict[str, Any]]:
     """Each host's probe line: {"h1": {"cores": 2, "port": 40123, "run_dir": True}, ...}."""
     pythons = {cluster.host(h).python or plan.command[0] for h in plan.hosts}
     if len(pythons) > 1:

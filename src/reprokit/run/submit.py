@@ -10,7 +10,7 @@ reason; the run inside it left no result to store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from reprokit.cluster.slurm import JobEnd, SlurmJob, follow
 from reprokit.run.launch import StopRequest
@@ -53,7 +53,7 @@ def submitted_result(inner: Result | None, end: JobEnd, stopped_here: bool, outp
     return inner
 
 
-def _job_record(submission: Submission, end: JobEnd) -> dict:
+def _job_record(submission: Submission, end: JobEnd) -> dict[str, Any]:
     return {"scheduler": submission.scheduler, "job_id": end.job_id, "state": end.state, "reason": end.reason,
             "exit_code": end.exit_code, "pending_s": round(end.pending_s, 3), "running_s": round(end.running_s, 3),
             "cancelled": end.why_cancelled or None, "script": submission.script, "output": submission.output}

@@ -25,14 +25,14 @@ What the authors' scripts do, and what this command line does about it:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 
+from reprokit.core.errors import UserError
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES, epoch_batches
 from reprokit.data.recordio import record_heads
 from reprokit.engines.base import InstalledEngine, RoleCommand, RunJob
-from reprokit.core.errors import UserError
 
 # The seed's --network arguments of the artifact's example/image-classification/train_imagenet.py.
 IMAGE_NETWORKS: dict[str, list[str]] = {

@@ -10,14 +10,14 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable, Mapping
 
-from reprokit.engines.base import ARTIFACT
-from reprokit.engines.registry import builds
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown, whole_number
+from reprokit.engines.base import ARTIFACT
+from reprokit.engines.registry import builds
 
 # numpy 1.23.5: the newest numpy with the aliases (np.bool, ...) that MXNet's python code uses; pyyaml: the
 # bundled Sockeye's config.py imports yaml.

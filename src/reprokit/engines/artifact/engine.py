@@ -11,10 +11,19 @@ import os
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.artifact.command import image_command, sockeye_command, worker_slots
 from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT, ArtifactEnv
-from reprokit.engines.base import ARTIFACT, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
+from reprokit.engines.base import (
+    ARTIFACT,
+    EngineKind,
+    InstalledEngine,
+    P3Knobs,
+    Reports,
+    RoleCommand,
+    RunJob,
+    ScriptKnobs,
+)
 from reprokit.engines.registry import register_engine
 from reprokit.engines.stock import FINISH_LINE, P3_VAN_EXIT_GRACE_S, engine_files
-from reprokit.vocabulary import Variant
+from reprokit.vocabulary import PsVan, Variant
 
 ARTIFACT_NAME_PREFIX = "sysml19-p3"  # every artifact engine name starts so (artifact_engine_name)
 ARTIFACT_TAGS = "tool,p3"  # soft:tool.p3's env entries: both builds
@@ -29,7 +38,7 @@ class ArtifactBuild:
     """One of the authors' builds; ``kind`` is set by the registration."""
     kind: EngineKind
     side = ARTIFACT
-    stock_knobs = False  # their P3 is compiled into ps-lite's own van; MXNet 1.1 has none of 1.9.1's knobs
+    switches: tuple[str, ...] = ()  # their P3 is compiled into ps-lite's own van; MXNet 1.1 has none of 1.9.1's knobs
     busy_waits = False  # MXNet 1.1 lacks MXEnginePushSync
     variants: tuple[Variant, ...] = ()
     reports = Reports()
@@ -47,6 +56,14 @@ class ArtifactBuild:
 
     def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
         return installed
+
+    def role_env(self, variant: Variant, p3: P3Knobs) -> dict[str, str]:
+        return {}  # the build is the variant
+
+    def script_knobs(self, variant: Variant, p3: P3Knobs) -> ScriptKnobs:
+        """For an emulated run (train.py): ps-lite's default van, the Trainer's priorities standing (P3_PRIORITY is
+        stock MXNet's knob), no engine probes (MXNet 1.1 lacks their engine call), and string keys."""
+        return ScriptKnobs(ps_van=PsVan.ZMQ, p3_priority=True, comm_probes=False, string_keys=True)
 
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:
         """The artifact's own training command: every role runs it, each worker with its own arguments."""

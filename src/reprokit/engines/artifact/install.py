@@ -35,15 +35,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
-from reprokit.data.fetch import download, extract_zip
-from reprokit.engines.artifact.config import (GitSource, InstallRequest, ZipSource, build_env, make_args,
-                                             request_from_env)
-from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
 from reprokit.core.errors import UserError, say_failure
+from reprokit.data.fetch import download, extract_zip
+from reprokit.engines.artifact.config import (
+    GitSource,
+    InstallRequest,
+    ZipSource,
+    build_env,
+    make_args,
+    request_from_env,
+)
+from reprokit.engines.artifact.installed import INSTALLED, MANIFEST, Manifest
 
 STAGING = "artifact.partial"
 INSTALL_LOG = "install.log"
@@ -68,7 +75,7 @@ class InstallError(Exception):
 class Steps:
     """Runs the install's commands with a timeout each, stdin closed, output copied to the console and the log."""
 
-    def __init__(self, log_path: Path, console=sys.stdout):
+    def __init__(self, log_path: Path, console: TextIO = sys.stdout):
         self.log_path = log_path
         self.console = console
         self.log = open(log_path, "w", encoding="utf-8", errors="replace")
@@ -198,7 +205,7 @@ def fetch_zip(source: ZipSource, staging: Path, dest: Path, steps: Steps) -> str
     return match.group(1) if match else ""
 
 
-def ship_sockeye(source: GitSource, tree: Path, staging: Path, steps: Steps) -> dict:
+def ship_sockeye(source: GitSource, tree: Path, staging: Path, steps: Steps) -> dict[str, Any]:
     """Copy ``example/sockeye`` from ``source`` into a tree that lacks it; returns where it came from."""
     clone = staging / "sockeye-source"
     commit, missing = fetch_git(source, clone, steps, step="sockeye", setting="SOCKEYE_URL")
@@ -245,7 +252,7 @@ def make_deps(tree: Path, steps: Steps) -> Path | None:
     return deps
 
 
-def install(request: InstallRequest, console=sys.stdout) -> Path:
+def install(request: InstallRequest, console: TextIO = sys.stdout) -> Path:
     """Fetch, build, install into a prefix and check; swap in only when every step worked. Returns the manifest."""
     from reprokit.core.jsonfile import write_json
 
@@ -268,7 +275,7 @@ def install(request: InstallRequest, console=sys.stdout) -> Path:
         if absent:
             raise InstallError(f"step fetch failed: {request.source.url} is not an MXNet source tree "
                                f"(no {', '.join(absent)} at its top); check --env.PACKAGE_URL")
-        sockeye: dict = {}
+        sockeye: dict[str, Any] = {}
         if not (tree / SOCKEYE_DIR).is_dir():
             if request.sockeye is None:
                 steps.say(f"artifact: [sockeye] the tree has no {SOCKEYE_DIR} and no --env.SOCKEYE_URL is given: "

@@ -8,14 +8,14 @@ back with ``ArtifactEnv.from_env``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
-from collections.abc import Mapping
+from typing import Any, ClassVar
 
+from reprokit.core.errors import UserError
 from reprokit.engines.base import ARTIFACT
 from reprokit.engines.registry import builds
-from reprokit.core.errors import UserError
 
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
 MANIFEST = "artifact.json"  # written by the installer; what soft:tool.p3 detects
@@ -29,7 +29,7 @@ class Manifest:
     """What was installed, recorded in INSTALL_DIR/artifact/artifact.json and read back by soft:tool.p3."""
     build: str
     package: str
-    source: dict
+    source: dict[str, Any]
     commit: str
     version: str  # the python package's mxnet.__version__
     cuda: str  # toolkit folder; empty for a CPU build
@@ -38,13 +38,13 @@ class Manifest:
     installed_at: str
     python: str = "prefix/bin/python"  # relative to the manifest's folder
     tree: str = "src"
-    extra: dict = field(default_factory=dict)
-    patches: list = field(default_factory=list)  # our patches applied to the tree, in order
-    missing: list = field(default_factory=list)  # files of the commit absent from the source (not checked out)
-    sockeye: dict = field(default_factory=dict)  # where example/sockeye came from when the tree lacked it
+    extra: dict[str, Any] = field(default_factory=dict)
+    patches: list[Any] = field(default_factory=list)  # our patches applied to the tree, in order
+    missing: list[Any] = field(default_factory=list)  # files of the commit absent from the source (not checked out)
+    sockeye: dict[str, Any] = field(default_factory=dict)  # where example/sockeye came from when the tree lacked it
     build_s: float = 0.0  # wall seconds of make
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

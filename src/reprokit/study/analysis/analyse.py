@@ -14,22 +14,36 @@ setup and engine (verdict.py) and the badges (badge.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from reprokit.emulation.profile import EMULATED, REAL
 from reprokit.run.result import Result
 from reprokit.study.analysis.badge import Badge, badges
+from reprokit.study.analysis.speedup import (
+    claim_pairs,
+    comm_to_compute,
+    mean_interval,
+    ordered,
+    side_by_side,
+    speedups,
+    too_few,
+)
+from reprokit.study.analysis.verdict import (
+    ClaimVerdict,
+    Setup,
+    Verdict,
+    decided_on,
+    engines_of,
+    judge_all,
+    overall,
+    setups,
+)
 from reprokit.study.paper.claims import Study
 from reprokit.study.paper.rates import NATIVE, rate_bps
-from reprokit.study.analysis.speedup import (claim_pairs, comm_to_compute, mean_interval, ordered, side_by_side, speedups,
-                                    too_few)
-from reprokit.study.analysis.speedup import ratio_interval  # noqa: F401 (benchmarks/ import it, with mean_interval, from here)
 from reprokit.study.store.records import Record
-from reprokit.study.analysis.verdict import ClaimVerdict, Setup, Verdict, decided_on, engines_of, judge_all, overall, setups
-
 
 # --- records as a table ----------------------------------------------------------------------------
 
@@ -48,7 +62,7 @@ def setup_label(record: Record) -> str:
     return f"{record.config.target.label} [{who}]"
 
 
-def _number(value) -> float:
+def _number(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 

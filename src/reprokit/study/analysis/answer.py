@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from reprokit.emulation.gpus import paper_gpu
-from reprokit.study.paper.claims import Claim, Study
 from reprokit.study.analysis.labelled import LabelledVerdict
 from reprokit.study.analysis.verdict import NOT_MEASURED, ClaimVerdict, Verdict, measured_at_all
+from reprokit.study.paper.claims import Claim, Study
+
 
 @dataclass(frozen=True)
 class AnswerRow:
@@ -20,7 +22,7 @@ class AnswerRow:
     predicted: str
     verdict: str  # the measured verdict, the only one that counts, or "not measured"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -29,7 +31,7 @@ class Answer:
     summary: str
     rows: tuple[AnswerRow, ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary, "rows": [r.to_dict() for r in self.rows]}
 
 

@@ -6,16 +6,17 @@ and says which; P3 over the worker-update baseline is named, never counted.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
-from reprokit.engines.choice import ARTIFACT, EMBEDDED
-from reprokit.study.paper.claims import Study
+from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE
 from reprokit.study.analysis.verdict import ClaimVerdict, Verdict, decided_on, overall
+from reprokit.study.paper.claims import Study
 
 
 class BadgeStatus(StrEnum):
@@ -32,7 +33,7 @@ class Badge:
     reasons: tuple[str, ...]
     rests_on: str = ""  # the engine and the artifact the recommendation rests on, in brief
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "reasons": list(self.reasons), "rests_on": self.rests_on}
 
 

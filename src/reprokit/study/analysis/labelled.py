@@ -15,25 +15,33 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from reprokit.emulation.gpus import gpu, gpus, paper_gpu
 from reprokit.run.settings import PAPER_BATCH_SIZE
+from reprokit.study.analysis.speedup import ENGINE_NAMES
+from reprokit.study.analysis.verdict import (
+    NOT_MEASURED,
+    ClaimVerdict,
+    Verdict,
+    judge_at_bandwidth,
+    judge_up_to,
+    measured_at_all,
+)
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance
+from reprokit.study.paper.rates import shaped_bps
+from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, Policy
-from reprokit.study.whatif.shipped_predictions import simulate
-from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.model_check import ModelValidation
-from reprokit.study.paper.rates import shaped_bps
-from reprokit.study.analysis.speedup import ENGINE_NAMES
-from reprokit.study.analysis.verdict import NOT_MEASURED, ClaimVerdict, Verdict, judge_at_bandwidth, judge_up_to, measured_at_all
+from reprokit.study.whatif.shipped_predictions import simulate
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
@@ -57,15 +65,16 @@ class LabelledVerdict:
     emulated_brief: str = ""  # the report's first table: the figure and the verdict, or a short reason
     predicted_brief: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def self_check() -> dict:
-    return json.loads(resources.files("reprokit.emulation").joinpath("selfcheck.json").read_text())
+def self_check() -> dict[str, Any]:
+    check: dict[str, Any] = json.loads(resources.files("reprokit.emulation").joinpath("selfcheck.json").read_text())
+    return check
 
 
-def emulation_status(check: Mapping) -> str:
+def emulation_status(check: Mapping[str, Any]) -> str:
     """Why no emulated verdict is given, or "" when the self-check holds: for every model it checked, the real over
     emulated throughput and both ends of its interval within the tolerance of 1."""
     tolerance = check["tolerance"]
@@ -323,7 +332,7 @@ def finished_variants(runs: pd.DataFrame, claim: Claim) -> list[str]:
 
 
 def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, *, tolerance: Tolerance,
-                      verdicts: Sequence[ClaimVerdict], check: Mapping | None = None,
+                      verdicts: Sequence[ClaimVerdict], check: Mapping[str, Any] | None = None,
                       emulated: pd.DataFrame | None = None, emulated_runs: pd.DataFrame | None = None,
                       validation: ModelValidation | None = None) -> list[LabelledVerdict]:
     """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 from scipy import stats
 
-from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.engines.base import ARTIFACT, EMBEDDED
+from reprokit.engines.choice import ENGINE_KINDS
 from reprokit.study.paper.claims import MIN_RUNS, Study
 
 

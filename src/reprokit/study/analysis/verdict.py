@@ -38,16 +38,18 @@ verdicts are labelled "CPU testbed".
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
-from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.engines.base import ARTIFACT, EMBEDDED
+from reprokit.engines.choice import ENGINE_KINDS
+from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE, claim_pairs, speedups
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, Tolerance
 from reprokit.study.paper.rates import same_rate, shaped_bps
-from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE, claim_pairs, speedups
 
 
 class Verdict(StrEnum):
@@ -112,7 +114,7 @@ class ClaimVerdict:
     versus_worker_update: SpeedupFigure | None = None
     measured: bool = True  # False: no run of the claim's configurations succeeded here (reason: "not measured: ...")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -131,7 +133,7 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
 
 
-def _float(x) -> float | None:
+def _float(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
@@ -207,7 +209,7 @@ def _admissible(claim: Claim, setup: Setup, rows: pd.DataFrame, tol: Tolerance) 
     return in_profile, (f"{cpu}, {tol.profile} profile" if cpu else None), ""
 
 
-def _where(row, claim: Claim, engine: str) -> str:
+def _where(row: pd.Series, claim: Claim, engine: str) -> str:
     """' at 720mbit (communication/computation 3.90)': where a speedup was measured, when the claim does not say."""
     at = f" at {row['bandwidth']}" if claim.bandwidth is None or row["bandwidth"] != claim.bandwidth else ""
     ratio = _float(row["comm_to_compute"])
@@ -215,13 +217,13 @@ def _where(row, claim: Claim, engine: str) -> str:
     return at + (f" (communication/computation {ratio:.2f}{theirs})" if ratio is not None else "")
 
 
-def _measured(row, claim: Claim, engine: str) -> str:
+def _measured(row: pd.Series, claim: Claim, engine: str) -> str:
     return f"{_fmt(row['speedup'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]{_where(row, claim, engine)}"
 
 
-def _half_width(row) -> float:
+def _half_width(row: pd.Series) -> float:
     """The interval's half-width relative to the speedup; NaN without an interval."""
-    return (row["ci_high"] - row["ci_low"]) / 2 / row["speedup"]
+    return float((row["ci_high"] - row["ci_low"]) / 2 / row["speedup"])
 
 
 def judge_up_to(claim: Claim, enough: pd.DataFrame, thin: pd.DataFrame, tol: Tolerance,
@@ -255,7 +257,7 @@ def judge_up_to(claim: Claim, enough: pd.DataFrame, thin: pd.DataFrame, tol: Tol
                                   f"{left_out}"), row
 
 
-def _versus_worker_update(claim: Claim, row, speedup_rows: pd.DataFrame) -> SpeedupFigure | None:
+def _versus_worker_update(claim: Claim, row: pd.Series, speedup_rows: pd.DataFrame) -> SpeedupFigure | None:
     """The claim's variant over the worker-update baseline in the configuration of ``row``, if measured."""
     if claim.versus == WORKER_UPDATE:
         return None
@@ -273,7 +275,7 @@ def _versus_worker_update(claim: Claim, row, speedup_rows: pd.DataFrame) -> Spee
 def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str],
           engine: str = EMBEDDED) -> ClaimVerdict:
     """The claim's verdict on one setup from the runs of one engine."""
-    def verdict(kind: Verdict, reason: str, row=None, basis: str | None = None, measured: bool = True) -> ClaimVerdict:
+    def verdict(kind: Verdict, reason: str, row: pd.Series | None = None, basis: str | None = None, measured: bool = True) -> ClaimVerdict:
         if basis:
             reason = f"{basis}: {reason}"
         if row is None:
@@ -326,7 +328,7 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
     return verdict(kind, f"measured {_measured(row, claim, engine)}{how}", row, basis)
 
 
-def judge_at_bandwidth(row, claim: Claim, tol: Tolerance) -> tuple[Verdict, str]:
+def judge_at_bandwidth(row: pd.Series, claim: Claim, tol: Tolerance) -> tuple[Verdict, str]:
     """One configuration of a claim stated at a bandwidth, with enough runs, against the claim's band: inconclusive
     when its interval is wider than the study accepts, replicated when the interval meets the band, not replicated
     when it lies wholly below or above it. The reason reads on from the configuration's figure."""

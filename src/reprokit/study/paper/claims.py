@@ -10,13 +10,15 @@ it makes planning.py.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
-from reprokit.study.paper.rates import NATIVE, rate_bps  # noqa: F401 (NATIVE: the benchmarks import it from here)
-from reprokit.study.store.records import store_dir  # noqa: F401 (reprokit.ck.study, the CK module's code, calls it here)
+from reprokit.core.paths import REPO_ROOT
+from reprokit.study.paper.rates import rate_bps
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ class Study:
     name: str
     program: str
     metric: str
-    paper: dict
-    artifact: dict
+    paper: dict[str, Any]
+    artifact: dict[str, Any]
     claims: tuple[Claim, ...]
     matrix: Matrix
     quick: Matrix
@@ -82,7 +84,7 @@ class Study:
     parameters: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> image shape -> trainable parameters
     parameters_source: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -123,7 +125,7 @@ STUDY_SCHEMA = s.Obj(
     optional={"program": s.Name(), "metric": s.Name(), "parameters": _PARAMETERS}, extra=s.Json())
 
 
-def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
+def _matrix(data: Mapping[str, Any], where: str, variants: Mapping[str, Any]) -> Matrix:
     run_seconds = {k: v for k, v in data.get("run_seconds", {}).items() if k != "source"}
     budget = data.get("budget_minutes")
     matrix = Matrix(
@@ -144,7 +146,19 @@ def _matrix(data: Mapping, where: str, variants: Mapping) -> Matrix:
     return matrix
 
 
-def from_meta(name: str, meta: Mapping) -> Study:
+def repository_meta(name: str) -> dict[str, Any]:
+    """The meta of a study entry this repository holds (study/NAME/.cm/meta.json), read without CK: for the
+    benchmarks and the shipped predictions, which run outside ck."""
+    data: dict[str, Any] = json.loads((REPO_ROOT / "study" / name / ".cm" / "meta.json").read_text())
+    return data
+
+
+def repository_study(name: str) -> Study:
+    """A study entry this repository holds (repository_meta), as ``ck reproduce study:NAME`` reads it."""
+    return from_meta(name, repository_meta(name))
+
+
+def from_meta(name: str, meta: Mapping[str, Any]) -> Study:
     """The study from its CK entry's meta; a malformed entry is one UserError naming where."""
     where = f"study:{name}"
     try:

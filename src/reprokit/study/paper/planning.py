@@ -1,10 +1,11 @@
 """A sweep's plan: the runs of a matrix (model, variant, bandwidth, repetition and engine), interleaved."""
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from collections.abc import Collection, Iterable, Mapping
+from typing import TypeVar
 
-from reprokit.engines.choice import EMBEDDED
+from reprokit.engines.base import EMBEDDED
 from reprokit.engines.registry import engines_on
 from reprokit.vocabulary import Variant
 
@@ -25,6 +26,15 @@ class RunConfig:
     def label(self) -> str:
         engine = "" if self.engine == EMBEDDED else f"{self.engine} "
         return f"{self.model} {engine}{self.variant} @ {self.bandwidth} #{self.repetition}"
+
+
+T = TypeVar("T")
+
+
+def in_turn(items: Sequence[T], repetition: int) -> list[T]:
+    """``items`` in the order repetition ``repetition`` (1-based) runs them: reversed on every other repetition, so
+    that drift hits them all alike."""
+    return list(items) if repetition % 2 == 1 else list(items)[::-1]
 
 
 def engine_variants(engine: str, variants: Iterable[str]) -> list[str]:
@@ -59,7 +69,7 @@ def plan_runs(models: Iterable[str], variants: Iterable[str], bandwidths: Iterab
     chosen = {m: list(b) for m, b in (per_model or {}).items()}
     runs: list[RunConfig] = []
     for rep in range(1, repetitions + 1):
-        order = pairs if rep % 2 == 1 else pairs[::-1]
+        order = in_turn(pairs, rep)
         for model in models:
             for bandwidth in chosen.get(model, bandwidths):
                 runs.extend(RunConfig(model, v, bandwidth, rep, e) for e, v in order if kept(e, model, bandwidth, v))

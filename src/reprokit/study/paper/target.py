@@ -1,9 +1,9 @@
 """Where a sweep runs (the embedded default, a testbed or a cluster), and the bandwidths it can run at there."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, testbed_of
 from reprokit.core.errors import UserError
@@ -36,7 +36,7 @@ class Target:
             how.append(f"TCP {self.tcp}")
         return f"{self.name or 'embedded default'}" + (f" ({', '.join(how)})" if how else "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "hosts": list(self.hosts), "label": self.label}
         # The defaults, which records written before the choices existed had.
         if self.link_sharing == DEFAULT_LINK_SHARING:
@@ -46,7 +46,7 @@ class Target:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Target:
+    def from_dict(cls, data: Mapping[str, Any]) -> Target:
         """The target as to_dict wrote it (its label is derived from the name again)."""
         return cls(name=str(data["name"]), kind=str(data["kind"]), hosts=tuple(data["hosts"]),
                    shaping=bool(data["shaping"]), link_capacity=data.get("link_capacity"),

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
+from reprokit.core.jsonfile import write_json
 from reprokit.emulation.gpus import Gpu, gpus
 from reprokit.emulation.profile import PROFILES_DIR, Collection, ComputeProfile, Factor, device_profile
-from reprokit.core.jsonfile import write_json
 from reprokit.study.profiles import layer_profiles
 
 RANGE_NOTE = ("the central figure of a plausible range (reprokit/emulation/gpus.json); predicted verdicts are judged "

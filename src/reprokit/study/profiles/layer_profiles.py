@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown
@@ -67,7 +68,7 @@ class Profile:
 
 
 @cache
-def _data() -> dict:
+def _data() -> dict[str, Any]:
     return dict(json.loads(DATA.read_text()))
 
 

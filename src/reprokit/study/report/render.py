@@ -28,30 +28,52 @@ import base64
 import math
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
-from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TextIO
 
 import jinja2
 
-from reprokit.emulation.gpus import paper_gpu
 from reprokit.core.jsonfile import write_json
 from reprokit.core.outputs import replace_file, save_figure as save_figure_file
-from reprokit.engines.choice import ARTIFACT, EMBEDDED, ENGINE_KINDS
+from reprokit.emulation.gpus import paper_gpu
+from reprokit.engines.base import ARTIFACT, EMBEDDED
+from reprokit.engines.choice import ENGINE_KINDS
+from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
-from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
-from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
+from reprokit.study.analysis.verdict import Setup
 from reprokit.study.paper.claims import MIN_RUNS, Study
 from reprokit.study.paper.rates import NATIVE, same_rate, shaped_bps
-from reprokit.study.whatif.sensitivity import (SPEED_POINTS, TITLE as SENSITIVITY_TITLE, TODAY, HardwareGrid, HardwareMap,
-                                        caption as sensitivity_caption, draw as draw_sensitivity, hardware_map,
-                                        sensitivity)
-from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
-from reprokit.study.store.records import Record, Store
-from reprokit.study.report.timeline import TimelinePair, TimelinePlot, pick_pair, plain, plot_pair, timeline_traces, view_summary
-from reprokit.study.analysis.verdict import Setup
+from reprokit.study.report.timeline import (
+    TimelinePair,
+    TimelinePlot,
+    pick_pair,
+    plain,
+    plot_pair,
+    timeline_traces,
+    view_summary,
+)
+from reprokit.study.store.records import Provenance, Record, Store
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.whatif.sensitivity import (
+    SPEED_POINTS,
+    TITLE as SENSITIVITY_TITLE,
+    TODAY,
+    HardwareGrid,
+    HardwareMap,
+    caption as sensitivity_caption,
+    draw as draw_sensitivity,
+    hardware_map,
+    sensitivity,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 REPORT_FORMAT = "reprokit-study-report/1"
 
@@ -67,13 +89,13 @@ def series_label(engine: str, variant: str) -> str:
                                                     else f"{variant} ({ENGINE_NAMES[engine]})")
 
 
-def _series_order(frame, keys: list[str]) -> list[tuple]:
+def _series_order(frame: pd.DataFrame, keys: list[str]) -> list[tuple[str, ...]]:
     """The series (values of ``keys``, the engine first) of a frame: stock MXNet first, then the authors' build,
     the rest by name."""
     return sorted(set(zip(*(frame[k] for k in keys))), key=lambda s: (ENGINE_KINDS.index(s[0]), *s[1:]))
 
 
-def not_measured(summary, model: str) -> list[str]:
+def not_measured(summary: pd.DataFrame, model: str) -> list[str]:
     """Which of SIDE_BY_SIDE have no run at all of this model."""
     mine = summary[summary["model"] == model]
     ran = set(zip(mine["engine"], mine["variant"]))
@@ -88,7 +110,7 @@ class Plot:
     png_base64: str
 
 
-def _bandwidth_order(values) -> list[str]:
+def _bandwidth_order(values: Iterable[str]) -> list[str]:
     return sorted(set(values), key=lambda b: (-1.0 if b == NATIVE else shaped_bps(b)))
 
 
@@ -97,14 +119,14 @@ def plot_name(study: Study, model: str, index: int) -> str:
     return next((m for m in study.matrix.models if m == model), f"model-{index + 1}")
 
 
-def _num(x) -> float | None:
+def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 UNMEASURED_CLAIMS = "claims (not measured here)"  # the legend entry of claims at a bandwidth no run had
 
 
-def draw_model(study: Study, analysis: Analysis, model: str):
+def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     """The figure of plot_model: throughput (left) and speedup (middle) against bandwidth, speedup against the
     baseline's measured communication-to-computation ratio (right), per setup and series, with intervals.
 
@@ -129,13 +151,14 @@ def draw_model(study: Study, analysis: Analysis, model: str):
     setups = list(dict.fromkeys(summary["setup"]))
     fig, (ax_t, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
 
-    def style(engine: str, variant: str, versus: str = BASELINE) -> dict:
+    def style(engine: str, variant: str, versus: str = BASELINE) -> dict[str, Any]:
         """Colour and marker per variant (an X over the worker-update baseline); the authors' build hollow."""
         color, marker = VARIANT_STYLE.get(variant, ("tab:gray", "D"))
         hollow = {"markerfacecolor": "white", "markeredgewidth": 1.6} if engine == ARTIFACT else {}
         return {"fmt": "X" if versus == WORKER_UPDATE else marker, "color": color, **hollow}
 
-    def points(ax, frame, column: str, s_index: int, setup: str, keys: list[str], series: list[tuple]) -> None:
+    def points(ax: Axes, frame: pd.DataFrame, column: str, s_index: int, setup: str, keys: list[str],
+               series: list[tuple[str, ...]]) -> None:
         """One marker per series and bandwidth with its interval, offset per setup and series."""
         width = 0.8 / max(1, len(setups) * len(series))
         for key, group in frame.groupby(keys, sort=False):
@@ -150,7 +173,7 @@ def draw_model(study: Study, analysis: Analysis, model: str):
             ax.errorbar(xs, values, yerr=err, capsize=3, alpha=1.0 if s_index == 0 else 0.55,
                         label=plain(f"{series_label(engine, variant)}{over} ({setup})"), **style(*key))
 
-    def by_ratio(frame, s_index: int, setup: str) -> int:
+    def by_ratio(frame: pd.DataFrame, s_index: int, setup: str) -> int:
         """Speedup against the baseline's measured communication/computation at each bandwidth."""
         shown = 0
         for (engine, variant), group in frame[frame["comm_to_compute"].notna()].groupby(["engine", "variant"], sort=False):
@@ -245,7 +268,7 @@ def draw_model(study: Study, analysis: Analysis, model: str):
     return fig
 
 
-def save_figure(fig, folder: Path, name: str, model: str) -> Plot:
+def save_figure(fig: Figure, folder: Path, name: str, model: str) -> Plot:
     """A figure as plots/<name>.png and .svg, closed."""
     import matplotlib.pyplot as plt
 
@@ -265,12 +288,12 @@ def plot_model(study: Study, analysis: Analysis, model: str, folder: Path, name:
 SENSITIVITY_PLOT = "sensitivity"  # plots/sensitivity.png and .svg: a fixed name, never a record's text
 
 
-def _f(x, digits: int = 2) -> str:
+def _f(x: float | None, digits: int = 2) -> str:
     x = _num(x)
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def throughput_cell(row: dict, engine: str, variant: str) -> str:
+def throughput_cell(row: dict[str, Any], engine: str, variant: str) -> str:
     """One throughput of a side_by_side row: geometric mean [interval], n; or why there is none."""
     prefix = f"{engine}_{variant}"
     n, failed = int(row[f"{prefix}_n"]), int(row[f"{prefix}_failed"])
@@ -280,7 +303,7 @@ def throughput_cell(row: dict, engine: str, variant: str) -> str:
             f"n={n}" + (f" ({failed} failed)" if failed else ""))
 
 
-def ratio_cell(row: dict, prefix: str) -> str:
+def ratio_cell(row: dict[str, Any], prefix: str) -> str:
     """A P3 speedup of a side_by_side row (its SIDE_BY_SIDE_RATIOS column prefix) with its interval and n, or
     "not measured"."""
     n = int(row[f"{prefix}_n"])
@@ -289,7 +312,7 @@ def ratio_cell(row: dict, prefix: str) -> str:
     return (f"{_f(row[prefix], 3)}x [{_f(row[f'{prefix}_low'], 3)}, {_f(row[f'{prefix}_high'], 3)}], n={n}")
 
 
-def worker_update_cell(verdict: dict) -> str:
+def worker_update_cell(verdict: dict[str, Any]) -> str:
     """A verdict's claim variant over the worker-update baseline where it was judged (shown, never counted)."""
     figure = verdict.get("versus_worker_update")
     if figure:
@@ -300,23 +323,24 @@ def worker_update_cell(verdict: dict) -> str:
     return "none: the authors' builds have no such baseline" if verdict["engine"] == ARTIFACT else "not measured"
 
 
-def _environments(records: list[Record]) -> list[dict]:
+def _environments(records: list[Record]) -> list[dict[str, Any]]:
     """One row per setup: what every run of that setup ran on (distinct values joined)."""
     by_setup: dict[str, list[Record]] = {}
     for r in records:
         by_setup.setdefault(setup_label(r), []).append(r)
     rows = []
     for setup, group in sorted(by_setup.items()):
-        def values(key: str, group: list[Record] = group) -> str:
-            seen = dict.fromkeys(str(r.provenance[key]) for r in group if r.provenance.get(key) is not None)
+        def values(field: Callable[[Provenance], str | None], group: list[Record] = group) -> str:
+            seen = dict.fromkeys(value for r in group if (value := field(r.provenance)) is not None)
             return ", ".join(seen) or "n/a"
 
         target = group[0].config.target
         rows.append({"setup": setup, "kind": target.kind, "hosts": ", ".join(target.hosts),
-                     "repo_revision": values("repo_revision"), "ck": values("ck_version"),
-                     "python": values("python_version"), "engine": values("engine"),
-                     "engine_python": values("engine_python_version"), "mxnet": values("mxnet_version"),
-                     "controller": values("controller_host"), "runs": len(group),
+                     "repo_revision": values(lambda p: p.repo_revision), "ck": values(lambda p: p.ck_version),
+                     "python": values(lambda p: p.python_version), "engine": values(lambda p: p.engine),
+                     "engine_python": values(lambda p: p.engine_python_version),
+                     "mxnet": values(lambda p: p.mxnet_version), "controller": values(lambda p: p.controller_host),
+                     "runs": len(group),
                      "origin": group[0].origin.id, "imported": bool(group[0].imported_from)})
     return rows
 
@@ -326,7 +350,7 @@ LOOPBACK_NOTE = ("their roles share one host over loopback, whose bandwidth cann
                  "about P3's claims")
 
 
-def loopback_setups(setups: Iterable[Setup], speedups) -> list[str]:
+def loopback_setups(setups: Iterable[Setup], speedups: pd.DataFrame) -> list[str]:
     """The setups of the speedup table (``speedups``: analysis.speedups) that are the embedded default."""
     shown = set(speedups["setup"]) if "setup" in speedups.columns else set()
     return [s.label for s in setups if s.kind == "embedded" and s.label in shown]
@@ -337,7 +361,7 @@ STATISTICS = ("throughput: geometric mean with a Student-t interval of the mean 
               "Satterthwaite degrees of freedom), back-transformed: neither interval can fall below zero")
 
 
-def _json_ready(value):
+def _json_ready(value: object) -> object:
     """NaN as null, numpy scalars as Python numbers, recursively (report.json is strict JSON)."""
     if isinstance(value, dict):
         return {str(k): _json_ready(v) for k, v in value.items()}
@@ -350,14 +374,14 @@ def _json_ready(value):
     return value
 
 
-def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline: dict | None, generated: str,
-                labelled: list[dict], sensitivity: list[dict] | None = None, today: dict | None = None) -> dict:
+def report_data(study: Study, analysis: Analysis, choices: list[dict[str, Any]], timeline: dict[str, Any] | None, generated: str,
+                labelled: list[dict[str, Any]], sensitivity: list[dict[str, Any]] | None = None, today: dict[str, Any] | None = None) -> dict[str, Any]:
     """report.json: every configuration, speedup and verdict (with its reason), for scripts; ``labelled``: the
     emulated and predicted verdicts (labelled_verdicts); ``sensitivity``: each claim at a bandwidth predicted
     across compute speeds with the emulated points (sensitivity.ClaimSensitivity); ``today``: P3 predicted on
     today's hardware (sensitivity.HardwareMap)."""
     tol = study.tolerance
-    return _json_ready({
+    ready = _json_ready({
         "format": REPORT_FORMAT, "study": study.name, "generated": generated, "metric": study.metric,
         "untested": analysis.untested or None,
         "statistics": {"method": STATISTICS, "confidence": tol.confidence, "min_runs": max(MIN_RUNS, tol.min_runs),
@@ -371,9 +395,11 @@ def report_data(study: Study, analysis: Analysis, choices: list[dict], timeline:
         "side_by_side": analysis.side_by_side.to_dict("records"),
         "badges": [b.to_dict() for b in analysis.badges], "bandwidth_choices": choices, "timeline": timeline,
     })
+    assert isinstance(ready, dict)  # _json_ready keeps a dict a dict
+    return ready
 
 
-def _md(value) -> str:
+def _md(value: object) -> str:
     """Markdown output of one expression: no HTML, no table breaks, one line."""
     text = "" if value is None else str(value)
     for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " "), ("\r", " "),

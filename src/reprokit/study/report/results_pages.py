@@ -27,8 +27,8 @@ from reprokit.core.outputs import output_folder, replace_file
 from reprokit.core.paths import REPO_ROOT
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
-from reprokit.study.paper.claims import Study
 from reprokit.study.analysis.labelled import labelled_verdicts
+from reprokit.study.paper.claims import Study
 from reprokit.study.store.records import Record
 from reprokit.study.sweep.forecast import hindcast
 
@@ -55,20 +55,23 @@ def _number(x: Any, digits: int = 2) -> float | None:
 
 def run_summary(record: Record, forecast: tuple[float, str] | None = None) -> dict[str, Any]:
     """One run's figures and provenance, as a page cites them; ``forecast``: its hindcast (seconds, from what)."""
-    result = record.result or {}
-    provenance = record.provenance if isinstance(record.provenance, dict) else {}
-    workers = result.get("num_workers") or len(result.get("throughput_per_worker") or []) or None
-    total = result.get("throughput_dedilated_samples_per_sec", result.get("throughput_samples_per_sec"))
+    result, provenance = record.run_result, record.provenance
+    workers = total = cpu = None
+    if result is not None:
+        workers = result.num_workers or len(result.throughput_per_worker or []) or None
+        total = (result.throughput_samples_per_sec if result.throughput_dedilated_samples_per_sec is None
+                 else result.throughput_dedilated_samples_per_sec)
+        cpu = result.host_cpu_busy
     return {
         "record": record.record_id, "model": record.config.model, "variant": record.config.variant,
         "bandwidth": record.config.bandwidth, "engine": record.config.engine, "gpu": record.gpu,
         "dilation": record.dilation, "ok": record.ok, "failure": record.failure_reason,
         "samples_per_sec": _number(total),
         "images_per_sec_per_worker": _number(float(total) / workers) if total is not None and workers else None,
-        "host_cpu_busy": _number(result.get("host_cpu_busy")), "wall_s": _number(provenance.get("duration_s"), 1),
+        "host_cpu_busy": _number(cpu), "wall_s": _number(provenance.duration_s, 1),
         "forecast_s": _number(forecast[0], 1) if forecast else None, "forecast_from": forecast[1] if forecast else "",
-        "started_at": str(provenance.get("started_at", "")).split(" (")[0],
-        "revision": str(provenance.get("repo_revision", ""))[:12] + (" (dirty)" if provenance.get("repo_dirty") else ""),
+        "started_at": (provenance.started_at or "").split(" (")[0],
+        "revision": (provenance.repo_revision or "")[:12] + (" (dirty)" if provenance.repo_dirty else ""),
         "setup": record.config.target.get("label", "") if isinstance(record.config.target, dict) else "",
     }
 
@@ -102,7 +105,7 @@ def wall_times(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per configuration (model, bandwidth, compute, k): how many runs, and their wall minutes in all and each;
     then the runs the forecast had an estimate for (forecast.hindcast): its minutes for them, their recorded
     minutes, and recorded over forecast (None without any)."""
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, float], list[dict[str, Any]]] = {}
     for r in runs:
         if r["wall_s"] is not None:
             groups.setdefault((r["model"], r["bandwidth"], r["gpu"] or "real", r["dilation"]), []).append(r)

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
-from reprokit.engines.choice import EMBEDDED
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import save_figure
 from reprokit.engine_side import program_module
+from reprokit.engines.base import EMBEDDED
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis.analyse import setup_label
 from reprokit.study.paper.rates import same_rate
@@ -55,7 +56,11 @@ def timeline_traces(store: Store) -> dict[tuple[str | None, str], list[Path]]:
     return found
 
 
-def record_traces(record: Record, traces: dict[tuple[str | None, str], list[Path]]) -> list[Path]:
+# Each run folder's traces, by (the bundle it was imported with, or None; its folder in the store).
+Traces = dict[tuple[str | None, str], list[Path]]
+
+
+def record_traces(record: Record, traces: Traces) -> list[Path]:
     """The traces of a record's run folder (compared as text with the listed folders), worker 0 first."""
     return traces.get((record.imported_from, record.run_folder or ""), [])
 
@@ -96,7 +101,7 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"cannot read the timeline {trace}: {exc}; run again with --env.TIMELINE=1") from None
     names: dict[int, str] = {}
-    comm: dict[int, dict[int, dict]] = {}  # iteration -> parameter -> its comm span's args
+    comm: dict[int, dict[int, dict[str, Any]]] = {}  # iteration -> parameter -> its comm span's args
     compute: dict[int, tuple[float, float]] = {}
     for e in events:
         tid, args = e.get("tid", 0), e.get("args") or {}
@@ -117,7 +122,7 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
     t0 = min(p["_start"] for p in params.values())
 
     def sec(us: float) -> float:
-        return (us - t0) / 1e6
+        return float(us - t0) / 1e6
 
     layers = []
     for g in range(groups[-1] + 1):
@@ -153,14 +158,14 @@ class TimelinePair:
     p3_trace: Path
     chosen: str  # why this pair
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"setup": self.setup, "profile": self.profile, "model": self.model, "bandwidth": self.bandwidth,
                 "speedup": self.speedup, "comm_to_compute": self.comm_to_compute,
                 "baseline_record": self.baseline.record_id, "p3_record": self.p3.record_id,
                 "baseline_trace": self.baseline_trace.name, "p3_trace": self.p3_trace.name, "chosen": self.chosen}
 
 
-def _with_trace(records: Iterable[Record], traces) -> list[tuple[Record, Path]]:
+def _with_trace(records: Iterable[Record], traces: Traces) -> list[tuple[Record, Path]]:
     out = []
     for r in sorted(records, key=lambda r: r.config.repetition):
         found = record_traces(r, traces)
@@ -169,7 +174,7 @@ def _with_trace(records: Iterable[Record], traces) -> list[tuple[Record, Path]]:
     return out
 
 
-def pick_pair(speedups: pd.DataFrame, records: list[Record], traces, wanted: tuple[str, str] | None,
+def pick_pair(speedups: pd.DataFrame, records: list[Record], traces: Traces, wanted: tuple[str, str] | None,
               variant: str = "p3", versus: str = "baseline") -> tuple[TimelinePair | None, str]:
     """The run pair to draw, and a sentence on the choice: ``wanted`` (model, bandwidth), or by default the
     configuration with the highest speedup where both variants have timelines."""
@@ -177,7 +182,7 @@ def pick_pair(speedups: pd.DataFrame, records: list[Record], traces, wanted: tup
     rows = speedups[(speedups["variant"] == variant) & (speedups["versus"] == versus) & (speedups["engine"] == EMBEDDED)]
     if wanted is not None:
         rows = rows[(rows["model"] == wanted[0]) & rows["bandwidth"].map(lambda b: same_rate(b, wanted[1]))]
-    by_config: dict[tuple, dict[str, list[Record]]] = {}
+    by_config: dict[tuple[str, str, str, str], dict[str, list[Record]]] = {}
     for r in (r for r in records if r.config.engine == EMBEDDED):
         key = (setup_label(r), r.config.profile, r.config.model, r.config.bandwidth)
         by_config.setdefault(key, {}).setdefault(r.config.variant, []).append(r)
@@ -279,7 +284,7 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
     return TimelinePlot(png, svg, base64.b64encode(png.read_bytes()).decode("ascii"), views)
 
 
-def view_summary(view: IterationView) -> dict:
+def view_summary(view: IterationView) -> dict[str, Any]:
     """A view's figures for report.json."""
     return {"label": view.label, "iteration": view.iteration, "iterations": view.iterations,
             "layers": len(view.layers), "comm_wait_s": view.comm_wait_s, "comm_s": view.comm_s,

@@ -51,18 +51,20 @@ import tarfile
 import time
 import uuid
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from collections.abc import Iterator
+from typing import Any
 
+from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
 from reprokit.core.jsonfile import read_json, write_json
 from reprokit.core.paths import check_room, disk_error, disk_errors
+from reprokit.core.values import shown
 from reprokit.run.procscan import flock_holder, is_stopped
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.store import identity
-from reprokit.core import schema as s
 from reprokit.study.store.records import MAX_RECORD_BYTES, NAME, ORIGIN_SCHEMA, Record, Store, now_iso
 
 BUNDLE_FORMAT = "reprokit-study-bundle/2"
@@ -103,13 +105,13 @@ MANIFEST_SCHEMA = s.Obj(required={
 })
 
 
-def _signed_bytes(manifest: dict) -> bytes:
+def _signed_bytes(manifest: dict[str, Any]) -> bytes:
     """What the signature covers: the manifest without its signature, as canonical JSON."""
     return json.dumps({k: v for k, v in manifest.items() if k != "signature"}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def _file_entry(path: Path) -> dict:
+def _file_entry(path: Path) -> dict[str, Any]:
     digest, size = hashlib.sha256(), 0
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
@@ -120,7 +122,7 @@ def _file_entry(path: Path) -> dict:
 
 # --- export --------------------------------------------------------------------------------------
 
-def export(store: Store, out: Path) -> dict:
+def export(store: Store, out: Path) -> dict[str, Any]:
     """Write every local record and its run folders into a signed bundle at ``out`` (written atomically)."""
     origin, key = store.origin(), store.signing_key()
     stored = store.local_record_files()
@@ -183,13 +185,13 @@ class _Refused(Exception):
 
 
 def _refuse(bundle: Path, why: str) -> UserError:
-    return UserError(f"refusing bundle {s.shown(bundle)}: {why}; nothing was imported")
+    return UserError(f"refusing bundle {shown(bundle)}: {why}; nothing was imported")
 
 
 class _Budget:
     """The decompressed stream, read only as far as granted: the manifest's sizes, member by member."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: gzip.GzipFile):
         self.stream, self.granted, self.used = stream, 0, 0
 
     def grant(self, n: int) -> None:
@@ -239,7 +241,7 @@ def _archive(bundle: Path, first_grant: int) -> Iterator[tuple[tarfile.TarFile, 
         raise disk_error(exc, "ck import") or _refuse(bundle, f"it cannot be read ({exc.strerror or exc})") from None
 
 
-def _read_manifest(tar: tarfile.TarFile, study: str | None) -> dict:
+def _read_manifest(tar: tarfile.TarFile, study: str | None) -> dict[str, Any]:
     """The first member, which must be a valid, signed manifest (of ``study`` when given)."""
     first = tar.next()
     if first is None or first.name != MANIFEST or not first.isfile():
@@ -271,21 +273,22 @@ def _read_manifest(tar: tarfile.TarFile, study: str | None) -> dict:
         raise _Refused(f"its {MANIFEST} counts {manifest['records']} records but lists another number")
     if not identity.verify(manifest["public_key"], manifest["signature"], _signed_bytes(manifest)):
         raise _Refused("its manifest's signature does not match (it was changed after export, or forged)")
-    return manifest
+    checked: dict[str, Any] = manifest  # BUNDLE_SCHEMA's object
+    return checked
 
 
 def bundle_study(bundle: Path) -> str:
     """The study a bundle belongs to, from its manifest (the rest is checked by import_bundle)."""
     with _archive(bundle.expanduser(), MAX_MANIFEST_BYTES + HEADER_ROOM) as (tar, _):
-        return _read_manifest(tar, None)["study"]
+        return str(_read_manifest(tar, None)["study"])
 
 
-def _check_origin(manifest: dict, store: Store, imported: _Imported) -> None:
+def _check_origin(manifest: dict[str, Any], store: Store, imported: _Imported) -> None:
     """Refuse a bundle whose origin it cannot prove: the signing key must be its origin's."""
     origin, key = manifest["origin"], manifest["public_key"]
     if not identity.STORE_ID.fullmatch(origin["id"]):
         # Checked first: an id like "local" or "here" would read in the report as this store's own runs.
-        raise _Refused(f"its origin.id {s.shown(origin['id'])} is not one a store makes ({identity.STORE_ID_FORM}): "
+        raise _Refused(f"its origin.id {shown(origin['id'])} is not one a store makes ({identity.STORE_ID_FORM}): "
                        f"it was edited or made by hand; ask its evaluator for the bundle ck export wrote")
     own = store.origin()
     own_key = store.public_key()
@@ -348,7 +351,7 @@ def _copy_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path, ke
     return digest.hexdigest(), b"".join(kept)
 
 
-def _unpack(tar: tarfile.TarFile, budget: _Budget, manifest: dict, staging: Path, study: str) -> dict[str, Record]:
+def _unpack(tar: tarfile.TarFile, budget: _Budget, manifest: dict[str, Any], staging: Path, study: str) -> dict[str, Record]:
     """Every member after the manifest into ``staging``, checked; the bundle's records by record id."""
     listed, origin = manifest["files"], manifest["origin"]
     seen: set[str] = set()
@@ -364,14 +367,14 @@ def _unpack(tar: tarfile.TarFile, budget: _Budget, manifest: dict, staging: Path
             "a symbolic link" if member.issym() else "a hard link" if member.islnk() else
             "a folder" if member.isdir() else "a device or pipe")
         if not member.isfile():
-            raise _Refused(f"{s.shown(name)} is {kind}; a bundle holds regular files only")
+            raise _Refused(f"{shown(name)} is {kind}; a bundle holds regular files only")
         if name not in listed:
-            raise _Refused(f"{s.shown(name)} is not listed in its manifest (unexpected path)")
+            raise _Refused(f"{shown(name)} is not listed in its manifest (unexpected path)")
         if name in seen:
-            raise _Refused(f"{s.shown(name)} appears twice")
+            raise _Refused(f"{shown(name)} appears twice")
         parents = {str(p) for p in PurePosixPath(name).parents if str(p) != "."}
         if name in folders or parents & seen:
-            raise _Refused(f"{s.shown(name)} is both a file and a folder of the bundle's files")
+            raise _Refused(f"{shown(name)} is both a file and a folder of the bundle's files")
         folders |= parents
         if member.size != listed[name]["size"]:
             raise _Refused(f"{name} is {member.size} bytes in the archive, not the {listed[name]['size']} its manifest "
@@ -444,7 +447,7 @@ def _import_lock(store: Store) -> Iterator[None]:
 STAGING = ".import-staging-"
 
 
-def import_bundle(store: Store, bundle: Path) -> dict:
+def import_bundle(store: Store, bundle: Path) -> dict[str, Any]:
     """Check ``bundle`` in full, then add the runs not imported yet under ``imported/<bundle id>``, at once."""
     bundle = bundle.expanduser().resolve()
     if not os.path.isfile(bundle):
@@ -466,7 +469,7 @@ def import_bundle(store: Store, bundle: Path) -> dict:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _import_locked(store: Store, bundle: Path, staging: Path) -> dict:
+def _import_locked(store: Store, bundle: Path, staging: Path) -> dict[str, Any]:
     imported = _Imported(store)
     with _archive(bundle, MAX_MANIFEST_BYTES + HEADER_ROOM) as (tar, budget):
         manifest = _read_manifest(tar, store.study)

@@ -21,8 +21,8 @@ from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import VerifyKey
 
 from reprokit.core.errors import UserError
-from reprokit.core.outputs import create_once
 from reprokit.core.files import read_regular
+from reprokit.core.outputs import create_once
 
 KEY_FILE = "origin.key"
 MAX_KEY_BYTES = 64 << 10  # an Ed25519 key in PEM is 119 bytes

@@ -15,8 +15,9 @@ replaced (os.link refuses an existing name). A run that was killed leaves an
 attempt folder without a record; resuming runs it again in a new attempt
 folder, so the logs of the killed attempt stay too.
 
-The documents are typed: ``Origin``, ``Record`` (its ``RecordConfig``) and
-``Sweep``, each with ``to_dict``/``from_dict`` for exactly the JSON on disk.
+The documents are typed: ``Origin``, ``Record`` (its ``RecordConfig``,
+``StoredResult`` and ``Provenance``) and ``Sweep``, each with
+``to_dict``/``from_dict`` for exactly the JSON on disk.
 A record is checked against RECORD_SCHEMA before it becomes a ``Record``,
 whether read from this store or from a bundle: identifiers are plain names,
 numbers the analysis reads are finite and in range, text has no control
@@ -35,30 +36,32 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
-from collections.abc import Callable, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reprokit.cluster.testbed import LINK_SHARING
-from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
-from reprokit.engines.choice import EMBEDDED, ENGINE_KINDS, engine_kind
+from reprokit.core import schema as s
 from reprokit.core.errors import UserError
-from reprokit.core.outputs import create_once
-from reprokit.core.values import shown, tc_rate_bps
 from reprokit.core.jsonfile import read_json
+from reprokit.core.outputs import create_once
 from reprokit.core.paths import MB, check_room, disk_errors
+from reprokit.core.values import shown, tc_rate_bps
+from reprokit.emulation.profile import DILATION_RANGE, dilated_rate, dilation_of, emulates
+from reprokit.engines.base import EMBEDDED
+from reprokit.engines.choice import ENGINE_KINDS, engine_kind
 from reprokit.run.folders import RUN_FOLDER_NEED_MB
 from reprokit.run.result import Result
-from reprokit.study.store import identity
-from reprokit.core import schema as s
-from reprokit.study.sweep.choice import BandwidthChoice
-from reprokit.study.sweep.forecast import Forecast
 from reprokit.study.paper.planning import RunConfig, plan_runs
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.paper.target import Target
+from reprokit.study.store import identity
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.sweep.forecast import Forecast
 from reprokit.vocabulary import RunStatus
 
 RECORD_FORMAT = "reprokit-study-run/1"
@@ -201,11 +204,11 @@ def check_record(data: Any) -> None:
             dilation_of(overrides)  # the report groups emulated runs by it
         except UserError:
             raise s.Invalid("provenance.env_overrides.DILATION",
-                            f"must be {DILATION_RANGE}, got {s.shown(overrides.get('DILATION'))}") from None
+                            f"must be {DILATION_RANGE}, got {shown(overrides.get('DILATION'))}") from None
     folder = data["run_folder"]
     if folder is not None and not re.fullmatch(rf"runs/{re.escape(data['record_id'])}/attempt-[1-9][0-9]{{0,5}}",
                                                folder):
-        raise s.Invalid("run_folder", f"must be runs/<record_id>/attempt-N, got {s.shown(folder)}")
+        raise s.Invalid("run_folder", f"must be runs/<record_id>/attempt-N, got {shown(folder)}")
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,105 @@ class RecordConfig:
 
 
 @dataclass(frozen=True)
+class StoredResult:
+    """A run's unified result as its record keeps it: ``stored`` exactly as the run wrote it (to_dict gives it back;
+    results of older versions lack keys, engines may add their own), read by the study as ``typed``."""
+    stored: Mapping[str, Any]
+
+    @cached_property
+    def typed(self) -> Result:
+        """The result as reprokit.run.result.Result (typed_result); read when first asked for."""
+        return typed_result(self.stored)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.stored)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StoredResult:
+        return cls(dict(data))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and how a stored run ran (sweep.runner's environment() and run_provenance(), then the sweep's bandwidth,
+    target and link rate), as its record keeps it: ``stored`` exactly as written (to_dict gives it back), and typed,
+    the fields the study reads. A field stored with another type than its own reads as None."""
+    stored: Mapping[str, Any] = field(default_factory=dict)
+
+    def _text(self, key: str) -> str | None:
+        value = self.stored.get(key)
+        return value if isinstance(value, str) else None
+
+    @property
+    def engine(self) -> str | None:
+        """The engine's name as the run's specification gave it (mxnet-1.9.1-cpu, sysml19-p3@c647954)."""
+        return self._text("engine")
+
+    @property
+    def repo_revision(self) -> str | None:
+        return self._text("repo_revision")
+
+    @property
+    def ck_version(self) -> str | None:
+        return self._text("ck_version")
+
+    @property
+    def python_version(self) -> str | None:
+        return self._text("python_version")
+
+    @property
+    def engine_python_version(self) -> str | None:
+        return self._text("engine_python_version")
+
+    @property
+    def mxnet_version(self) -> str | None:
+        return self._text("mxnet_version")
+
+    @property
+    def controller_host(self) -> str | None:
+        return self._text("controller_host")
+
+    @property
+    def started_at(self) -> str | None:
+        """Local time with its UTC offset, then the epoch seconds in parentheses."""
+        return self._text("started_at")
+
+    @property
+    def ended_at(self) -> str | None:
+        """As started_at, when the run's ``ck run`` returned."""
+        return self._text("ended_at")
+
+    @property
+    def repo_dirty(self) -> bool:
+        """Whether the checkout the run was made from had uncommitted changes."""
+        return self.stored.get("repo_dirty") is True
+
+    @property
+    def links_shaped_to(self) -> str | None:
+        """The rate an emulated run's links were shaped to (its bandwidth divided by k); None when not shaped so."""
+        return self._text("links_shaped_to")
+
+    @property
+    def duration_s(self) -> float | None:
+        """How long the run's ``ck run`` took."""
+        value = self.stored.get("duration_s")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def env_overrides(self) -> Mapping[str, Any] | None:
+        """The run settings its sweep gave (COMPUTE, DILATION, ...); None for records stored before they were kept."""
+        value = self.stored.get("env_overrides")
+        return value if isinstance(value, Mapping) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.stored)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
+        return cls(dict(data))
+
+
+@dataclass(frozen=True)
 class Record:
     """One run of a sweep, as stored in ``records/<record_id>.json`` (format RECORD_FORMAT)."""
     record_id: str
@@ -269,13 +371,18 @@ class Record:
     config: RecordConfig
     status: RunStatus  # ok or failed: an interrupted run is not stored
     failure_reason: str | None
-    result: dict[str, Any] | None  # the run's unified result (p3-result.json) as it left it; None if it wrote none
-    provenance: dict[str, Any] = field(default_factory=dict)  # runner.environment() + runner.run_provenance() + bandwidth, target
+    result: StoredResult | None  # the run's unified result (p3-result.json); None if it wrote none
+    provenance: Provenance = field(default_factory=Provenance)
     run_folder: str | None = None  # the attempt folder, relative to the store's root
     imported_from: str | None = None  # the bundle it was imported with; not stored: the folder it is read from
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "status", RunStatus(self.status))  # also given as its stored string
+        # Each also given as what is stored: the status's string, the result's and the provenance's JSON objects.
+        object.__setattr__(self, "status", RunStatus(self.status))
+        if isinstance(self.result, Mapping):
+            object.__setattr__(self, "result", StoredResult.from_dict(self.result))
+        if isinstance(self.provenance, Mapping):
+            object.__setattr__(self, "provenance", Provenance.from_dict(self.provenance))
 
     @property
     def ok(self) -> bool:
@@ -299,14 +406,12 @@ class Record:
 
     @property
     def _env_overrides(self) -> Mapping[str, Any]:
-        """The run settings its sweep gave (COMPUTE, DILATION, ...); empty for records stored before they were kept."""
-        overrides = self.provenance.get("env_overrides") if isinstance(self.provenance, dict) else None
-        return overrides if isinstance(overrides, dict) else {}
+        return self.provenance.env_overrides or {}
 
     @property
     def run_result(self) -> Result | None:
-        """The unified result typed (typed_result); None if the run wrote none. ``result`` stays what is stored."""
-        return None if self.result is None else typed_result(self.result)
+        """The unified result typed (StoredResult.typed); None if the run wrote none."""
+        return None if self.result is None else self.result.typed
 
     @property
     def run_id(self) -> str:
@@ -317,8 +422,8 @@ class Record:
         """The stored document (without imported_from, which is where it was read from)."""
         return {"format": RECORD_FORMAT, "record_id": self.record_id, "study": self.study, "sweep_id": self.sweep_id,
                 "origin": self.origin.to_dict(), "config": self.config.to_dict(), "status": self.status.value,
-                "failure_reason": self.failure_reason, "result": self.result, "provenance": self.provenance,
-                "run_folder": self.run_folder}
+                "failure_reason": self.failure_reason, "result": None if self.result is None else self.result.to_dict(),
+                "provenance": self.provenance.to_dict(), "run_folder": self.run_folder}
 
     @classmethod
     def from_dict(cls, data: Any, what: str = "a run record", imported_from: str | None = None) -> Record:
@@ -330,11 +435,13 @@ class Record:
         except s.Invalid as exc:
             raise UserError(f"{what} is invalid: {exc}") from None
         d = data
+        provenance = Provenance.from_dict(d["provenance"])
         return cls(record_id=d["record_id"], study=d["study"], sweep_id=d["sweep_id"],
                    origin=Origin.from_dict(d["origin"], f"{what}: its origin"),
-                   config=RecordConfig.from_dict(d["config"], d["provenance"].get("engine")), status=RunStatus(d["status"]),
-                   failure_reason=d["failure_reason"], result=d["result"], provenance=dict(d["provenance"]),
-                   run_folder=d["run_folder"], imported_from=imported_from)
+                   config=RecordConfig.from_dict(d["config"], provenance.engine), status=RunStatus(d["status"]),
+                   failure_reason=d["failure_reason"],
+                   result=None if d["result"] is None else StoredResult.from_dict(d["result"]),
+                   provenance=provenance, run_folder=d["run_folder"], imported_from=imported_from)
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ each configuration's baseline runs measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping, Sequence
 
 from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, shaped_bps
@@ -73,7 +73,7 @@ class BandwidthChoice:
                 f"communication/computation) for targets {', '.join(f'{r:g}' for r in self.ratios)}: {chosen}"
                 + (f"; {'; '.join(self.notes)}" if self.notes else ""))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "probe_run": self.probe_run, "image_shape": self.image_shape,
                 "compute_s_per_iter": self.compute_s_per_iter, "comm_s_per_iter": self.comm_s_per_iter,
                 "parameters": self.parameters, "parameters_source": self.parameters_source, "hosts": self.hosts,
@@ -93,7 +93,7 @@ class BandwidthChoice:
                    probe_seconds=None if d.get("probe_seconds") is None else float(d["probe_seconds"]))
 
 
-def _measured(result: Mapping, key: str, model: str) -> float:
+def _measured(result: Mapping[str, object], key: str, model: str) -> float:
     value = result.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise UserError(f"the baseline probe of {model} measured no {key} (its workers' p3-comm line is missing "
@@ -101,7 +101,7 @@ def _measured(result: Mapping, key: str, model: str) -> float:
     return float(value)
 
 
-def choose(model: str, result: Mapping, probe_run: str, parameters: Mapping[str, Mapping[str, int]],
+def choose(model: str, result: Mapping[str, object], probe_run: str, parameters: Mapping[str, Mapping[str, int]],
            parameters_source: str, hosts: int, ratios: Sequence[float], link_capacity: str | None,
            probe_seconds: float | None = None) -> BandwidthChoice:
     """The bandwidths for ``model`` from its probe's unified result (see the module's docstring)."""

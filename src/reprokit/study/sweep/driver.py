@@ -31,33 +31,45 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
-from collections.abc import Callable, Collection, Mapping
+from types import FrameType
+from typing import Any, TextIO
 
-from reprokit.engines.choice import EMBEDDED, engine_kind
-from reprokit.run import settings as run_settings
-from reprokit.study.sweep import runner as study_runner
+from reprokit.cluster.testbed import testbed_of
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
-from reprokit.study.sweep.choice import BandwidthChoice, choose
-from reprokit.cluster.testbed import testbed_of
+from reprokit.engines.base import EMBEDDED
+from reprokit.engines.choice import engine_kind
+from reprokit.run import settings as run_settings
 from reprokit.study.paper.claims import Matrix, Study
+from reprokit.study.paper.planning import RunConfig
+from reprokit.study.paper.rates import NATIVE
+from reprokit.study.paper.target import Target, make_target
+from reprokit.study.store.records import (
+    AlreadyStored,
+    Origin,
+    Provenance,
+    Record,
+    RecordConfig,
+    Store,
+    StoredResult,
+    Sweep,
+    now_iso,
+)
+from reprokit.study.sweep import runner as study_runner
+from reprokit.study.sweep.choice import BandwidthChoice, choose
 from reprokit.study.sweep.forecast import Forecast, forecast
 from reprokit.study.sweep.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
-from reprokit.study.paper.planning import RunConfig
 from reprokit.study.sweep.progress import Progress
-from reprokit.study.paper.rates import NATIVE
 from reprokit.vocabulary import RunStatus
-from reprokit.study.store.records import AlreadyStored, Origin, Record, RecordConfig, Store, Sweep, now_iso
-from reprokit.study.paper.target import Target, make_target
 
 INTERRUPTED_FILE = "interrupted.json"  # in an attempt folder whose run was stopped: why, and when
 TIMEOUT_MARGIN_S = 300  # beyond the run's own RUN_TIMEOUT: ck's start, the launcher's teardown
 
 MachineConfig = Callable[[str], object]  # a machine entry's name -> its cluster description (hosts.json data)
-ProbeRun = Callable[[str, Path], dict]  # (model, run folder) -> the baseline probe's unified result; UserError if none
+ProbeRun = Callable[[str, Path], dict[str, Any]]  # (model, run folder) -> the baseline probe's unified result; UserError if none
 
 
 @dataclass
@@ -75,7 +87,7 @@ def new_sweep_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def create_sweep(store: Store, study: Study, target: Target, request: SweepRequest, options: dict,
+def create_sweep(store: Store, study: Study, target: Target, request: SweepRequest, options: dict[str, Any],
                  restore_rate: str | None = None, sweep_id: str | None = None,
                  choices: tuple[BandwidthChoice, ...] = ()) -> Sweep:
     """The new sweep's plan, stored with the forecast of its runs (forecast.py; its probes' time counted)."""
@@ -131,7 +143,7 @@ def probe_choices(study: Study, store: Store, target: Target, request: SweepRequ
 def guarded_probe(study: Study, target: Target, request: SweepRequest,
                   shape: Callable[[str | None], None] | None) -> ProbeRun:
     """The real probe: a baseline run through ck run on the unshaped links, guarded like every sweep run."""
-    def run(model: str, run_dir: Path) -> dict:
+    def run(model: str, run_dir: Path) -> dict[str, Any]:
         # Our baseline: the bandwidth rule needs the p3-comm figures only our scripts report.
         env = {**request.env, **study.variants.get("baseline", {"VARIANT": "baseline"}), "PROFILE": request.profile,
                "ENGINE": EMBEDDED}
@@ -159,7 +171,7 @@ def resumed_sweep(store: Store, resume: Resume) -> Sweep:
     return known[-1] if resume.sweep_id is None else store.sweep(resume.sweep_id)
 
 
-def open_sweep(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
+def open_sweep(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
                console: TextIO = sys.stdout, probe: ProbeRun | None = None,
                artifact_builds: Collection[str] = (), clock: Callable[[], float] = time.monotonic) -> tuple[Sweep, Target]:
     """The sweep `ck reproduce` runs, and its target: the stored one --resume names (with its own settings,
@@ -208,10 +220,10 @@ class _Stop:
     def __init__(self) -> None:
         self.reason: str | None = None
         self.current: study_runner.GuardedRun | None = None
-        self._previous: dict = {}
+        self._previous: dict[signal.Signals, Any] = {}  # each signal's handler before the sweep
 
     def __enter__(self) -> _Stop:
-        def handler(signum, _frame):
+        def handler(signum: int, _frame: FrameType | None) -> None:
             self.reason = self.reason or f"stopped by {signal.Signals(signum).name}"
             if self.current is not None:
                 self.current.stop(self.reason)
@@ -220,7 +232,7 @@ class _Stop:
             self._previous[sig] = signal.signal(sig, handler)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
 
@@ -303,7 +315,7 @@ def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
     return summary
 
 
-def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: RunConfig, environment: dict,
+def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: RunConfig, environment: dict[str, Any],
              engine_pythons: dict[str, str], origin: Origin, shaped: bool, shape_error: str | None,
              stop: _Stop) -> Record | None:
     record_id = config.record_id(sweep.sweep_id)
@@ -341,8 +353,9 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
         config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,
                             repetition=config.repetition, profile=sweep.profile, target=target,
                             engine=config.engine),
-        status=outcome.status, failure_reason=outcome.reason, result=outcome.result,
-        provenance=provenance, run_folder=str(run_dir.relative_to(store.root)),
+        status=outcome.status, failure_reason=outcome.reason,
+        result=None if outcome.result is None else StoredResult.from_dict(outcome.result),
+        provenance=Provenance.from_dict(provenance), run_folder=str(run_dir.relative_to(store.root)),
     )
 
 
@@ -360,7 +373,7 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
     return shape
 
 
-def reproduce(options: Mapping, study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
+def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
               console: TextIO = sys.stdout, artifact_builds: Collection[str] = ()) -> tuple[SweepSummary, dict[str, Path]]:
     """`ck reproduce study:NAME`: open the sweep, run what is not stored yet, then write the report.
 

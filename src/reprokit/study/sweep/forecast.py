@@ -26,17 +26,17 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping, Sequence
 
-from reprokit.engines.choice import EMBEDDED
+from reprokit.engines.base import EMBEDDED
 from reprokit.run import settings as run_settings
-from reprokit.study.sweep.choice import BandwidthChoice
 from reprokit.study.paper.planning import RunConfig
-from reprokit.study.sweep.progress import duration_text
 from reprokit.study.paper.rates import NATIVE, shaped_bps
 from reprokit.study.paper.target import Target
+from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.sweep.progress import duration_text
 
 if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module (and claims.py the store)
     from reprokit.study.paper.claims import Matrix
@@ -45,6 +45,9 @@ if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module 
 # The run settings that set how long a run takes; runs that differ in any are no estimate for each other.
 SIZE_KEYS = ("NUM_BATCHES", "BATCH_SIZE", "IMAGE_SHAPE", "NUM_EPOCHS", "NUM_WORKERS", "NUM_SERVERS",
              "WORKER_THREADS", "COMPUTE", "COMPUTE_PROFILE", "DILATION")  # an emulated GPU's compute sets the pace
+
+
+HistoryKey = tuple[str, str, str, tuple[str, ...]]  # model, engine, bandwidth, run_size
 
 
 def run_size(env: Mapping[str, Any]) -> tuple[str, ...]:
@@ -78,7 +81,7 @@ class Forecast:
                       else f"; within the {duration_text(self.budget_s)} this matrix aims at")
         return f"{self.runs} run(s), {total}{spent} ({'; '.join(self.basis) or 'nothing to estimate from'}){unknown}{budget}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "seconds": self.seconds, "unknown": self.unknown,
                 "budget_s": self.budget_s, "basis": list(self.basis), "spent_s": self.spent_s}
 
@@ -90,18 +93,16 @@ class Forecast:
                    spent_s=float(d.get("spent_s", 0.0)))
 
 
-def history(records: Sequence[Record], target: Target, profile: str) -> dict[tuple, list[float]]:
+def history(records: Sequence[Record], target: Target, profile: str) -> dict[HistoryKey, list[float]]:
     """Durations of the store's own successful runs on this target and profile, per (model, engine, bandwidth,
     run size)."""
-    out: dict[tuple, list[float]] = {}
+    out: dict[HistoryKey, list[float]] = {}
     for r in records:
-        seconds = r.provenance.get("duration_s")
-        env = r.provenance.get("env_overrides")
+        seconds, env = r.provenance.duration_s, r.provenance.env_overrides
         if (not r.ok or r.imported_from or r.config.profile != profile or r.config.target.label != target.label
-                or not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0
-                or not isinstance(env, dict)):
+                or seconds is None or seconds <= 0 or env is None):
             continue
-        out.setdefault((r.config.model, r.config.engine, r.config.bandwidth, run_size(env)), []).append(float(seconds))
+        out.setdefault((r.config.model, r.config.engine, r.config.bandwidth, run_size(env)), []).append(seconds)
     return out
 
 
@@ -181,11 +182,11 @@ def hindcast(records: Sequence[Record], matrices: Sequence[Matrix]) -> dict[str,
     had ended, imported ones as the store that made them saw them), and the run_seconds of the matrix (of
     ``matrices``) whose profile and run size the run had. Its probe, if its sweep had one, is not in the records:
     an estimate that would have come from it is not made again. Records without an estimate are left out."""
-    ended = [(r, _epoch(r.provenance.get("ended_at"))) for r in records]
+    ended = [(r, _epoch(r.provenance.ended_at)) for r in records]
     out: dict[str, tuple[float, str]] = {}
     for record in records:
-        started, env = _epoch(record.provenance.get("started_at")), record.provenance.get("env_overrides")
-        if not record.ok or started is None or not isinstance(env, dict) or not matrices:
+        started, env = _epoch(record.provenance.started_at), record.provenance.env_overrides
+        if not record.ok or started is None or env is None or not matrices:
             continue
         known = [replace(r, imported_from=None) for r, end in ended
                  if r.origin.id == record.origin.id and end is not None and end <= started]

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
-from collections.abc import Collection, Iterable, Mapping
+from typing import Any, TextIO
 
-from reprokit.engines.choice import (ARTIFACT, ARTIFACT_BUILDS, EMBEDDED, ENGINE_KINDS, artifact_install_hint)
 from reprokit.core.errors import UserError
+from reprokit.core.values import plain_setting, shown
+from reprokit.engines.base import ARTIFACT, EMBEDDED
+from reprokit.engines.choice import ARTIFACT_BUILDS, ENGINE_KINDS, artifact_install_hint
 from reprokit.study.paper.claims import MIN_RUNS, Matrix, Study
 from reprokit.study.paper.planning import engine_variants
 from reprokit.study.paper.rates import NATIVE, rate_bps
 from reprokit.study.paper.target import Target, sweep_bandwidths
-from reprokit.core.values import plain_setting, shown
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity", "emulate", "dilation")
@@ -73,11 +74,11 @@ class Resume:
     sweep_id: str | None  # None: the newest sweep of the store
 
 
-def flag(options: Mapping, key: str) -> bool:
+def flag(options: Mapping[str, Any], key: str) -> bool:
     return str(options.get(key, "")).lower() in ("yes", "true", "1", "on")
 
 
-def env_overrides(options: Mapping) -> dict[str, str]:
+def env_overrides(options: Mapping[str, Any]) -> dict[str, str]:
     """Run settings given as --env.K=V (the CLI hands them over as 'env.K' keys, ck.access callers as an 'env' dict)."""
     env = options.get("env") or {}
     if not isinstance(env, dict):
@@ -87,14 +88,14 @@ def env_overrides(options: Mapping) -> dict[str, str]:
     return merged
 
 
-def given(options: Mapping) -> dict:
+def given(options: Mapping[str, Any]) -> dict[str, Any]:
     """The sweep options the user gave, as the sweep records them: values as given, --env.K as 'env.K'."""
     chosen = {k: options[k] for k in SWEEP_OPTIONS if options.get(k) not in (None, "", {})}
     chosen.update({f"env.{k}": v for k, v in env_overrides(options).items()})
     return chosen
 
 
-def resume_of(options: Mapping) -> Resume | None:
+def resume_of(options: Mapping[str, Any]) -> Resume | None:
     """The sweep --resume asks for, or None for a new sweep; other sweep options beside it are refused."""
     raw = options.get("resume")
     if raw in (None, "", "no", False):
@@ -113,7 +114,7 @@ def check_env(env: Mapping[str, str]) -> None:
             raise UserError(f"--env.{key} is set by the study per run; choose them with {option} instead")
 
 
-def sweep_engines(options: Mapping, variants: list[str], artifact_builds: Collection[str],
+def sweep_engines(options: Mapping[str, Any], variants: list[str], artifact_builds: Collection[str],
                   console: TextIO = sys.stdout) -> tuple[str, ...]:
     """--engines=embedded,artifact, checked against the authors' builds registered; said up front.
 
@@ -186,7 +187,7 @@ def any_rate(raw: object) -> list[str]:
     return names
 
 
-def sweep_request(options: Mapping, study: Study, target: Target, program_models: set[str],
+def sweep_request(options: Mapping[str, Any], study: Study, target: Target, program_models: set[str],
                   console: TextIO = sys.stdout, artifact_builds: Collection[str] = ()) -> SweepRequest:
     """A new sweep's models, variants, bandwidths, repetitions, profile and settings, each checked.
 
@@ -252,7 +253,7 @@ def claim_configurations(study: Study) -> tuple[tuple[str, str, str], ...]:
                                for v in (c.versus, c.variant)))
 
 
-def emulation(options: Mapping, study: Study, target: Target) -> Matrix | None:
+def emulation(options: Mapping[str, Any], study: Study, target: Target) -> Matrix | None:
     """--emulate=PROFILE [--dilation=K]: the matrix of the claims stated at a bandwidth (their models, variants and
     bandwidths) with emulated compute; None without --emulate."""
     from reprokit.emulation.profile import EMULATED, check_dilation, check_name, named_profiles
@@ -285,7 +286,7 @@ def emulation(options: Mapping, study: Study, target: Target) -> Matrix | None:
                    ratios=(), why=f"emulated: the {len(claims)} claim(s) stated at a bandwidth")
 
 
-def timeline_config(options: Mapping) -> tuple[str, str] | None:
+def timeline_config(options: Mapping[str, Any]) -> tuple[str, str] | None:
     """`ck report --timeline_config=MODEL,BANDWIDTH`: the configuration whose timelines the report plots."""
     raw = str(options.get("timeline_config", "") or "").strip()
     if not raw:
@@ -299,12 +300,12 @@ def timeline_config(options: Mapping) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
-def report_dir(options: Mapping, store_root: Path) -> Path:
+def report_dir(options: Mapping[str, Any], store_root: Path) -> Path:
     """Where the report goes: --out_dir, or the store's report/ folder."""
     return Path(str(options.get("out_dir", "") or store_root / "report")).expanduser().resolve()
 
 
-def bundle_out(options: Mapping, study: str) -> Path:
+def bundle_out(options: Mapping[str, Any], study: str) -> Path:
     """`ck export`'s bundle file: --out=FILE.tar.gz (ck's own --out modes are not names) or --out_file."""
     out = str(options.get("out_file", "") or "")
     if not out and options.get("out") not in (None, *CK_OUTPUT_MODES):
@@ -314,7 +315,7 @@ def bundle_out(options: Mapping, study: str) -> Path:
     return Path(out)
 
 
-def bundle_in(options: Mapping, study: str | None) -> Path:
+def bundle_in(options: Mapping[str, Any], study: str | None) -> Path:
     """`ck import`'s bundle file: --in=FILE.tar.gz."""
     given_in = str(options.get("in", "") or "")
     if not given_in:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
 from collections.abc import Callable
+from typing import TextIO
 
 
 def duration_text(seconds: float) -> str:

@@ -22,16 +22,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-
-from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
-from reprokit.run.result import RESULT_FILE, Result
-from reprokit.core.schema import CONTROL
-from reprokit.vocabulary import RunStatus
+from typing import Any
 
 from reprokit.core.paths import REPO_ROOT
+from reprokit.core.schema import CONTROL
+from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
+from reprokit.run.result import RESULT_FILE, Result
+from reprokit.vocabulary import RunStatus
+
 GUARD_GRACE_S = 15.0  # the launcher needs a few seconds to tear its roles down
 CK_OUTPUT = "ck-output.json"
 CK_LOG = "ck-run.log"
@@ -52,7 +54,7 @@ def run_command(program: str, model: str, target: str, run_dir: Path, env: dict[
 class RunOutcome:
     status: RunStatus  # ok, failed, or interrupted (the sweep was asked to stop during it: not a result)
     reason: str | None
-    result: dict | None  # p3-result.json as the run left it (a record stores it so); None if it wrote none
+    result: dict[str, Any] | None  # p3-result.json as the run left it (a record stores it so); None if it wrote none
     started_at: float
     ended_at: float
     exit_code: int | None
@@ -70,7 +72,7 @@ class RunOutcome:
         return _typed(self.result)
 
 
-def _typed(result: dict | None) -> Result | None:
+def _typed(result: dict[str, Any] | None) -> Result | None:
     """A run's result typed (store.typed_result); None if it wrote none."""
     from reprokit.study.store.records import typed_result  # here: the guard (python -m ...runner) needs no store
 
@@ -114,7 +116,8 @@ class GuardedRun:
             self.log.close()
 
 
-def run_once(command: list[str], run_dir: Path, timeout_s: float, on_start=None) -> RunOutcome:
+def run_once(command: list[str], run_dir: Path, timeout_s: float,
+             on_start: Callable[[GuardedRun], None] | None = None) -> RunOutcome:
     """Run the command guarded in run_dir; read the unified result it left there."""
     started = time.time()
     run = GuardedRun(command, run_dir)
@@ -179,7 +182,7 @@ def engine_python_version(python: str) -> str:
     return proc.stdout.strip()
 
 
-def environment() -> dict:
+def environment() -> dict[str, Any]:
     """What does not change between the runs of a sweep: this repository, the framework, the host."""
     revision = _git("rev-parse", "HEAD")
     return {
@@ -192,7 +195,7 @@ def environment() -> dict:
     }
 
 
-def run_provenance(run_dir: Path, command: list[str], outcome: RunOutcome, env: dict) -> dict:
+def run_provenance(run_dir: Path, command: list[str], outcome: RunOutcome, env: dict[str, Any]) -> dict[str, Any]:
     """The per-run part: engine and role plan from the run's own specification, command, times."""
     spec = {}
     spec_path = run_dir / "p3-run.json"

@@ -14,21 +14,21 @@ import signal
 import sys
 import time
 from collections.abc import Collection, Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from reprokit.cluster.slurm import argv_without, follow, job_to_submit, submit_command
 from reprokit.core.errors import UserError
 from reprokit.run.launch import StopRequest
 from reprokit.run.launchers import in_slurm_allocation
-from reprokit.study.sweep import runner as study_runner
 from reprokit.study.paper.claims import Study
-from reprokit.study.sweep.options import sweep_request
-from reprokit.study.store.records import Store
-from reprokit.study.sweep.driver import MachineConfig
 from reprokit.study.paper.target import make_target
+from reprokit.study.store.records import Store
+from reprokit.study.sweep import runner as study_runner
+from reprokit.study.sweep.driver import MachineConfig
+from reprokit.study.sweep.options import sweep_request
 
 
-def submit_sweep(options: Mapping, study: Study, store: Store, program_models: set[str],
+def submit_sweep(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str],
                  machine_config: MachineConfig, console: TextIO = sys.stdout,
                  artifact_builds: Collection[str] = ()) -> str:
     """Submit the sweep as one batch job and follow it; its job id. A job that did not complete is a UserError."""

@@ -15,12 +15,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from reprokit.emulation.profile import PROFILE_FILE, ComputeProfile
-from reprokit.run.result import Result
-from reprokit.study.whatif.compute import layers_of
-from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, simulate
+from reprokit.core.errors import UserError
+from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE, ComputeProfile
+from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.store.records import Store
+from reprokit.study.whatif.compute import layers_of
+from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, simulate
 
 UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
 
@@ -98,18 +99,39 @@ def compared(observed: Iterable[ObservedRun], costs: StackCosts = StackCosts()) 
     return rows
 
 
-def stored_emulated(root: Path, study: str) -> list[ObservedRun]:
-    """Every emulated run stored in ``study``'s store ``root`` whose variant the model has a policy for (it has no
-    optimizer, so not the worker-update baseline); empty if there is none."""
+def validation_folder(work: Path, model: str, rate: str, variant: str, repetition: int) -> Path:
+    """Where benchmarks/model_validation.py keeps one run of a check (``rate``: the links' tc rate, or UNSHAPED)."""
+    return work / f"{model}-{rate}-{variant}-{repetition}"
+
+
+def validation_runs(work: Path) -> list[ObservedRun]:
+    """The runs benchmarks/model_validation.py left in ``work`` (validation_folder), each with the per-layer compute
+    its workers measured; a run without it (older versions measured none) is left out. Empty if there is none."""
+    folders = [(d, d.name.split("-", 3)) for d in sorted(work.glob("*-*-*-*"))
+               if (d / RESULT_FILE).is_file() and (d / MEASURED_FILE).is_file()]
+    return [ObservedRun(Configuration(model, rate, variant), Result.load(d), d / MEASURED_FILE, rate)
+            for d, (model, rate, variant, _) in folders]
+
+
+def stored_emulated(roots: Iterable[Path], study: str) -> list[ObservedRun]:
+    """Every emulated run stored in ``study``'s stores ``roots``, store by store, whose variant the model has a
+    policy for (it has no optimizer, so not the worker-update baseline); empty if there is none."""
+    return [run for root in roots for run in _stored_emulated(root, study)]
+
+
+def _stored_emulated(root: Path, study: str) -> list[ObservedRun]:
     observed = []
     for record in Store(root, study).all_records():
         result = record.run_result if record.ok and record.emulated and record.run_folder else None
         if result is None or record.config.variant not in VARIANT_POLICY:
             continue
+        link_rate = record.provenance.links_shaped_to
+        if link_rate is None:  # an emulated sweep shapes every link to its bandwidth divided by k, and says so
+            raise UserError(f"the emulated run {record.run_id} in {root} does not say the rate its links were shaped "
+                            f"to (its provenance has no links_shaped_to)")
         config = Configuration(record.config.model, str(record.config.bandwidth), record.config.variant,
                                result.dilation or 1.0)
-        observed.append(ObservedRun(config, result, root / str(record.run_folder) / PROFILE_FILE,
-                                    record.provenance["links_shaped_to"]))
+        observed.append(ObservedRun(config, result, root / str(record.run_folder) / PROFILE_FILE, link_rate))
     return observed
 
 
@@ -172,7 +194,7 @@ class ModelValidation:
     stack costs of a testbed host with one core of its own, the most a predicted verdict allows the paper's hosts."""
     iteration_bar: float  # |predicted/measured - 1| of the iteration time
     speedup_bar: float  # the same of P3's speedup over the baseline
-    checks: tuple[Mapping, ...]  # each: "against", where its runs ran, "configurations", "speedups"
+    checks: tuple[Mapping[str, Any], ...]  # each: "against", where its runs ran, "configurations", "speedups"
     stack_s_per_byte: float
     stack_s_per_message: float
     fifo_bytes: float = 0.0  # a testbed host's egress below the van's order: the most a predicted verdict allows
@@ -184,7 +206,7 @@ class ModelValidation:
                    float(data["stack_costs"]["per_byte_s"]), float(data["stack_costs"]["per_message_s"]),
                    float(data["stack_costs"].get("fifo_bytes", 0.0)))
 
-    def within(self) -> list[Mapping]:
+    def within(self) -> list[Mapping[str, Any]]:
         """The checks inside the model's assumptions (docs/explanation/iteration-model.md) that no later check repeats.
         Each host's egress is shared evenly among the hosts it sends to: links shared fairly (ck testbed
         --link_sharing=fair), or 2 hosts (one destination each, so one queue is as even); on one queue per host with
@@ -205,7 +227,7 @@ class ModelValidation:
         (a check's ``gpu``: the profile its emulated runs waited, or "measured" for real compute): how much of the
         communication the compute can hide decides the speedup, and a check at one GPU's compute does not vouch for
         another's."""
-        def judged(row: Mapping) -> bool:
+        def judged(row: Mapping[str, Any]) -> bool:
             return (not variants or row["variant"] in variants) and (not model or row["model"] == model)
 
         out = []

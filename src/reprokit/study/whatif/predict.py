@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from reprokit.core.errors import UserError
+from reprokit.core.outputs import output_folder, replace_file, save_figure
+from reprokit.core.values import decimal, shown, whole_number
 from reprokit.emulation.gpus import gpu, measured_path, paper_gpu
 from reprokit.emulation.profile import check_name
-from reprokit.core.errors import UserError
-from reprokit.core.outputs import replace_file, output_folder, save_figure
 from reprokit.run.settings import PAPER_BATCH_SIZE
-from reprokit.study.profiles import layer_profiles
 from reprokit.study.paper.claims import Study
+from reprokit.study.paper.rates import shaped_bps
+from reprokit.study.profiles import layer_profiles
 from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import Layer, Layout, ModelInput, Policy, Prediction
 from reprokit.study.whatif.shipped_predictions import simulate
-from reprokit.study.paper.rates import shaped_bps
-from reprokit.core.values import decimal, shown, whole_number
 
 MAX_WORKERS = 10_000  # the dedicated baseline at 10,000 servers (arrays in 10,000 parts) takes about 20 s
 KNOWN = ("model", "bandwidths", "workers", "servers", "layout", "gpu", "compute_scale", "images_per_sec", "batch",
@@ -73,7 +73,7 @@ class Row:
         return self.p3.bound_s / self.p3.iteration_s
 
 
-def _list(options: Mapping, key: str, example: str) -> list[str]:
+def _list(options: Mapping[str, object], key: str, example: str) -> list[str]:
     raw = str(options.get(key, "") or "").strip()
     items = [x.strip() for x in raw.split(",") if x.strip()]
     if not items:
@@ -81,7 +81,7 @@ def _list(options: Mapping, key: str, example: str) -> list[str]:
     return items
 
 
-def request_from(options: Mapping, study: Study) -> PredictRequest:
+def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
     """The options of `ck predict study:NAME` as one checked request (one-line errors)."""
     model = str(options.get("model", "") or "")
     if not model:
@@ -228,7 +228,7 @@ def plot(request: PredictRequest, rows: list[Row], path: Path) -> None:
     plt.close(fig)
 
 
-def run(options: Mapping, study: Study, out_dir: Path, console: TextIO = sys.stdout) -> dict[str, Path]:
+def run(options: Mapping[str, object], study: Study, out_dir: Path, console: TextIO = sys.stdout) -> dict[str, Path]:
     """Predict, print the table, write the plot (and the table as Markdown) into out_dir."""
     unknown = [k for k in options if k not in KNOWN and k not in ("data_uoa", "action", "module_uoa", "cid", "cids",
                                                                    "out", "xcids", "repo_uoa", "con_encoding")]

@@ -11,17 +11,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from reprokit.emulation.gpus import Gpu, gpu, gpus, paper_gpu
-from reprokit.study.paper.claims import Claim, Study, Tolerance
-from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.analysis.labelled import predicted_speedup
+from reprokit.study.paper.claims import Claim, Study, Tolerance
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
+from reprokit.study.report.timeline import plain
+from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.whatif.model_check import ModelValidation
 from reprokit.study.whatif.predict import PredictRequest, predict, request_from
-from reprokit.study.report.timeline import plain
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SPEED_LOW, SPEED_HIGH = 0.25, 4.0  # compute speeds drawn, as multiples of the paper's GPU's central throughput
 # Evenly on a log scale from SPEED_LOW to SPEED_HIGH (every 2 ** (1/2), 1 among them), and the marks exactly: VGG-19
@@ -72,7 +76,7 @@ class ClaimSensitivity:
         """The predicted speedup at a point of the curve (a mark, an end of the range, a grid point)."""
         return next(y for at, y in self.curve if math.isclose(at, x, rel_tol=1e-12))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kind": "predicted (line), emulated (points)"}
 
 
@@ -80,7 +84,7 @@ def speed_grid(points: int = SPEED_POINTS, upto: float = SPEED_HIGH) -> list[flo
     """``points`` speeds from SPEED_LOW to SPEED_HIGH evenly on a log scale, continued at the same step up to
     ``upto`` when it lies beyond (a mark beyond SPEED_HIGH, drawn at its own speed)."""
     def at(i: int) -> float:  # a power of the whole ratio, not of a step: the middle point is 1 exactly
-        return SPEED_LOW * (SPEED_HIGH / SPEED_LOW) ** (i / (points - 1))
+        return float(SPEED_LOW * (SPEED_HIGH / SPEED_LOW) ** (i / (points - 1)))
 
     count = points
     while at(count) < upto:
@@ -177,7 +181,7 @@ def _shown(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def draw(curves: Sequence[ClaimSensitivity]):
+def draw(curves: Sequence[ClaimSensitivity]) -> Figure:
     """One panel per claim: the predicted speedup against compute speed (log scale), the claim's band shaded, the
     paper's GPU's plausible range shaded, its central figure and COMPARED_GPU as vertical lines, and the emulated
     runs as points with their intervals."""
@@ -274,7 +278,7 @@ class HardwareMap:
                                   f"({at[label, w, b].predicted_bound_share:.1%})" for b in self.grid.bandwidths)]
                 for label in labels for w in self.grid.workers]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": "PREDICTED by the iteration model, not measured", "models": list(self.grid.models),
                 "gpus": list(self.grid.gpus), "bandwidths": list(self.grid.bandwidths),
                 "workers": list(self.grid.workers), "captions": dict(self.captions),

@@ -23,7 +23,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from reprokit.core.paths import REPO_ROOT
 from reprokit.study.whatif import iteration_model
 from reprokit.study.whatif.iteration_model import ModelInput, Prediction
 
@@ -70,13 +69,12 @@ def simulate(spec: ModelInput) -> Prediction:
 
 def what_reports_ask() -> None:
     """Everything a report of the P3 study predicts with the stored validation record."""
-    from reprokit.study.paper.claims import from_meta
     from reprokit.study.analysis.labelled import predicted_verdict
+    from reprokit.study.paper.claims import repository_study
     from reprokit.study.whatif.model_check import ModelValidation
     from reprokit.study.whatif.sensitivity import hardware_map, sensitivity
 
-    meta = json.loads((REPO_ROOT / "study" / "sysml19-p3" / ".cm" / "meta.json").read_text())
-    study = from_meta("sysml19-p3", meta)
+    study = repository_study("sysml19-p3")
     validation = ModelValidation.stored()
     for claim in study.claims:
         if claim.bandwidth:
