@@ -1,6 +1,6 @@
 #! /bin/bash
 # Fetch ByteScheduler (byteps, branch bytescheduler), apply our patches and install it for the MXNet engine:
-# every step is reprokit.engines.bytescheduler's (staging folder, swapped in only when the engine imports it
+# every step is reprokit.engines.bytescheduler.install's (staging folder, swapped in only when the engine imports it
 # patched; a failed step names itself).
 set -euo pipefail
 : "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"

@@ -14,10 +14,13 @@ engine's path), imported only when a function here is called.
   and the push-pull tasks ByteScheduler's core receives. ``check()`` raises SchedulerError when some
   pushpull bypassed the scheduler.
 
-Each worker logs one line at the end (``Scheduled.line``; its format: bytescheduler_line.py).
+Each worker logs one line at the end (``Scheduled.line``; its format: bytescheduler_line.py). train.py calls
+``start(kv)`` and ``finish(scheduled)``, which end the role at once with one ``SchedulerError:`` line (the line the
+launcher quotes) when the scheduler is missing, unpatched or was bypassed.
 """
 import json
 import os
+import sys
 
 from bytescheduler_line import MANIFEST, PACKAGE_HINT, PATCHES, format_line  # shipped beside this file
 
@@ -79,6 +82,7 @@ class Scheduled:
         from bytescheduler.common.bytecore import core
 
         self.installed = installed
+        self.inner = kv._kvstore  # MXNet's own store, which ByteScheduler sends through
         self.pushpulls = 0  # the trainer's pushpull calls
         self.tasks = 0  # push-pull tasks ByteScheduler's core received (each pushpull is one, before partitioning)
         self.core = core
@@ -130,3 +134,47 @@ def _counting(kv, scheduled):
     Counted.__name__ = base.__name__
     kv.__class__ = Counted
     return kv
+
+
+def start(kv):
+    """``Scheduled.wrap(kv)``, or the role ends with one line."""
+    try:
+        return Scheduled.wrap(kv)
+    except SchedulerError as exc:
+        _end(exc)
+
+
+def finish(scheduled):
+    """The worker's line, once every pushpull is known to have gone through the scheduler; or the role ends with one
+    line (after its line, which says what went through)."""
+    print(scheduled.line, flush=True)
+    try:
+        scheduled.check()
+    except SchedulerError as exc:
+        _end(exc)
+
+
+def close(scheduled):
+    """MXNet's store (the one ByteScheduler sent through) freed now, as a worker's kvstore is when its trainer goes:
+    its destructor waits for the engine, meets the other workers at ps-lite's last barrier and stops ps-lite
+    (ps::Finalize). The worker's last act: nothing may use the store afterwards.
+
+    Left to Python, it would never be freed: ByteScheduler's core, a module global whose daemon thread is never
+    stopped (its shutdown uses Python 2's sys.maxint), keeps every finished task, and each task the store. The
+    process would then end with ps-lite's threads running, and C++ aborts it ("terminate called without an active
+    exception"). The Python object keeps a null handle, which MXNet frees as a no-op (``delete nullptr``).
+    """
+    import mxnet as mx
+
+    kv = scheduled.inner
+    mx.nd.waitall()
+    mx.base.check_call(mx.base._LIB.MXKVStoreFree(kv.handle))
+    kv.handle = mx.base.KVStoreHandle()
+
+
+def _end(exc):
+    """One line and exit code 1, at once: left to Python, MXNet's kvstore would wait for the other roles at exit."""
+    print(f"SchedulerError: {exc}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
+

@@ -10,7 +10,7 @@ from reprokit.engines.registry import engines, get_engine, register_engine
 def test_three_engines_are_registered_each_with_the_variants_it_runs():
     assert [(e.kind.value, e.side) for e in engines()] == [("stock", EMBEDDED), ("p3", ARTIFACT),
                                                             ("baseline", ARTIFACT)]
-    assert get_engine("stock").variants == ("baseline", "baseline-worker-update", "p3")
+    assert get_engine("stock").variants == ("baseline", "baseline-worker-update", "p3", "bytescheduler")
     assert get_engine(EngineKind.P3).variants == ("p3",)
     assert get_engine("baseline").variants == ("baseline",)
     with pytest.raises(KeyError, match="no engine is registered as 'gpu'"):

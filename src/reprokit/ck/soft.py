@@ -129,7 +129,7 @@ def sockeye_setup(i: dict) -> dict:
 
 @ck_command
 def bytescheduler_limit(i: dict) -> dict:
-    from reprokit.engines.bytescheduler import PACKAGE_HINT
+    from reprokit.engines.bytescheduler.install import PACKAGE_HINT
 
     return _one_per_file(i, "no ByteScheduler (bytescheduler/__init__.py) found in the searched folders; pass the "
                             f"site-packages folder with --search_dirs=DIR, or install it with: {PACKAGE_HINT} --quiet")
@@ -137,7 +137,7 @@ def bytescheduler_limit(i: dict) -> dict:
 
 @ck_command
 def bytescheduler_version(i: dict) -> dict:
-    from reprokit.engines.bytescheduler import installed_version
+    from reprokit.engines.bytescheduler.install import installed_version
 
     return {"return": 0, "version": installed_version(Path(i["full_path"]).parent.parent)}
 
@@ -146,7 +146,7 @@ def bytescheduler_version(i: dict) -> dict:
 def bytescheduler_setup(i: dict) -> dict:
     """Register the folder that holds the bytescheduler package (the one the engine's .pth file names), and the
     byteps commit it was installed from."""
-    from reprokit.engines.bytescheduler import installed_commit
+    from reprokit.engines.bytescheduler.install import installed_commit
 
     site = Path(i["customize"]["full_path"]).parent.parent
     return _register(i, site, COMMIT=installed_commit(site))

@@ -142,8 +142,9 @@ class Engine(Protocol):
         """The install a CK env entry registers, or None (another engine's entry, or an install since removed)."""
         ...
 
-    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
-        """The engine as a run of an image model (or Sockeye) records it."""
+    def for_run(self, installed: InstalledEngine, image_model: bool, variant: Variant) -> InstalledEngine:
+        """The engine as a run of an image model (or Sockeye) and ``variant`` records it, checked for what the run
+        needs of it (Sockeye, ByteScheduler)."""
         ...
 
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:

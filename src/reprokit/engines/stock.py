@@ -1,7 +1,8 @@
 """Stock MXNet 1.9.1 from PyPI as an engine: program/p3's scripts (train.py, sockeye_run.py) in every role.
 
-Its P3 is MXNet's own (switched on by DMLC_PS_VAN_TYPE=p3 in every role), so it runs
-every variant; its scripts report the van each role ran and each worker's p3-comm line.
+Its P3 is MXNet's own (switched on by DMLC_PS_VAN_TYPE=p3 in every role), and ByteScheduler is installed for it
+(package bytescheduler-github), so it runs every variant; its scripts report the van each role ran and each
+worker's p3-comm line.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import EMBEDDED, EngineKind, InstalledEngine, Reports, RoleCommand, RunJob
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.engines.registry import register_engine
 from reprokit.core.paths import PROGRAM_DIR
@@ -34,7 +36,8 @@ class StockMXNet:
     side = EMBEDDED
     stock_knobs = True
     busy_waits = True
-    variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3)
+    variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3,
+                                     Variant.BYTESCHEDULER)
     reports = Reports(p3_knobs=True, ps_van=True, comm_probes=True)
     env_tags = "lib,mxnet"
     install_hint = "ck install package:lib-mxnet --quiet"
@@ -47,8 +50,12 @@ class StockMXNet:
         return InstalledEngine(env_uid=entry.uid, build=self.kind, name=f"mxnet-{version}-cpu", python=python,
                                rank=tuple(int(x) for x in version.split(".") if x.isdigit()))
 
-    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
-        """Sockeye runs name the Sockeye the engine's interpreter imports too."""
+    def for_run(self, installed: InstalledEngine, image_model: bool, variant: Variant) -> InstalledEngine:
+        """Sockeye runs name the Sockeye the engine's interpreter imports too; ByteScheduler runs the ByteScheduler,
+        checked patched (or a one-line refusal naming the package)."""
+        if variant is Variant.BYTESCHEDULER:
+            found = ByteSchedulerVariant.in_engine(installed.python)
+            return installed.named(ByteSchedulerVariant.engine_name(installed.name, found))
         if image_model:
             return installed
         return installed.named(f"{installed.name}+sockeye-{sockeye_in_engine(installed.python)}")

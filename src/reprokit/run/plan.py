@@ -14,10 +14,13 @@ from typing import Any
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
 from reprokit.cluster.hosts import HostSpec
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
 
-# Variables that switch the engine's mechanism (the van, P3's slicing, where the optimizer runs). A role gets them
-# from its run's plan only: inherited from a launching shell they would silently turn one variant into another.
-ENGINE_SWITCHES = ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD", "MXNET_UPDATE_ON_KVSTORE")
+# Variables that switch the engine's mechanism (the van, P3's slicing, where the optimizer runs, ByteScheduler's
+# knobs and tuning). A role gets them from its run's plan only: inherited from a launching shell they would silently
+# turn one variant into another.
+ENGINE_SWITCHES = ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD", "MXNET_UPDATE_ON_KVSTORE",
+                   *ByteSchedulerVariant.SWITCHES)
 
 
 @dataclass(frozen=True)

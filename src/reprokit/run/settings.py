@@ -19,6 +19,7 @@ from reprokit.emulation.profile import (EMULATED, PROFILE_FILE, REAL, SLEEP, Com
                                        check_compute_wait, check_dilation, check_name, named_profiles,
                                        resolve_profile)
 from reprokit.core.errors import UserError
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.core.paths import MB, check_room
 from reprokit.core.values import SHOWN_PATH_CHARACTERS, shown, whole_number
 from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, PsVan, Variant
@@ -126,6 +127,8 @@ class RunSettings:
     compute_profile: str = ""  # emulated only: a stored profile's name or a profile file's absolute path
     dilation: float = 1.0  # emulated only: every wait times this, every shaped link's rate divided by it
     compute_wait: str = SLEEP  # emulated only: sleep (a GPU host's free CPU) or busy (a CPU device's held core)
+    bytescheduler_partition: int | None = None  # bytescheduler only: parameters per partition (BYTESCHEDULER_PARTITION)
+    bytescheduler_credit: int | None = None  # bytescheduler only: parameters in flight (BYTESCHEDULER_CREDIT)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variant", Variant(self.variant))  # also given as its stored string
@@ -153,6 +156,7 @@ class RunSettings:
             "--variant", self.variant.value,
             "--ps-van", self.ps_van if stock_knobs else PsVan.ZMQ.value,
             "--p3-priority", "1" if self.p3_priority or not stock_knobs else "0",
+            *(ByteSchedulerVariant.train_args() if self.variant is Variant.BYTESCHEDULER else []),
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
@@ -174,6 +178,8 @@ class RunSettings:
         if self.variant is Variant.P3:
             return {"DMLC_PS_VAN_TYPE": PsVan.P3.value, "DMLC_PS_WATER_MARK": str(self.p3_water_mark),
                     "MXNET_KVSTORE_SLICE_THRESHOLD": str(self.p3_slice_size or P3_NO_SLICING_THRESHOLD)}
+        if self.variant is Variant.BYTESCHEDULER and self.bytescheduler_partition and self.bytescheduler_credit:
+            return ByteSchedulerVariant.role_env(self.bytescheduler_partition, self.bytescheduler_credit)
         return {}
 
 
@@ -321,6 +327,8 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
     ps_root_port = resolve_port(str(env.get("PS_ROOT_PORT", "")))
     batch_size = _positive_int(env, "BATCH_SIZE", model.smoke_batch_size if smoke else PAPER_BATCH_SIZE, high=65536)
     compute, compute_profile, dilation, compute_wait = _compute(env, model, image_shape, batch_size)
+    variant = _variant(env)
+    partition, credit = ByteSchedulerVariant.knobs(env, variant, model.is_image)
     return RunSettings(
         model=model.cmd_key,
         network=model.network,
@@ -337,7 +345,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s, high=MAX_TIMEOUT_S),
         ps_root_port=ps_root_port,
         seed=_positive_int(env, "SEED", 42, allow_zero=True, high=MAX_SEED),
-        variant=(variant := _variant(env)),
+        variant=variant,
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True,
                                     high=P3_NO_SLICING_THRESHOLD - 1),
         # The priority-off ablation is P3's; every other variant keeps the trainer's own priorities.
@@ -347,6 +355,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
         output_file=str(env.get("OUTPUT_FILE", "")).strip(),
         compute=compute, compute_profile=compute_profile, dilation=dilation, compute_wait=compute_wait,
+        bytescheduler_partition=partition, bytescheduler_credit=credit,
     )
 
 

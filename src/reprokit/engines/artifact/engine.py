@@ -45,7 +45,7 @@ class ArtifactBuild:
         return InstalledEngine(env_uid=entry.uid, build=self.kind, name=artifact_engine_name(env.build, env.commit),
                                python=env.python, rank=(env.installed_at,), tree=env.tree, cuda=env.cuda)
 
-    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
+    def for_run(self, installed: InstalledEngine, image_model: bool, variant: Variant) -> InstalledEngine:
         return installed
 
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:

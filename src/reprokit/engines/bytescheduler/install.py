@@ -1,4 +1,4 @@
-"""ByteScheduler (SOSP'19) for the stock MXNet engine: what ``ck install package:bytescheduler-github`` runs.
+"""ByteScheduler (SOSP'19) for the stock MXNet engine: the install ``ck install package:bytescheduler-github`` runs.
 
     python -m reprokit.engines.bytescheduler install     # settings from the environment, as CK sets it
 
@@ -203,6 +203,7 @@ def installed_commit(site: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (python -m reprokit.engines.bytescheduler install): one line and exit code 1 on failure."""
     argv = sys.argv[1:] if argv is None else argv
     if argv != ["install"]:
         print("usage: python -m reprokit.engines.bytescheduler install   (settings come from the environment, as CK "
@@ -214,7 +215,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bytescheduler: error: {exc}", file=sys.stderr, flush=True)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
