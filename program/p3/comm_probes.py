@@ -51,14 +51,15 @@ def timeline_path(path, rank):
     return f"{root}.worker-{rank}{ext or '.json'}"
 
 
-def mechanism(update_on_kvstore, priority):
-    """What ran, for the p3-comm line: van, optimizer placement, P3's slice bound and water mark, priority."""
+def mechanism(update_on_kvstore, priority, scheduler=""):
+    """What ran, for the p3-comm line: van, optimizer placement, P3's slice bound and water mark, priority, and the
+    kvstore's scheduler when there is one (``scheduler=bytescheduler``)."""
     van = os.environ.get("DMLC_PS_VAN_TYPE", "") or "zmq"
     p3 = van == "p3"
     return {"van": van, "update_on": "servers" if update_on_kvstore else "workers",
             "slice_threshold": os.environ.get("MXNET_KVSTORE_SLICE_THRESHOLD", "40000") if p3 else "-",
             "water_mark": os.environ.get("DMLC_PS_WATER_MARK", "-") if p3 else "-",
-            "priority": 1 if priority else 0}
+            "priority": 1 if priority else 0, **({"scheduler": scheduler} if scheduler else {})}
 
 
 FLAT_PRIORITY = -1  # below ps-lite's control messages and kvstore inits (priority 0), which must keep their order

@@ -16,6 +16,8 @@ updates on the servers, ``baseline-worker-update`` on the workers
 (DMLC_PS_VAN_TYPE=p3: P3StoreDist slices every array and ps-lite's P3 van sends
 the slices in priority order), which updates on the workers because its store
 cannot update on the servers. The Trainer already passes ``priority=-index``.
+``bytescheduler`` is the one variant that changes the worker's code: ``--scheduler bytescheduler`` puts the
+kvstore inside ByteScheduler's ScheduledKVStore (bytescheduler_kv.py), which schedules the Trainer's pushpulls.
 """
 import argparse
 import hashlib
@@ -33,6 +35,7 @@ import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 from mxnet.gluon.model_zoo import vision  # noqa: E402
 
+import bytescheduler_kv  # noqa: E402  shipped beside this file; imports bytescheduler only when started
 from comm_probes import CommProbes, flatten_priorities, mechanism, timeline_path  # noqa: E402
 from emulated_compute import EmulatedCompute, load_profile  # noqa: E402
 
@@ -59,6 +62,8 @@ def parse_args(argv):
                         help="the ps-lite van every role of the run must have (role_van.py checks it)")
     parser.add_argument("--p3-priority", type=int, choices=(0, 1), required=True,
                         help="1: the Trainer's priorities (layers nearer the input first); 0: every push priority 0")
+    parser.add_argument("--scheduler", choices=("", "bytescheduler"), default="",
+                        help="bytescheduler: the kvstore inside ByteScheduler's ScheduledKVStore (bytescheduler_kv.py)")
     parser.add_argument("--timeline", default="",
                         help="each worker writes a Chrome trace of its communication here "
                              "({rank} is replaced; otherwise .worker-RANK goes before the suffix)")
@@ -317,6 +322,10 @@ def main(argv=None):
     kv = mx.kv.create(args.kv_store)
     if args.string_keys:
         kv.__class__ = StringKeys  # the same store (and handle), its keys named
+    scheduled = None
+    if args.scheduler:
+        scheduled = bytescheduler_kv.start(kv)  # or the role ends with one line
+        kv = scheduled.kv
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
     logging.info("worker rank %d of %d, model %s, batch %d, shape %s, kvstore %s",
@@ -384,7 +393,9 @@ def main(argv=None):
     log_host_cpu(kv.rank, cpu_start)
 
     if probes is not None:  # logs the p3-comm line (comm_probes.py documents it)
-        probes.close(mechanism(trainer._update_on_kvstore, args.p3_priority))
+        probes.close(mechanism(trainer._update_on_kvstore, args.p3_priority, args.scheduler))
+    if scheduled is not None:  # every pushpull went through ByteScheduler, or the role ends with one line
+        bytescheduler_kv.finish(scheduled)
     digest, count = parameter_checksum(net)
     if args.save_params and kv.rank == 0:
         params = net.collect_params()
@@ -394,6 +405,8 @@ def main(argv=None):
     # The last line: every output is written. Under the P3 van the process then never exits by itself
     # (ps-lite's sender thread is never joined), so the launcher ends it once every worker printed this.
     logging.info("Parameter checksum: rank=%d sha256=%s params=%d", kv.rank, digest, count)
+    if scheduled is not None:
+        bytescheduler_kv.close(scheduled)  # or the process would abort at exit (bytescheduler_kv.close says why)
     return 0
 
 

@@ -11,11 +11,14 @@ class Variant(StrEnum):
     baseline-worker-update: stock MXNet, the optimizer on the workers (MXNet's P3 can only update there, so p3 over
       this one isolates slicing and priority from where the optimizer runs);
     p3: MXNet 1.9.1's own P3 (apache/mxnet PR #15124, dmlc/ps-lite PR #147) switched on in every role, or the
-      authors' fork, where it is compiled in.
+      authors' fork, where it is compiled in;
+    bytescheduler: ByteScheduler (SOSP'19, package bytescheduler-github) scheduling the workers' pushes and pulls
+      over stock MXNet, the optimizer on the servers as in baseline (reprokit.engines.bytescheduler).
     """
     BASELINE = "baseline"
     BASELINE_WORKER_UPDATE = "baseline-worker-update"
     P3 = "p3"
+    BYTESCHEDULER = "bytescheduler"
 
 
 VARIANTS: tuple[str, ...] = tuple(v.value for v in Variant)  # the VARIANT knob's values, in this order

@@ -19,7 +19,8 @@ def free_port():
 
 
 def one_worker_job(python, tmp_path, script_text, args, env=None, timeout=180):
-    """Runs ``script_text`` as ``python script P3_DIR *args`` in each role; returns the worker's last line, parsed.
+    """Runs ``script_text`` as ``python script P3_DIR *args`` in each role, in ``tmp_path``; returns the worker's last
+    line, parsed.
 
     The worker may leave without saying goodbye (os._exit), so the scheduler and the server are ended here."""
     script = tmp_path / "job.py"
@@ -28,7 +29,7 @@ def one_worker_job(python, tmp_path, script_text, args, env=None, timeout=180):
               "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1",
               **(env or {})}
     argv = [python, str(script), str(P3_DIR), *map(str, args)]
-    procs = [subprocess.Popen(argv, env={**common, "DMLC_ROLE": role}, stdin=subprocess.DEVNULL,
+    procs = [subprocess.Popen(argv, env={**common, "DMLC_ROLE": role}, stdin=subprocess.DEVNULL, cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for role in ("scheduler", "server", "worker")]
     try:

@@ -10,7 +10,7 @@ from reprokit.engines.registry import engine_switches, engines, get_engine, regi
 def test_three_engines_are_registered_each_with_the_variants_it_runs():
     assert [(e.kind.value, e.side) for e in engines()] == [("stock", EMBEDDED), ("p3", ARTIFACT),
                                                             ("baseline", ARTIFACT)]
-    assert get_engine("stock").variants == ("baseline", "baseline-worker-update", "p3")
+    assert get_engine("stock").variants == ("baseline", "baseline-worker-update", "p3", "bytescheduler")
     assert get_engine(EngineKind.P3).variants == ("p3",)
     assert get_engine("baseline").variants == ("baseline",)
     with pytest.raises(KeyError, match="no engine is registered as 'gpu'"):
@@ -56,8 +56,9 @@ def test_a_role_takes_the_engines_switches_from_its_plan_never_from_the_launchin
     from reprokit.run.remote import role_command
     from support.runs import fake_plan
 
-    assert engine_switches() == ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD",
-                                 "MXNET_UPDATE_ON_KVSTORE")
+    assert engine_switches()[:4] == ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD",
+                                     "MXNET_UPDATE_ON_KVSTORE")
+    assert {"BYTESCHEDULER_PARTITION", "BYTESCHEDULER_CREDIT", "BYTESCHEDULER_CREDIT_TUNING"} <= set(engine_switches())
     for name in engine_switches():
         monkeypatch.setenv(name, "from-the-shell")
     plan = fake_plan()

@@ -1,6 +1,6 @@
 """Imports only go down: ck -> study -> run -> engines -> cluster/data -> model -> core, and code loaded by path
 goes through one loader. Code shipped to the engine's interpreter imports the standard library, MXNet (with
-numpy) and Sockeye only; what the framework loads of it, the standard library only."""
+numpy), Sockeye and ByteScheduler (its variant) only; what the framework loads of it, the standard library only."""
 import ast
 import sys
 import tomllib
@@ -13,7 +13,7 @@ PACKAGE = SRC_DIR / "reprokit"
 LAYERS = {"ck": 6, "study": 5, "run": 4, "engines": 3, "cluster": 2, "data": 2, "vocabulary": 1, "model": 1}
 # Loading code by path: the one loader, and im2rec from MXNet's own tools (in the engine's interpreter).
 LOADERS = {"reprokit.engine_side", "reprokit.data.recordio"}
-ENGINE_SIDE_THIRD_PARTY = {"mxnet", "numpy", "sockeye"}
+ENGINE_SIDE_THIRD_PARTY = {"mxnet", "numpy", "sockeye", "bytescheduler"}  # bytescheduler: its variant only
 
 
 def module_name(path: Path) -> str:
@@ -58,7 +58,7 @@ def test_code_is_loaded_by_path_only_through_the_one_loader():
     assert loading == LOADERS
 
 
-def test_engine_side_code_imports_the_standard_library_mxnet_and_sockeye_only():
+def test_engine_side_code_imports_the_standard_library_mxnet_sockeye_and_bytescheduler_only():
     ours = {p.stem for p in PROGRAM_DIR.glob("*.py")}
     allowed = set(sys.stdlib_module_names) | ENGINE_SIDE_THIRD_PARTY | ours
     foreign = {f"{p.name}: {name}" for p in PROGRAM_DIR.glob("*.py") if p.name != "ck_hooks.py"

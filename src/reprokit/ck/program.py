@@ -69,7 +69,7 @@ def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
 
 def run_engine(settings: RunSettings, env: CkDict) -> InstalledEngine:
     choice = find_engine(settings.variant, str(env.get("ENGINE", "")).strip(), str(env.get("ENGINE_ENV", "")).strip())
-    return choice.engine.for_run(choice, MODELS[settings.model].is_image)
+    return choice.engine.for_run(choice, MODELS[settings.model].is_image, settings.variant)
 
 
 def decided_run(i: CkDict, cluster_data: object, allocation_env: Mapping[str, str] | None) -> tuple[RunSettings, InstalledEngine, RunData]:

@@ -125,6 +125,33 @@ def sockeye_setup(i: CkDict) -> CkDict:
     return _register(i, Path(i["customize"]["full_path"]).parent.parent)
 
 
+# ---------------------------------------------------------------- lib.bytescheduler: ByteScheduler for the engine
+
+@ck_command
+def bytescheduler_limit(i: CkDict) -> CkDict:
+    from reprokit.engines.bytescheduler.install import PACKAGE_HINT
+
+    return _one_per_file(i, "no ByteScheduler (bytescheduler/__init__.py) found in the searched folders; pass the "
+                            f"site-packages folder with --search_dirs=DIR, or install it with: {PACKAGE_HINT} --quiet")
+
+
+@ck_command
+def bytescheduler_version(i: CkDict) -> CkDict:
+    from reprokit.engines.bytescheduler.install import installed_version
+
+    return {"return": 0, "version": installed_version(Path(i["full_path"]).parent.parent)}
+
+
+@ck_command
+def bytescheduler_setup(i: CkDict) -> CkDict:
+    """Register the folder that holds the bytescheduler package (the one the engine's .pth file names), and the
+    byteps commit it was installed from."""
+    from reprokit.engines.bytescheduler.install import installed_commit
+
+    site = Path(i["customize"]["full_path"]).parent.parent
+    return _register(i, site, COMMIT=installed_commit(site))
+
+
 # ---------------------------------------------------------------- tool.p3: the authors' artifact
 
 @ck_command

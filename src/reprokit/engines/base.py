@@ -82,6 +82,13 @@ class P3Knobs:
 
 
 @dataclass(frozen=True)
+class SchedulerKnobs:
+    """ByteScheduler's knobs as a bytescheduler run set them (BYTESCHEDULER_PARTITION, BYTESCHEDULER_CREDIT)."""
+    partition: int  # parameters per partition
+    credit: int  # parameters in flight
+
+
+@dataclass(frozen=True)
 class ScriptKnobs:
     """What program/p3's training script is told about the engine it runs in, for one variant."""
     ps_van: PsVan  # the van every role runs (role_van.py checks each role's)
@@ -115,6 +122,7 @@ class RunJob:
     script_args: list[str]  # its arguments for this run
     p3: P3Knobs  # P3's knobs as the run set them
     emulated: bool = False  # emulated compute: every engine runs ``script`` (program/p3's train.py) with ``script_args``
+    scheduler: SchedulerKnobs | None = None  # ByteScheduler's knobs: a bytescheduler run's only
 
 
 @dataclass(frozen=True)
@@ -166,11 +174,12 @@ class Engine(Protocol):
         """The install a CK env entry registers, or None (another engine's entry, or an install since removed)."""
         ...
 
-    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
-        """The engine as a run of an image model (or Sockeye) records it."""
+    def for_run(self, installed: InstalledEngine, image_model: bool, variant: Variant) -> InstalledEngine:
+        """The engine as a run of an image model (or Sockeye) and ``variant`` records it, checked for what the run
+        needs of it (Sockeye, ByteScheduler)."""
         ...
 
-    def role_env(self, variant: Variant, p3: P3Knobs) -> dict[str, str]:
+    def role_env(self, variant: Variant, p3: P3Knobs, scheduler: SchedulerKnobs | None = None) -> dict[str, str]:
         """What every role's environment gets to run ``variant`` (scheduler, servers and workers alike)."""
         ...
 

@@ -42,6 +42,13 @@ def select_engine(candidates: Sequence[InstalledEngine], variant: str, engine: s
     if engine not in ENGINE_CHOICES:
         raise UserError(f"unknown ENGINE {shown(engine)}; valid ones: embedded, artifact (or empty: the artifact when "
                         f"installed); fix it with --env.ENGINE=embedded")
+    # A variant none of the authors' builds runs (bytescheduler) is the embedded engine's, whatever is installed.
+    embedded_only = not any(variant in e.variants for e in engines() if e.side == ARTIFACT)
+    if embedded_only and (engine == ARTIFACT or (pinned and any(pinned == c.env_uid and c.engine.side == ARTIFACT
+                                                                for c in candidates))):
+        given = f"ENGINE_ENV={pinned} (an artifact build)" if pinned else "ENGINE=artifact"
+        raise UserError(f"VARIANT={variant} runs on the embedded engine only (stock MXNet 1.9.1), not with {given}; "
+                        f"use --env.ENGINE=embedded")
     if pinned:
         found = [c for c in candidates if pinned == c.env_uid]
         if not found:
@@ -55,7 +62,7 @@ def select_engine(candidates: Sequence[InstalledEngine], variant: str, engine: s
         return chosen
     stock = [c for c in candidates if c.engine.side == EMBEDDED]
     artifacts = [c for c in candidates if c.engine.side == ARTIFACT]
-    if engine == "embedded" or (engine == "" and not artifacts):
+    if engine == "embedded" or (engine == "" and (not artifacts or embedded_only)):
         if not stock:
             raise UserError("the MXNet engine is not installed (no usable CK env with tags lib,mxnet); "
                             f"install it with: {get_engine('stock').install_hint}")

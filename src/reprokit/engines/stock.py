@@ -1,7 +1,8 @@
 """Stock MXNet 1.9.1 from PyPI as an engine: program/p3's scripts (train.py, sockeye_run.py) in every role.
 
-Its P3 is MXNet's own (switched on by DMLC_PS_VAN_TYPE=p3 in every role), so it runs
-every variant; its scripts report the van each role ran and each worker's p3-comm line.
+Its P3 is MXNet's own (switched on by DMLC_PS_VAN_TYPE=p3 in every role), and ByteScheduler is installed for it
+(package bytescheduler-github), so it runs every variant; its scripts report the van each role ran and each
+worker's p3-comm line.
 """
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from reprokit.engines.base import (
     Reports,
     RoleCommand,
     RunJob,
+    SchedulerKnobs,
     ScriptKnobs,
 )
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.engines.mxnet import sockeye_in_engine
 from reprokit.engines.registry import register_engine
 from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, Variant
@@ -47,9 +50,11 @@ def engine_files() -> list[Path]:
 class StockMXNet:
     kind: EngineKind  # set by @register_engine
     side = EMBEDDED
-    switches: tuple[str, ...] = (PS_VAN_VARIABLE, WATER_MARK, SLICE_THRESHOLD, UPDATE_ON_KVSTORE)
+    switches: tuple[str, ...] = (PS_VAN_VARIABLE, WATER_MARK, SLICE_THRESHOLD, UPDATE_ON_KVSTORE,
+                                 *ByteSchedulerVariant.SWITCHES)
     busy_waits = True
-    variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3)
+    variants: tuple[Variant, ...] = (Variant.BASELINE, Variant.BASELINE_WORKER_UPDATE, Variant.P3,
+                                     Variant.BYTESCHEDULER)
     reports = Reports(p3_knobs=True, ps_van=True, comm_probes=True)
     env_tags = "lib,mxnet"
     install_hint = "ck install package:lib-mxnet --quiet"
@@ -62,20 +67,26 @@ class StockMXNet:
         return InstalledEngine(env_uid=entry.uid, build=self.kind, name=f"mxnet-{version}-cpu", python=python,
                                rank=tuple(int(x) for x in version.split(".") if x.isdigit()))
 
-    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
-        """Sockeye runs name the Sockeye the engine's interpreter imports too."""
+    def for_run(self, installed: InstalledEngine, image_model: bool, variant: Variant) -> InstalledEngine:
+        """Sockeye runs name the Sockeye the engine's interpreter imports too; ByteScheduler runs the ByteScheduler,
+        checked patched (or a one-line refusal naming the package)."""
+        if variant is Variant.BYTESCHEDULER:
+            found = ByteSchedulerVariant.in_engine(installed.python)
+            return installed.named(ByteSchedulerVariant.engine_name(installed.name, found))
         if image_model:
             return installed
         return installed.named(f"{installed.name}+sockeye-{sockeye_in_engine(installed.python)}")
 
-    def role_env(self, variant: Variant, p3: P3Knobs) -> dict[str, str]:
+    def role_env(self, variant: Variant, p3: P3Knobs, scheduler: SchedulerKnobs | None = None) -> dict[str, str]:
         """P3 is switched on in every role (its van, water mark and slice bound); baseline-worker-update moves the
-        optimizer to the workers."""
+        optimizer to the workers; bytescheduler gives its workers ByteScheduler's knobs."""
         if variant is Variant.BASELINE_WORKER_UPDATE:
             return {UPDATE_ON_KVSTORE: "0"}
         if variant is Variant.P3:
             return {PS_VAN_VARIABLE: PsVan.P3.value, WATER_MARK: str(p3.water_mark),
                     SLICE_THRESHOLD: str(p3.slice_size or NO_SLICING_THRESHOLD)}
+        if variant is Variant.BYTESCHEDULER and scheduler is not None:
+            return ByteSchedulerVariant.role_env(scheduler.partition, scheduler.credit)
         return {}
 
     def script_knobs(self, variant: Variant, p3: P3Knobs) -> ScriptKnobs:
@@ -85,7 +96,7 @@ class StockMXNet:
     def role_command(self, installed: InstalledEngine, job: RunJob) -> RoleCommand:
         command = [installed.python, job.script, *job.script_args, *job.data.args]
         files = [str(f) for f in engine_files()]
-        env = self.role_env(job.variant, job.p3)
+        env = self.role_env(job.variant, job.p3, job.scheduler)
         if job.variant != Variant.P3:
             return RoleCommand(command, files, env)
         # MXNet 1.9.1's P3 van never joins its sender thread, so workers and servers stay alive after training

@@ -56,6 +56,9 @@ class Result:
     # workers' p3-comm lines where the optimizer ran, P3's slice bound and water mark, and whether priorities were on.
     ps_van: str | None = None
     mechanism: dict[str, Any] | None = None
+    # VARIANT=bytescheduler: ByteScheduler's knobs as its core ran them, the byteps commit, and per worker the
+    # trainer's pushpulls, the tasks the scheduler received and whether it posted them at once (every rank but 0).
+    bytescheduler: dict[str, Any] | None = None
     # From each worker's p3-comm line (means over workers): how long forward waited for weights per
     # iteration, the share of communication hidden behind computation, and the two times themselves.
     comm_wait_s_per_iter: float | None = None
@@ -190,7 +193,21 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
         emulation_fields(result, settings, plan, run_dir, logs)
     if reports.ps_van:
         check_vans(result, plan, logs, engine.engine.script_knobs(settings.variant, settings.p3_knobs).ps_van)
+    if settings.variant is Variant.BYTESCHEDULER:
+        bytescheduler_fields(result, plan, logs)
     return result
+
+
+def bytescheduler_fields(result: Result, plan: RolePlan, logs: dict[str, str]) -> None:
+    """The bytescheduler field from every worker's line; a run some worker's gradients bypassed the scheduler on (or
+    that logged no line) is a failed run, and says so."""
+    from reprokit.engines.bytescheduler import ByteSchedulerVariant
+
+    field, failure = ByteSchedulerVariant.result_field([logs.get(w.name, "") for w in plan.workers])
+    result.bytescheduler = field
+    if failure and result.run_success:
+        result.status = RunStatus.FAILED
+        result.failure_reason = failure
 
 
 HOST_CPU_LINE = re.compile(r"host-cpu: rank=\d+ busy=([0-9.]+)")  # train.py's line
@@ -284,7 +301,8 @@ def _mechanism(comm: dict[str, Any]) -> dict[str, Any]:
         return int(value) if value.isdigit() else None
 
     return {"van": comm.get("van"), "update_on": comm.get("update_on"), "slice_threshold": number("slice_threshold"),
-            "water_mark": number("water_mark"), "priority": comm.get("priority") in ("1", 1)}
+            "water_mark": number("water_mark"), "priority": comm.get("priority") in ("1", 1),
+            **({"scheduler": comm["scheduler"]} if comm.get("scheduler") else {})}
 
 
 def _last_comm_line(text: str) -> dict[str, Any] | None:

@@ -31,7 +31,8 @@ from reprokit.emulation.profile import (
     named_profiles,
     resolve_profile,
 )
-from reprokit.engines.base import Engine, P3Knobs
+from reprokit.engines.base import Engine, P3Knobs, SchedulerKnobs
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, Variant
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
@@ -133,6 +134,8 @@ class RunSettings:
     compute_profile: str = ""  # emulated only: a stored profile's name or a profile file's absolute path
     dilation: float = 1.0  # emulated only: every wait times this, every shaped link's rate divided by it
     compute_wait: str = SLEEP  # emulated only: sleep (a GPU host's free CPU) or busy (a CPU device's held core)
+    bytescheduler_partition: int | None = None  # bytescheduler only: parameters per partition (BYTESCHEDULER_PARTITION)
+    bytescheduler_credit: int | None = None  # bytescheduler only: parameters in flight (BYTESCHEDULER_CREDIT)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variant", Variant(self.variant))  # also given as its stored string
@@ -144,6 +147,13 @@ class RunSettings:
     def p3_knobs(self) -> P3Knobs:
         """P3's knobs as this run set them, for the engine to apply those it takes."""
         return P3Knobs(slice_size=self.p3_slice_size, priority=self.p3_priority, water_mark=self.p3_water_mark)
+
+    @property
+    def scheduler_knobs(self) -> SchedulerKnobs | None:
+        """ByteScheduler's knobs as this run set them; None for a run of another variant."""
+        if self.bytescheduler_partition is None or self.bytescheduler_credit is None:
+            return None
+        return SchedulerKnobs(partition=self.bytescheduler_partition, credit=self.bytescheduler_credit)
 
     def train_args(self, engine: Engine) -> list[str]:
         """Command-line arguments of the training script for this run on ``engine`` (its van, priorities, probes and
@@ -164,6 +174,7 @@ class RunSettings:
             "--variant", self.variant.value,
             "--ps-van", knobs.ps_van.value,
             "--p3-priority", "1" if knobs.p3_priority else "0",
+            *(ByteSchedulerVariant.train_args() if self.variant is Variant.BYTESCHEDULER else []),
             *(["--timeline", TIMELINE_FILE] if self.timeline else []),
             *(["--save-params", self.save_params] if self.save_params else []),
             *(["--compute", EMULATED, "--compute-profile", PROFILE_FILE, "--dilation", repr(self.dilation),
@@ -317,6 +328,8 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
     ps_root_port = resolve_port(str(env.get("PS_ROOT_PORT", "")))
     batch_size = _positive_int(env, "BATCH_SIZE", model.smoke_batch_size if smoke else PAPER_BATCH_SIZE, high=65536)
     compute, compute_profile, dilation, compute_wait = _compute(env, model, image_shape, batch_size)
+    variant = _variant(env)
+    partition, credit = ByteSchedulerVariant.knobs(env, variant, model.is_image)
     return RunSettings(
         model=model.cmd_key,
         network=model.network,
@@ -333,7 +346,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         timeout_s=_positive_int(env, "RUN_TIMEOUT", profile.timeout_s, high=MAX_TIMEOUT_S),
         ps_root_port=ps_root_port,
         seed=_positive_int(env, "SEED", 42, allow_zero=True, high=MAX_SEED),
-        variant=(variant := _variant(env)),
+        variant=variant,
         p3_slice_size=_positive_int(env, "P3_SLICE_SIZE", P3_DEFAULT_SLICE_SIZE, allow_zero=True,
                                     high=P3Knobs.MAX_SLICE_SIZE),
         # The priority-off ablation is P3's; every other variant keeps the trainer's own priorities.
@@ -343,6 +356,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
         output_file=str(env.get("OUTPUT_FILE", "")).strip(),
         compute=compute, compute_profile=compute_profile, dilation=dilation, compute_wait=compute_wait,
+        bytescheduler_partition=partition, bytescheduler_credit=credit,
     )
 
 

@@ -208,6 +208,7 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
                  worker_hosts=[w.host for w in sorted(plan.workers, key=lambda w: w.index)],
                  data=JobData(data.name, list(data.train_args), data.rec), script=settings.script,
                  script_args=settings.train_args(engine.engine), p3=settings.p3_knobs,
+                 scheduler=settings.scheduler_knobs,
                  emulated=settings.compute == EMULATED)
     run = engine.engine.role_command(engine, job)
     plan.command, plan.files, plan.extra_env, plan.role_args = run.command, run.files, run.extra_env, run.role_args

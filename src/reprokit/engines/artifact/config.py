@@ -147,29 +147,30 @@ def request_from_env(env: Mapping[str, str]) -> InstallRequest:
                           str(env.get("ARTIFACT_CCACHE", "")).strip() != "0")
 
 
-def patches_of(env: Mapping[str, str]) -> list[Path]:
-    """The patches to apply, in name order: ARTIFACT_PATCH_DIR's, else the one copy of ours, in the package named by
-    ARTIFACT_PATCHES_FROM (a sibling of this package, CK's ORIGINAL_PACKAGE_DIR) or this package's own ``patches/``;
-    only those ARTIFACT_PATCHES lists when it lists any (the baseline's tree takes four of the five)."""
-    given = str(env.get("ARTIFACT_PATCH_DIR", "")).strip()
+def patches_of(env: Mapping[str, str], prefix: str = "ARTIFACT") -> list[Path]:
+    """The patches to apply, in name order: PREFIX_PATCH_DIR's, else the one copy of ours, in the package named by
+    PREFIX_PATCHES_FROM (a sibling of this package, CK's ORIGINAL_PACKAGE_DIR) or this package's own ``patches/``;
+    only those PREFIX_PATCHES lists when it lists any (the baseline's tree takes four of the five). ``prefix``:
+    the installing package's (ARTIFACT for the authors' builds, BYTESCHEDULER for package:bytescheduler-github)."""
+    given = str(env.get(f"{prefix}_PATCH_DIR", "")).strip()
     package = str(env.get("ORIGINAL_PACKAGE_DIR", "")).strip()
-    source = str(env.get("ARTIFACT_PATCHES_FROM", "")).strip()
+    source = str(env.get(f"{prefix}_PATCHES_FROM", "")).strip()
     if given:
         given_folder = Path(given).expanduser()
         if not given_folder.is_dir():
-            raise UserError(f"ARTIFACT_PATCH_DIR={given} is not a folder; give the folder holding the *.patch files, "
+            raise UserError(f"{prefix}_PATCH_DIR={given} is not a folder; give the folder holding the *.patch files, "
                             f"or leave it empty for the package's own patches")
         return sorted(given_folder.glob("*.patch"))  # another folder's patches: all of them
     if not package:
         return []
     folder = (Path(package).parent / source if source else Path(package)) / PATCHES_DIR
     found = sorted(folder.glob("*.patch")) if folder.is_dir() else []
-    listed = [name.strip() for name in str(env.get("ARTIFACT_PATCHES", "")).split(",") if name.strip()]
+    listed = [name.strip() for name in str(env.get(f"{prefix}_PATCHES", "")).split(",") if name.strip()]
     if not listed:
         return found
     missing = sorted(set(listed) - {p.name for p in found})
     if missing:
-        raise UserError(f"ARTIFACT_PATCHES names {', '.join(missing)}, which {folder} does not hold; the package's "
+        raise UserError(f"{prefix}_PATCHES names {', '.join(missing)}, which {folder} does not hold; the package's "
                         f"meta and its patches folder disagree: update this repository (ck pull repo)")
     return [p for p in found if p.name in listed]
 

@@ -19,6 +19,7 @@ from reprokit.engines.base import (
     Reports,
     RoleCommand,
     RunJob,
+    SchedulerKnobs,
     ScriptKnobs,
 )
 from reprokit.engines.registry import register_engine
@@ -54,10 +55,10 @@ class ArtifactBuild:
         return InstalledEngine(env_uid=entry.uid, build=self.kind, name=artifact_engine_name(env.build, env.commit),
                                python=env.python, rank=(env.installed_at,), tree=env.tree, cuda=env.cuda)
 
-    def for_run(self, installed: InstalledEngine, image_model: bool) -> InstalledEngine:
+    def for_run(self, installed: InstalledEngine, image_model: bool, variant: Variant) -> InstalledEngine:
         return installed
 
-    def role_env(self, variant: Variant, p3: P3Knobs) -> dict[str, str]:
+    def role_env(self, variant: Variant, p3: P3Knobs, scheduler: SchedulerKnobs | None = None) -> dict[str, str]:
         return {}  # the build is the variant
 
     def script_knobs(self, variant: Variant, p3: P3Knobs) -> ScriptKnobs:

@@ -75,9 +75,10 @@ class InstallError(Exception):
 class Steps:
     """Runs the install's commands with a timeout each, stdin closed, output copied to the console and the log."""
 
-    def __init__(self, log_path: Path, console: TextIO = sys.stdout):
+    def __init__(self, log_path: Path, console: TextIO = sys.stdout, label: str = "artifact"):
         self.log_path = log_path
         self.console = console
+        self.label = label  # what begins each line: the install's name (artifact, bytescheduler)
         self.log = open(log_path, "w", encoding="utf-8", errors="replace")
 
     def say(self, line: str) -> None:
@@ -89,7 +90,7 @@ class Steps:
             env: Mapping[str, str] | None = None, quiet: bool = False) -> str:
         """Run one command of ``step``; its output (last 20 lines, every line when ``quiet``: not on the console)
         or an InstallError naming the step."""
-        self.say(f"artifact: [{step}] {' '.join(argv)}")
+        self.say(f"{self.label}: [{step}] {' '.join(argv)}")
         clean = {k: v for k, v in (env or os.environ).items()
                  if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
         try:
@@ -151,8 +152,9 @@ def offline_hint(setting: str) -> str:
 
 
 def fetch_git(source: GitSource, dest: Path, steps: Steps, step: str = "fetch",
-              setting: str = "PACKAGE_URL") -> tuple[str, list[str]]:
-    """Clone without checkout, then check out the wanted branch or commit (and submodules).
+              setting: str = "PACKAGE_URL", submodules: bool = True) -> tuple[str, list[str]]:
+    """Clone without checkout, then check out the wanted branch or commit (and submodules, unless ``submodules`` is
+    False: a tree whose part used needs none of them).
 
     Returns the commit checked out and the files the checkout could not write:
     ``git clone`` of a repository with a missing blob exits 128 and leaves no
@@ -173,11 +175,12 @@ def fetch_git(source: GitSource, dest: Path, steps: Steps, step: str = "fetch",
         branch = source.branch or steps.run(step, ["git", "symbolic-ref", "--short", "HEAD"], dest,
                                             STEP_TIMEOUT_S, env).splitlines()[-1].strip()
         steps.run(step, ["git", "checkout", branch], dest, STEP_TIMEOUT_S, env)
-    steps.run(step, ["git", "submodule", "update", "--init", "--recursive"], dest, FETCH_TIMEOUT_S, env)
+    if submodules:
+        steps.run(step, ["git", "submodule", "update", "--init", "--recursive"], dest, FETCH_TIMEOUT_S, env)
     missing = steps.run(step, ["git", "ls-files", "--deleted"], dest, STEP_TIMEOUT_S, env, quiet=True).split("\n")
     missing = [m for m in missing if m.strip()]
     if missing:
-        steps.say(f"artifact: [{step}] {len(missing)} file(s) of the commit are missing from the source (absent "
+        steps.say(f"{steps.label}: [{step}] {len(missing)} file(s) of the commit are missing from the source (absent "
                   f"objects), the rest is checked out: {', '.join(missing)}")
     commit = steps.run(step, ["git", "rev-parse", "HEAD"], dest, STEP_TIMEOUT_S, env).splitlines()[-1].strip()
     return commit, missing
