@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from support.bytescheduler import ensure_installed
-from support.engine_job import one_worker_job
+from support.engine_job import LATE_KEY_ROUNDS, one_worker_job
 
 LATE_KEY = """
 import json, os, sys
@@ -29,19 +29,7 @@ keys, size, rounds = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 arrays = [mx.nd.ones((size,)) for _ in range(keys + 1)]
 for i, array in enumerate(arrays):
     kv.broadcast(i, array, out=array)  # as Gluon's Trainer gives each parameter its first value
-mx.nd.waitall()
-engine, ranks = Engine(), []
-for _ in range(rounds):
-    done = []
-    for i, array in enumerate(arrays):
-        array[:] = 1
-        late = i == keys
-        kv.pushpull(i, array, priority=0 if late else -1 - i)
-        engine.probe(lambda t, i=i: done.append((t, i)), const=[array])
-    mx.nd.waitall()
-    order = [i for _, i in sorted(done)]
-    ranks.append(order.index(keys))
-try:
+""" + LATE_KEY_ROUNDS + """try:
     scheduled.check()
     error = ""
 except bytescheduler_kv.SchedulerError as exc:

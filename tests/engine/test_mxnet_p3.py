@@ -5,7 +5,7 @@ MXNet 1.9.1); a missing variable fails the test rather than skipping it.
 """
 import statistics
 
-from support.engine_job import one_worker_job
+from support.engine_job import LATE_KEY_ROUNDS, one_worker_job
 
 # One worker, ROUNDS times: pushes KEYS large arrays at falling priorities, then one more of the same size at the
 # highest priority, and records (engine probes) the order in which their pushpulls complete. One round's rank is
@@ -25,19 +25,7 @@ if os.environ.get("FLATTEN"):
 keys, size, rounds = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 arrays = [mx.nd.ones((size,)) for _ in range(keys + 1)]
 kv.init(list(range(keys + 1)), arrays)
-mx.nd.waitall()
-engine, ranks = Engine(), []
-for _ in range(rounds):
-    done = []
-    for i, array in enumerate(arrays):
-        array[:] = 1
-        late = i == keys
-        kv.pushpull(i, array, priority=0 if late else -1 - i)
-        engine.probe(lambda t, i=i: done.append((t, i)), const=[array])
-    mx.nd.waitall()
-    order = [i for _, i in sorted(done)]
-    ranks.append(order.index(keys))
-print(json.dumps({"late_ranks": ranks, "sum": float(arrays[keys][:1].asscalar())}), flush=True)
+""" + LATE_KEY_ROUNDS + """print(json.dumps({"late_ranks": ranks, "sum": float(arrays[keys][:1].asscalar())}), flush=True)
 os._exit(0)  # the P3 van may keep a finished worker alive (see supervise's finish line); the answer is out
 """
 

@@ -41,3 +41,23 @@ def one_worker_job(python, tmp_path, script_text, args, env=None, timeout=180):
                 proc.kill()
             proc.communicate()
     return json.loads(out.strip().splitlines()[-1])
+
+
+# The late key's rounds, for a worker script that made ``kv`` (its kvstore), ``arrays`` (KEYS + 1 arrays given to the
+# store) and ``keys`` and ``rounds``, and imported mxnet as mx and engine_probe's Engine: each round pushpulls the
+# arrays at falling priorities, the last (the late key) at the highest, and ``ranks`` gets where the late key's
+# pushpull completed among them (engine probes).
+LATE_KEY_ROUNDS = """
+mx.nd.waitall()
+engine, ranks = Engine(), []
+for _ in range(rounds):
+    done = []
+    for i, array in enumerate(arrays):
+        array[:] = 1
+        late = i == keys
+        kv.pushpull(i, array, priority=0 if late else -1 - i)
+        engine.probe(lambda t, i=i: done.append((t, i)), const=[array])
+    mx.nd.waitall()
+    order = [i for _, i in sorted(done)]
+    ranks.append(order.index(keys))
+"""
