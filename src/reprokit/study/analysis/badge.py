@@ -16,7 +16,7 @@ import pandas as pd
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE
 from reprokit.study.analysis.verdict import ClaimVerdict, Verdict, decided_on, overall
-from reprokit.study.paper.claims import Study
+from reprokit.study.paper.claims import DEFAULT_SUBJECT, Study, Subject
 
 
 class BadgeStatus(StrEnum):
@@ -39,7 +39,7 @@ class Badge:
 
 def badges(study: Study, df: pd.DataFrame, verdicts: Sequence[ClaimVerdict],
            program_models: set[str]) -> list[Badge]:
-    return [available_badge(study), functional_badge(df),
+    return [available_badge(study), functional_badge(df, study.subject),
             reproduced_badge(study, verdicts, decided_on(study, verdicts))]
 
 
@@ -59,7 +59,7 @@ def engines_run(df: pd.DataFrame) -> str:
     return ", ".join(ENGINE_NAMES.get(e, e) for e in sorted(set(df["engine"]))) if not df.empty else "no runs"
 
 
-def functional_badge(df: pd.DataFrame) -> Badge:
+def functional_badge(df: pd.DataFrame, subject: Subject = DEFAULT_SUBJECT) -> Badge:
     """The badge is the authors' artifact's: recommended only when their build ran, every engine, model and variant
     that ran has a success, and no success ended out of sync. Without a run of their build it is undecided, whatever
     our reproduction on stock MXNet did (the reasons say that too)."""
@@ -86,6 +86,10 @@ def functional_badge(df: pd.DataFrame) -> Badge:
     rests_on = f"runs of {engines_run(df)}"
     if broken:
         return Badge("Artifacts Evaluated - Functional", BadgeStatus.NOT_RECOMMENDED, tuple(reasons), rests_on)
+    if ARTIFACT not in set(df["engine"]) and not subject.authors_build:
+        return Badge("Artifacts Evaluated - Functional", BadgeStatus.UNDECIDED, (
+            f"no build of the authors' own {subject.name} runs here as an engine; the runs below are of "
+            f"{subject.here}", *reasons), rests_on + " (not the authors' artifact)")
     if ARTIFACT not in set(df["engine"]):
         return Badge("Artifacts Evaluated - Functional", BadgeStatus.UNDECIDED, (
             "the authors' artifact never ran here (ck install package:sysml19-p3-github, then ck reproduce "
@@ -100,25 +104,26 @@ def reproduced_badge(study: Study, verdicts: Sequence[ClaimVerdict], decided: di
     (``decided``, from decided_on), else with MXNet 1.9.1's P3, and the reasons say which. Only P3 over the
     baseline counts: P3 over the worker-update baseline is named as not counted."""
     per_claim = {c.id: overall(verdicts, c.id, decided[c.id]) for c in study.claims}
+    name = study.subject.name
     theirs = [c for c, e in decided.items() if e == ARTIFACT]
     ours = [c for c, e in decided.items() if e != ARTIFACT]
     basis = []
     if theirs:
-        basis.append(f"judged on the authors' build (their baseline and P3 builds, measured here): {', '.join(theirs)}")
+        basis.append(f"judged on the authors' build (their baseline and {name} builds, measured here): "
+                     f"{', '.join(theirs)}")
     if ours:
         why = ("the authors' build was not measured where the claims can be tested" if not theirs
                else "the authors' build was not measured for these where they can be tested (or lacks their variant)")
-        basis.append(f"judged on MXNet 1.9.1's own P3 (CPU; upstreamed by the paper's first author) over its stock "
-                     f"baseline, since {why}: {', '.join(ours)}")
+        basis.append(f"judged on {study.subject.here} over its stock baseline, since {why}: {', '.join(ours)}")
     if theirs:
         others = {c: overall(verdicts, c, EMBEDDED) for c in theirs if any(
             v.claim == c and v.engine == EMBEDDED for v in verdicts)}
         if others:
-            basis.append("MXNet 1.9.1's P3, for comparison: " + ", ".join(f"{c} {v}" for c, v in others.items()))
+            basis.append(f"MXNet 1.9.1's {name}, for comparison: " + ", ".join(f"{c} {v}" for c, v in others.items()))
     beside = [f"{v.claim} {v.versus_worker_update.text()}" for v in verdicts if v.versus_worker_update is not None]
     if beside:
-        basis.append(f"not counted: P3 over the worker-update baseline ({WORKER_UPDATE}: the optimizer on the workers, "
-                     f"as in P3), shown beside the verdicts: {'; '.join(beside)}")
+        basis.append(f"not counted: {name} over the worker-update baseline ({WORKER_UPDATE}: the optimizer on the "
+                     f"workers, as in {name}), shown beside the verdicts: {'; '.join(beside)}")
     rests_on = ("measured runs: " + "; ".join(
         f"{ENGINE_NAMES.get(e, e)} for {sum(x == e for x in decided.values())} claim(s)"
         for e in sorted(set(decided.values()))) + (" (not the authors' artifact)" if not theirs else "")

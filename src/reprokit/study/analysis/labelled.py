@@ -196,6 +196,10 @@ def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValida
     holds over all of it; otherwise it is inconclusive, naming where in the range it flips."""
     name = gpu_name or paper_gpu().name
     label = gpu(name).label
+    no_policy = [v for v in dict.fromkeys((claim.variant, claim.versus)) if v not in VARIANT_POLICY]
+    if no_policy:  # a variant the iteration model does not know (e.g. bytescheduler): nothing to validate either
+        return (f"not possible: the iteration model has no policy for {' or '.join(no_policy)} "
+                f"(docs/explanation/iteration-model.md)", f"not possible: no {' or '.join(no_policy)} policy")
     missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model, name)
     if missed:
         return (f"not given: the iteration model is not validated ({'; '.join(missed)}; "

@@ -13,6 +13,9 @@ communication-to-computation ratio; the authors' builds report none, so a
 speedup of theirs takes the ratio the stock baseline measured in the same
 configuration (``ratio_engine`` says whose).
 
+A study compares its subject (the entry's ``subject``: P3's study by default) with the baselines; which
+series the report shows side by side follows from it (side_by_side_series).
+
 Two baselines: the claims are P3 over ``baseline`` (the optimizer on the
 servers, as the paper's baseline). MXNet 1.9.1's P3 must update on the
 workers, so each P3 variant is also set against ``baseline-worker-update``
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -31,7 +34,7 @@ from scipy import stats
 
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ENGINE_KINDS
-from reprokit.study.paper.claims import MIN_RUNS, Study
+from reprokit.study.paper.claims import DEFAULT_SUBJECT, MIN_RUNS, Study, Subject
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -106,15 +109,38 @@ def ratio_interval(numerator: Sequence[float], denominator: Sequence[float],
 ENGINE_NAMES = {ARTIFACT: "the authors' build", EMBEDDED: "stock MXNet 1.9.1"}
 BASELINE = "baseline"  # stock MXNet, the optimizer on the servers: the claims are P3 over this one
 WORKER_UPDATE = "baseline-worker-update"  # the optimizer on the workers, as P3 updates: shown beside, never judged
-# The report's throughputs per configuration: the authors' 2018 builds beside MXNet 1.9.1's P3 and its two
-# baselines, (engine, variant, label); and the P3 ratios beside them, (engine, reference, column prefix, label).
-SIDE_BY_SIDE = ((ARTIFACT, BASELINE, "authors' 2018 baseline"), (ARTIFACT, "p3", "authors' 2018 P3"),
-                (EMBEDDED, BASELINE, "MXNet 1.9.1 baseline"),
-                (EMBEDDED, WORKER_UPDATE, "MXNet 1.9.1 worker-update baseline"), (EMBEDDED, "p3", "MXNet 1.9.1 P3"))
-SIDE_BY_SIDE_RATIOS = ((ARTIFACT, BASELINE, "artifact_speedup", "authors' P3/baseline"),
-                       (EMBEDDED, BASELINE, "embedded_speedup", "MXNet 1.9.1 P3/baseline"),
-                       (EMBEDDED, WORKER_UPDATE, "embedded_worker_update_speedup",
-                        "MXNet 1.9.1 P3/worker-update baseline"))
+Series = tuple[tuple[str, str, str], ...]  # (engine, variant, label)
+RatioSeries = tuple[tuple[str, str, str, str], ...]  # (engine, reference, column prefix, label)
+
+
+def side_by_side_series(subject: Subject, variants: Collection[str]) -> tuple[Series, RatioSeries]:
+    """The report's throughputs per configuration, (engine, variant, label): the paper authors' builds (where the
+    study's subject has them) beside stock MXNet 1.9.1's baseline, its worker-update baseline (where the study has
+    that variant) and the subject's variant; and the subject's speedups beside them, (engine, reference, column
+    prefix, label). For P3's study: the authors' 2018 builds beside MXNet 1.9.1's P3 and its two baselines."""
+    v, name, theirs = subject.variant, subject.name, subject.authors_build
+    throughputs: list[tuple[str, str, str]] = []
+    ratios: list[tuple[str, str, str, str]] = []
+    if theirs:
+        throughputs += [(ARTIFACT, BASELINE, f"{theirs} baseline"), (ARTIFACT, v, f"{theirs} {name}")]
+        ratios.append((ARTIFACT, BASELINE, "artifact_speedup", f"authors' {name}/baseline"))
+    throughputs.append((EMBEDDED, BASELINE, "MXNet 1.9.1 baseline"))
+    ratios.append((EMBEDDED, BASELINE, "embedded_speedup", f"MXNet 1.9.1 {name}/baseline"))
+    if WORKER_UPDATE in variants:
+        throughputs.append((EMBEDDED, WORKER_UPDATE, "MXNet 1.9.1 worker-update baseline"))
+        ratios.append((EMBEDDED, WORKER_UPDATE, "embedded_worker_update_speedup",
+                       f"MXNet 1.9.1 {name}/worker-update baseline"))
+    throughputs.append((EMBEDDED, v, f"MXNet 1.9.1 {name}"))
+    return tuple(throughputs), tuple(ratios)
+
+
+def study_series(study: Study) -> tuple[Series, RatioSeries]:
+    """side_by_side_series of a study: its subject and its variants."""
+    return side_by_side_series(study.subject, study.variants)
+
+
+# P3's study (a study entry without 'subject'), as the report showed it before studies named their subject.
+SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS = side_by_side_series(DEFAULT_SUBJECT, (BASELINE, WORKER_UPDATE, "p3"))
 
 
 def too_few(n: int) -> str:
@@ -173,17 +199,19 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
     return ordered(pd.DataFrame(out, columns=cols))
 
 
-def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame) -> pd.DataFrame:
-    """Per setup, profile, model and bandwidth: the throughputs of SIDE_BY_SIDE with n, failed runs and
-    interval, and the P3 speedups of SIDE_BY_SIDE_RATIOS with interval and n. An engine or variant without
-    runs there has n = failed = 0 and NaN figures: the report says "not measured"."""
+def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame, subject: Subject = DEFAULT_SUBJECT,
+                 series: tuple[Series, RatioSeries] = (SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS)) -> pd.DataFrame:
+    """Per setup, profile, model and bandwidth: the throughputs of ``series`` (study_series; P3's by default) with
+    n, failed runs and interval, and the subject's speedups of its ratio series with interval and n. An engine or
+    variant without runs there has n = failed = 0 and NaN figures: the report says "not measured"."""
+    throughput_series, ratio_series = series
     keys = ["setup", "profile", "model", "bandwidth"]
-    pairs = speedup_rows[speedup_rows["variant"] == "p3"]
+    pairs = speedup_rows[speedup_rows["variant"] == subject.variant]
     ratios = {tuple(r[k] for k in keys + ["engine", "versus"]): r for _, r in pairs.iterrows()}
     rows = []
     for key, config in summary.groupby(keys, sort=False, dropna=False):
         row = {**dict(zip(keys, key)), "bandwidth_bps": config["bandwidth_bps"].iloc[0]}
-        for engine, variant, _ in SIDE_BY_SIDE:
+        for engine, variant, _ in throughput_series:
             found = config[(config["engine"] == engine) & (config["variant"] == variant)]
             one = found.iloc[0] if not found.empty else None
             prefix = f"{engine}_{variant}"
@@ -191,23 +219,25 @@ def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame) -> pd.DataFr
                         f"{prefix}_failed": int(one["failed"]) if one is not None else 0,
                         **{f"{prefix}_{c}": float(one[c]) if one is not None else math.nan
                            for c in ("geometric_mean", "ci_low", "ci_high")}})
-        for engine, versus, prefix, _ in SIDE_BY_SIDE_RATIOS:
+        for engine, versus, prefix, _ in ratio_series:
             one = ratios.get((*key, engine, versus))
             row.update({f"{prefix}_n": int(min(one["n_variant"], one["n_versus"])) if one is not None else 0,
                         **{f"{prefix}{suffix}": float(one[c]) if one is not None else math.nan
                            for suffix, c in (("", "speedup"), ("_low", "ci_low"), ("_high", "ci_high"))}})
         rows.append(row)
-    cols = keys + ["bandwidth_bps"] + [f"{e}_{v}_{c}" for e, v, _ in SIDE_BY_SIDE
+    cols = keys + ["bandwidth_bps"] + [f"{e}_{v}_{c}" for e, v, _ in throughput_series
                                        for c in ("n", "failed", "geometric_mean", "ci_low", "ci_high")] \
-        + [f"{prefix}{c}" for _, _, prefix, _ in SIDE_BY_SIDE_RATIOS for c in ("_n", "", "_low", "_high")]
+        + [f"{prefix}{c}" for _, _, prefix, _ in ratio_series for c in ("_n", "", "_low", "_high")]
     return ordered(pd.DataFrame(rows, columns=cols))
 
 
 def claim_pairs(study: Study) -> list[tuple[str, str]]:
-    """The (variant, reference) speedups formed: the claims', every variant over the baseline, and every P3
-    variant (its run settings say VARIANT=p3) over the worker-update baseline, as both update on the workers."""
+    """The (variant, reference) speedups formed: the claims', every variant over the baseline, and, where the study
+    has the worker-update baseline, every variant of its subject's program variant (run settings with the subject's
+    VARIANT: for P3's study VARIANT=p3) over it, as both update on the workers."""
     pairs = {(c.variant, c.versus) for c in study.claims}
     pairs |= {(v, BASELINE) for v in study.variants if v != BASELINE}
     if WORKER_UPDATE in study.variants:
-        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items() if settings.get("VARIANT") == "p3"}
+        own = study.variants.get(study.subject.variant, {}).get("VARIANT", study.subject.variant)
+        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items() if settings.get("VARIANT") == own}
     return sorted(pairs)

@@ -30,7 +30,7 @@ class Claim:
     cluster_size: int | None  # machines; None: not stated
     source: str  # "abstract", "second-hand, not checked against the PDF", ...
     text: str
-    variant: str = "p3"
+    variant: str = "p3"  # the study's subject variant when the entry does not say
     versus: str = "baseline"
     # The communication-to-computation ratio of the paper's setting at `bandwidth`, where a sourced fact
     # gives it (claims[].paper_comm_to_compute: {"value": R, "source": "..."}); None: no such fact.
@@ -70,6 +70,20 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class Subject:
+    """What a study compares (the entry's ``subject``): the variant its claims are about, the name its report gives
+    it, and the label of the paper authors' own builds run beside it by the artifact engine ("" when the paper has
+    none). An entry without ``subject`` is P3's (the first study): these defaults."""
+    variant: str = "p3"
+    name: str = "P3"
+    authors_build: str = "authors' 2018"
+    here: str = "MXNet 1.9.1's own P3 (CPU; upstreamed by the paper's first author)"  # what runs it here
+
+
+DEFAULT_SUBJECT = Subject()  # an entry without 'subject': P3's study
+
+
+@dataclass(frozen=True)
 class Study:
     name: str
     program: str
@@ -83,6 +97,7 @@ class Study:
     variants: dict[str, dict[str, str]]  # variant name -> run settings (--env.K=V)
     parameters: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> image shape -> trainable parameters
     parameters_source: str = ""
+    subject: Subject = DEFAULT_SUBJECT
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,7 +137,9 @@ STUDY_SCHEMA = s.Obj(
               "tolerance": s.Obj(required={"speedup": _POSITIVE, "min_runs": s.Int(1, 10_000),
                                            "max_relative_half_width": _POSITIVE, "confidence": s.Number(0.5, 0.999),
                                            "profile": s.Name()})},
-    optional={"program": s.Name(), "metric": s.Name(), "parameters": _PARAMETERS}, extra=s.Json())
+    optional={"program": s.Name(), "metric": s.Name(), "parameters": _PARAMETERS,
+              "subject": s.Obj(required={"variant": s.Name(), "name": s.Text(80)},
+                               optional={"authors_build": s.Text(80), "here": s.Text(400)})}, extra=s.Json())
 
 
 def _matrix(data: Mapping[str, Any], where: str, variants: Mapping[str, Any]) -> Matrix:
@@ -166,6 +183,13 @@ def from_meta(name: str, meta: Mapping[str, Any]) -> Study:
     except s.Invalid as exc:
         raise UserError(f"{exc}; fix the study entry's meta (ck load study:{name})") from None
     variants = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in meta["variants"].items()}
+    raw_subject = meta.get("subject")
+    subject = DEFAULT_SUBJECT if raw_subject is None else Subject(
+        variant=str(raw_subject["variant"]), name=str(raw_subject["name"]),
+        authors_build=str(raw_subject.get("authors_build", "")),
+        here=str(raw_subject.get("here", f"{raw_subject['name']} on stock MXNet 1.9.1")))
+    if subject.variant not in variants:
+        raise UserError(f"{where} subject: variant {subject.variant!r} is not described under 'variants'")
     claims = []
     for index, raw in enumerate(meta["claims"]):
         at = f"{where} claims[{index}]"
@@ -173,7 +197,7 @@ def from_meta(name: str, meta: Mapping[str, Any]) -> Study:
         claim = Claim(
             id=raw["id"], model=raw["model"], speedup=float(raw["speedup"]),
             bandwidth=raw.get("bandwidth"), cluster_size=raw.get("cluster_size"), source=raw["source"],
-            text=raw["text"], variant=str(raw.get("variant", "p3")), versus=str(raw.get("versus", "baseline")),
+            text=raw["text"], variant=str(raw.get("variant", subject.variant)), versus=str(raw.get("versus", "baseline")),
             **({"paper_ratio": float(fact["value"]), "paper_ratio_source": fact["source"]} if fact else {}),
         )
         if claim.bandwidth is not None:
@@ -199,4 +223,5 @@ def from_meta(name: str, meta: Mapping[str, Any]) -> Study:
         parameters={str(m): {str(shape): int(n) for shape, n in v.items()}
                     for m, v in raw_parameters.items() if m != "source"},
         parameters_source=str(raw_parameters.get("source", "")),
+        subject=subject,
     )

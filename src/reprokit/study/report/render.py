@@ -6,9 +6,9 @@ alone is the report), ``report.json`` (every configuration's mean, interval
 and n, every speedup with its interval, every verdict with its reason, the
 bandwidth choices: for scripts), ``plots/<model>.png`` / ``.svg`` and, where a
 run pair has timelines, ``plots/timeline.png`` / ``.svg`` (timeline.py).
-Per configuration the engines stand side by side (the authors' 2018 baseline
-and P3 builds beside MXNet 1.9.1's P3 and its two baselines, speedup.SIDE_BY_SIDE)
-with the P3 ratios (speedup.SIDE_BY_SIDE_RATIOS); one without runs is shown as
+Per configuration the engines stand side by side (speedup.study_series: for P3's
+study the authors' 2018 baseline and P3 builds beside MXNet 1.9.1's P3 and its two
+baselines) with the study's subject's ratios; one without runs is shown as
 "not measured". When no claim could be tested (analysis.nothing_tested), the
 reports and ``ck report``'s summary say so first, with the fix. A claim at a
 bandwidth no run had is drawn apart from the measurements (draw_model).
@@ -43,7 +43,7 @@ from reprokit.engines.choice import ENGINE_KINDS
 from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
-from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, WORKER_UPDATE
+from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, WORKER_UPDATE, study_series
 from reprokit.study.analysis.verdict import Setup
 from reprokit.study.paper.claims import MIN_RUNS, Study
 from reprokit.study.paper.rates import NATIVE, same_rate, shaped_bps
@@ -83,10 +83,12 @@ VARIANT_STYLE = {BASELINE: ("tab:blue", "o"), WORKER_UPDATE: ("tab:purple", "v")
 SERIES_LABELS = {(e, v): label for e, v, label in SIDE_BY_SIDE}
 
 
-def series_label(engine: str, variant: str) -> str:
-    """authors' 2018 P3, MXNet 1.9.1 baseline, ...: one of SIDE_BY_SIDE, or the variant and whose engine ran it."""
-    return SERIES_LABELS.get((engine, variant)) or (f"MXNet 1.9.1 {variant}" if engine == EMBEDDED
-                                                    else f"{variant} ({ENGINE_NAMES[engine]})")
+def series_label(engine: str, variant: str, series: Iterable[tuple[str, str, str]] = SIDE_BY_SIDE) -> str:
+    """authors' 2018 P3, MXNet 1.9.1 baseline, ...: one of ``series`` (the study's side-by-side series, P3's by
+    default), or the variant and whose engine ran it."""
+    labels = {(e, v): label for e, v, label in series}
+    return labels.get((engine, variant)) or (f"MXNet 1.9.1 {variant}" if engine == EMBEDDED
+                                             else f"{variant} ({ENGINE_NAMES[engine]})")
 
 
 def _series_order(frame: pd.DataFrame, keys: list[str]) -> list[tuple[str, ...]]:
@@ -95,11 +97,11 @@ def _series_order(frame: pd.DataFrame, keys: list[str]) -> list[tuple[str, ...]]
     return sorted(set(zip(*(frame[k] for k in keys))), key=lambda s: (ENGINE_KINDS.index(s[0]), *s[1:]))
 
 
-def not_measured(summary: pd.DataFrame, model: str) -> list[str]:
-    """Which of SIDE_BY_SIDE have no run at all of this model."""
+def not_measured(summary: pd.DataFrame, model: str, series: Iterable[tuple[str, str, str]] = SIDE_BY_SIDE) -> list[str]:
+    """Which of ``series`` (the study's side-by-side series, P3's by default) have no run at all of this model."""
     mine = summary[summary["model"] == model]
     ran = set(zip(mine["engine"], mine["variant"]))
-    return [label for e, v, label in SIDE_BY_SIDE if (e, v) not in ran]
+    return [label for e, v, label in series if (e, v) not in ran]
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     x_of: dict[str, float] = {b: i for i, b in enumerate(measured)}
     x_of.update({b: len(measured) + 0.5 + i for i, b in enumerate(claim_only)})  # apart from the measured
     setups = list(dict.fromkeys(summary["setup"]))
+    named, _ = study_series(study)
     fig, (ax_t, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
 
     def style(engine: str, variant: str, versus: str = BASELINE) -> dict[str, Any]:
@@ -171,7 +174,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
             engine, variant, *versus = key
             over = f"/{'baseline' if versus[0] == BASELINE else 'worker-update baseline'}" if versus else ""
             ax.errorbar(xs, values, yerr=err, capsize=3, alpha=1.0 if s_index == 0 else 0.55,
-                        label=plain(f"{series_label(engine, variant)}{over} ({setup})"), **style(*key))
+                        label=plain(f"{series_label(engine, variant, named)}{over} ({setup})"), **style(*key))
 
     def by_ratio(frame: pd.DataFrame, s_index: int, setup: str) -> int:
         """Speedup against the baseline's measured communication/computation at each bandwidth."""
@@ -182,7 +185,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
                    [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
             ax_r.errorbar(group["comm_to_compute"].tolist(), values, yerr=err, capsize=3,
                           alpha=1.0 if s_index == 0 else 0.55,
-                          label=plain(f"{series_label(engine, variant)}/baseline ({setup})"
+                          label=plain(f"{series_label(engine, variant, named)}/baseline ({setup})"
                                       + (", at the stock baseline's ratio" if engine != EMBEDDED else "")),
                           **style(engine, variant))
             for x, y, b in zip(group["comm_to_compute"], values, group["bandwidth"]):
@@ -236,7 +239,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    missing = not_measured(analysis.summary, model)
+    missing = not_measured(analysis.summary, model, named)
     if missing:
         ax_t.text(0.02, 0.02, plain(f"not measured: {', '.join(missing)}"), transform=ax_t.transAxes, fontsize=7,
                   color="0.35", va="bottom")
@@ -345,7 +348,8 @@ def _environments(records: list[Record]) -> list[dict[str, Any]]:
     return rows
 
 
-# Said at the speedup table when it holds runs of the embedded default: P3 may well measure below its baseline there.
+# Said at the speedup table when it holds runs of the embedded default: P3 may well measure below its baseline there
+# (a study of another paper names its own subject).
 LOOPBACK_NOTE = ("their roles share one host over loopback, whose bandwidth cannot be set, so these speedups say nothing "
                  "about P3's claims")
 
@@ -445,8 +449,8 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided": analysis.decided,
-        "side_by_side": analysis.side_by_side.to_dict("records"), "throughputs": SIDE_BY_SIDE,
-        "ratios": SIDE_BY_SIDE_RATIOS, "engine_kinds": ENGINE_KINDS, "untested": analysis.untested,
+        "side_by_side": analysis.side_by_side.to_dict("records"), "throughputs": study_series(study)[0],
+        "ratios": study_series(study)[1], "subject": study.subject, "engine_kinds": ENGINE_KINDS, "untested": analysis.untested,
         "engine_names": ENGINE_NAMES, "throughput_cell": throughput_cell, "ratio_cell": ratio_cell,
         "worker_update_cell": worker_update_cell, "worker_update": WORKER_UPDATE,
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
@@ -454,7 +458,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "claims": study.claims, "program_models": sorted(program_models),
         "missing_models": [m for m in study.matrix.models if m not in program_models],
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
-        "loopback_setups": loopback_setups(analysis.setups, analysis.speedups), "loopback_note": LOOPBACK_NOTE,
+        "loopback_setups": loopback_setups(analysis.setups, analysis.speedups), "loopback_note": LOOPBACK_NOTE.replace("P3's", f"{study.subject.name}'s"),
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
         "labelled": labelled, "answer": the_answer, "paper_gpu_label": paper_gpu().label,

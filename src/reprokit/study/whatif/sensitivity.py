@@ -266,6 +266,7 @@ class HardwareMap:
     grid: HardwareGrid
     cells: tuple[MapCell, ...]
     captions: tuple[tuple[str, str], ...]  # (model, what its table holds)
+    missing: str = ""  # why nothing is predicted (the study's subject has no policy in the model), or ""
 
     def caption(self, model: str) -> str:
         return dict(self.captions)[model]
@@ -282,7 +283,7 @@ class HardwareMap:
         return {"kind": "PREDICTED by the iteration model, not measured", "models": list(self.grid.models),
                 "gpus": list(self.grid.gpus), "bandwidths": list(self.grid.bandwidths),
                 "workers": list(self.grid.workers), "captions": dict(self.captions),
-                "cells": [asdict(x) for x in self.cells]}
+                "cells": [asdict(x) for x in self.cells], **({"missing": self.missing} if self.missing else {})}
 
 
 def today_request(study: Study, model: str, grid: HardwareGrid = TODAY) -> PredictRequest:
@@ -303,7 +304,11 @@ def map_caption(request: PredictRequest, grid: HardwareGrid) -> str:
 
 
 def hardware_map(study: Study, grid: HardwareGrid = TODAY) -> HardwareMap:
-    """P3 over the baseline predicted at every GPU, bandwidth and cluster size of ``grid`` (predict.predict)."""
+    """P3 over the baseline predicted at every GPU, bandwidth and cluster size of ``grid`` (predict.predict); for a
+    study whose subject the iteration model has no policy for, nothing, and ``missing`` says why."""
+    if study.subject.variant not in VARIANT_POLICY:
+        return HardwareMap(grid, (), (), f"not possible: the iteration model has no {study.subject.name} policy "
+                                         f"(no policy for variant {study.subject.variant}), so nothing is predicted")
     cells: list[MapCell] = []
     captions = []
     for model in grid.models:
