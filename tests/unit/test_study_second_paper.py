@@ -1,0 +1,149 @@
+"""A second paper through the same study code: study:sosp19-bytescheduler (ByteScheduler, SOSP'19), its entry, its
+plan and its report, with no code specific to it; and P3's study (an entry without 'subject') as before."""
+import io
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from reprokit.core.errors import UserError
+from reprokit.engines.base import ARTIFACT, EMBEDDED as EMBEDDED_ENGINE
+from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.speedup import SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, claim_pairs, study_series
+from reprokit.study.paper.claims import DEFAULT_SUBJECT, STUDY_SCHEMA, from_meta, repository_meta, repository_study
+from reprokit.study.report.render import render
+from reprokit.study.store.records import Store
+from reprokit.study.sweep.driver import open_sweep
+from support.study_data import records, study
+
+REPO = Path(__file__).resolve().parents[2]
+NAME = "sosp19-bytescheduler"
+MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
+
+
+def bytescheduler():
+    return repository_study(NAME)
+
+
+def test_the_entry_passes_the_schema_with_its_claims_sources_and_subject():
+    meta = repository_meta(NAME)
+    STUDY_SCHEMA.check(meta, f"study:{NAME}")
+    entry = bytescheduler()
+    assert entry.subject.variant == "bytescheduler" and entry.subject.name == "ByteScheduler"
+    assert entry.subject.authors_build == ""  # no build of the authors' own runs here as an engine
+    assert entry.variants == {"baseline": {"VARIANT": "baseline"}, "bytescheduler": {"VARIANT": "bytescheduler"}}
+    figures = {c.id: (c.model, c.speedup, c.variant, c.versus, c.bandwidth) for c in entry.claims}
+    assert figures == {
+        "resnet-up-to-196": ("resnet", 2.96, "bytescheduler", "baseline", None),
+        "vgg-up-to-196": ("vgg", 2.96, "bytescheduler", "baseline", None),
+        "resnet-mxnet-ps-up-to-171": ("resnet", 2.71, "bytescheduler", "baseline", None),
+        "vgg-mxnet-ps-up-to-171": ("vgg", 2.71, "bytescheduler", "baseline", None)}
+    sources = {c.id: c.source for c in entry.claims}
+    assert sources["resnet-up-to-196"] == "abstract" and sources["vgg-mxnet-ps-up-to-171"].startswith("README")
+    assert all("VGG-16" in c.text and "another setting" in c.text for c in entry.claims if c.model == "vgg")
+    assert "per model" in meta["claims_note"] and entry.paper["venue"] == "SOSP 2019"
+    assert set(entry.matrix.models) == set(entry.quick.models) == {"resnet", "vgg"}
+    assert entry.matrix.variants == entry.quick.variants == ("baseline", "bytescheduler")
+
+
+def test_ck_finds_the_entry_as_it_finds_p3s():
+    info = json.loads((REPO / "study" / NAME / ".cm" / "info.json").read_text())
+    uid = info["backup_data_uid"]
+    assert info["data_name"] == NAME and len(uid) == 16 and int(uid, 16) >= 0
+    assert uid != json.loads((REPO / "study" / "sysml19-p3" / ".cm" / "info.json").read_text())["backup_data_uid"]
+    assert (REPO / "study" / ".cm" / f"alias-a-{NAME}").read_text() == f"{uid}\n"
+    assert (REPO / "study" / ".cm" / f"alias-u-{uid}").read_text() == f"{NAME}\n"
+    assert (REPO / "study" / NAME / ".cm" / "desc.json").read_text() == "{}\n"
+
+
+def test_a_subject_the_entry_does_not_describe_is_refused_in_one_line():
+    meta = repository_meta(NAME)
+    meta["subject"] = {**meta["subject"], "variant": "p3"}
+    with pytest.raises(UserError, match=f"study:{NAME} subject: variant 'p3' is not described under 'variants'"):
+        from_meta(NAME, meta)
+
+
+def test_the_pairs_and_side_by_side_series_come_from_the_entry():
+    entry = bytescheduler()
+    assert claim_pairs(entry) == [("bytescheduler", "baseline")]  # no worker-update baseline in this study
+    assert study_series(entry) == (
+        ((EMBEDDED_ENGINE, "baseline", "MXNet 1.9.1 baseline"),
+         (EMBEDDED_ENGINE, "bytescheduler", "MXNet 1.9.1 ByteScheduler")),
+        ((EMBEDDED_ENGINE, "baseline", "embedded_speedup", "MXNet 1.9.1 ByteScheduler/baseline"),))
+
+
+def test_p3s_study_without_a_subject_reads_as_before():
+    p3 = study()
+    assert "subject" not in repository_meta("sysml19-p3") and p3.subject == DEFAULT_SUBJECT
+    assert study_series(p3) == (SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS) == (
+        ((ARTIFACT, "baseline", "authors' 2018 baseline"), (ARTIFACT, "p3", "authors' 2018 P3"),
+         (EMBEDDED_ENGINE, "baseline", "MXNet 1.9.1 baseline"),
+         (EMBEDDED_ENGINE, "baseline-worker-update", "MXNet 1.9.1 worker-update baseline"),
+         (EMBEDDED_ENGINE, "p3", "MXNet 1.9.1 P3")),
+        ((ARTIFACT, "baseline", "artifact_speedup", "authors' P3/baseline"),
+         (EMBEDDED_ENGINE, "baseline", "embedded_speedup", "MXNet 1.9.1 P3/baseline"),
+         (EMBEDDED_ENGINE, "baseline-worker-update", "embedded_worker_update_speedup",
+          "MXNet 1.9.1 P3/worker-update baseline")))
+    assert ("p3", "baseline-worker-update") in claim_pairs(p3)
+    assert ("p3-slicing-only", "baseline-worker-update") in claim_pairs(p3)
+
+
+class NoMachines:
+    def __call__(self, name):
+        raise UserError(f"there is no machine entry {name!r}")
+
+
+def test_the_quick_and_full_plans_run_bytescheduler_against_the_baseline(tmp_path):
+    store = Store(tmp_path / "store", NAME)
+    sweep, _ = open_sweep({"quick": "yes"}, bytescheduler(), store, MODELS, NoMachines(), io.StringIO(),
+                          artifact_builds=())
+    runs = sweep.runs()
+    assert len(runs) == 12 and {r.variant for r in runs} == {"baseline", "bytescheduler"}
+    assert {r.model for r in runs} == {"resnet", "vgg"} and {r.engine for r in runs} == {EMBEDDED_ENGINE}
+    assert [r.variant for r in runs[:4]] == ["baseline", "bytescheduler", "baseline", "bytescheduler"]
+    assert [r.variant for r in runs if r.repetition == 2][:2] == ["bytescheduler", "baseline"]  # interleaved
+    full, _ = open_sweep({"repetitions": "3"}, bytescheduler(), Store(tmp_path / "full", NAME), MODELS, NoMachines(),
+                         io.StringIO(), artifact_builds=())
+    assert {(r.model, r.variant) for r in full.runs()} == {(m, v) for m in ("resnet", "vgg")
+                                                           for v in ("baseline", "bytescheduler")}
+
+
+def bytescheduler_records():
+    """Fake runs on a 4-host testbed: ResNet-50 at two bandwidths, VGG-19 at one, all communication-bound."""
+    runs = (records("resnet", "1gbit", [50.0, 51.0, 49.0], [140.0, 142.0, 141.0], variant="bytescheduler", ratio=2.0)
+            + records("resnet", "10gbit", [100.0, 101.0, 99.0], [150.0, 149.0, 151.0], variant="bytescheduler",
+                      ratio=1.2)
+            + records("vgg", "1gbit", [20.0, 21.0, 19.0], [30.0, 31.0, 29.0], variant="bytescheduler", ratio=3.0))
+    return [replace(r, study=NAME) for r in runs]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    entry, runs = bytescheduler(), bytescheduler_records()
+    analysis = analyse(entry, runs, MODELS)
+    return analysis, render(entry, analysis, runs, out, out / "store", MODELS)
+
+
+def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report):
+    analysis, paths = report
+    assert analysis.overall == {"resnet-up-to-196": "replicated", "resnet-mxnet-ps-up-to-171": "replicated",
+                                "vgg-up-to-196": "not replicated", "vgg-mxnet-ps-up-to-171": "not replicated"}
+    md, html = paths["markdown"].read_text(), paths["html"].read_text()
+    data = json.loads(paths["json"].read_text())
+    assert data["study"] == NAME and {v["claim"] for v in data["verdicts"]} >= set(analysis.overall)
+    for text in (md, html):
+        assert "A Generic Communication Scheduler for Distributed DNN Training Acceleration" in text
+        assert re.search("ByteScheduler beside MXNet 1.9.1(&#39;|')s baseline", text)
+        assert "MXNet 1.9.1 ByteScheduler/baseline" in text
+        assert "not possible: the iteration model has no ByteScheduler policy" in text
+        assert "P3" not in re.sub(r"base64,[A-Za-z0-9+/=]+", "", text)  # the embedded plots are no prose
+    assert "| MXNet 1.9.1 baseline | MXNet 1.9.1 ByteScheduler | MXNet 1.9.1 ByteScheduler/baseline |" in md
+    assert "authors' 2018" not in md and "worker-update" not in md
+    reproduced = [b for b in analysis.badges if b.name == "Results Reproduced"][0]
+    assert any("ByteScheduler from its own sources" in r for r in reproduced.reasons)
+    functional = [b for b in analysis.badges if b.name == "Artifacts Evaluated - Functional"][0]
+    assert "no build of the authors' own ByteScheduler" in functional.reasons[0]
+    assert "sysml19-p3" not in functional.reasons[0]
