@@ -96,9 +96,12 @@ class NoMachines:
 
 
 def test_the_quick_and_full_plans_run_bytescheduler_against_the_baseline(tmp_path):
-    store = Store(tmp_path / "store", NAME)
-    sweep, _ = open_sweep({"quick": "yes"}, bytescheduler(), store, MODELS, NoMachines(), io.StringIO(),
-                          artifact_builds=())
+    store, console = Store(tmp_path / "store", NAME), io.StringIO()
+    # P3's authors' builds registered: they are another paper's, so this study still runs embedded only
+    sweep, _ = open_sweep({"quick": "yes"}, bytescheduler(), store, MODELS, NoMachines(), console,
+                          artifact_builds=("p3", "baseline"))
+    assert "study: engines: embedded (stock MXNet 1.9.1, ByteScheduler as variant bytescheduler; no authors' build " \
+           "of ByteScheduler)" in console.getvalue()
     runs = sweep.runs()
     assert len(runs) == 12 and {r.variant for r in runs} == {"baseline", "bytescheduler"}
     assert {r.model for r in runs} == {"resnet", "vgg"} and {r.engine for r in runs} == {EMBEDDED_ENGINE}
@@ -108,6 +111,9 @@ def test_the_quick_and_full_plans_run_bytescheduler_against_the_baseline(tmp_pat
                          io.StringIO(), artifact_builds=())
     assert {(r.model, r.variant) for r in full.runs()} == {(m, v) for m in ("resnet", "vgg")
                                                            for v in ("baseline", "bytescheduler")}
+    with pytest.raises(UserError, match="this study has no authors' build of ByteScheduler"):
+        open_sweep({"engines": "artifact,embedded"}, bytescheduler(), Store(tmp_path / "a", NAME), MODELS,
+                   NoMachines(), io.StringIO(), artifact_builds=("p3", "baseline"))
 
 
 def bytescheduler_records():

@@ -19,7 +19,7 @@ from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting, shown
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ARTIFACT_BUILDS, ENGINE_KINDS, artifact_install_hint
-from reprokit.study.paper.claims import MIN_RUNS, Matrix, Study
+from reprokit.study.paper.claims import DEFAULT_SUBJECT, MIN_RUNS, Matrix, Study, Subject
 from reprokit.study.paper.planning import engine_variants
 from reprokit.study.paper.rates import NATIVE, rate_bps
 from reprokit.study.paper.target import Target, sweep_bandwidths
@@ -115,13 +115,22 @@ def check_env(env: Mapping[str, str]) -> None:
 
 
 def sweep_engines(options: Mapping[str, Any], variants: list[str], artifact_builds: Collection[str],
-                  console: TextIO = sys.stdout) -> tuple[str, ...]:
+                  console: TextIO = sys.stdout, subject: Subject = DEFAULT_SUBJECT) -> tuple[str, ...]:
     """--engines=embedded,artifact, checked against the authors' builds registered; said up front.
 
     Default: embedded, plus artifact when both of the authors' builds (baseline and P3) are registered.
     The authors' builds run only their own variants (p3, baseline); other variants run embedded only.
+    A study whose subject has no authors' build (its entry's 'subject' names none) runs embedded only: the
+    artifact engine's builds are another paper's.
     """
     requested = select(options.get("engines"), ENGINE_KINDS, "engine(s)")
+    if not subject.authors_build:
+        if requested is not None and ARTIFACT in requested:
+            raise UserError(f"this study has no authors' build of {subject.name} (the artifact engine runs P3's "
+                            f"authors' builds): choose --engines=embedded")
+        print(f"study: engines: embedded (stock MXNet 1.9.1, {subject.name} as variant {subject.variant}; no authors' "
+              f"build of {subject.name})", file=console, flush=True)
+        return (EMBEDDED,)
     artifact_variants = engine_variants(ARTIFACT, variants)
     note = ""
     if requested is None:
@@ -211,7 +220,7 @@ def sweep_request(options: Mapping[str, Any], study: Study, target: Target, prog
         raise UserError(f"none of the chosen models can run: program:{study.program} has "
                         f"{', '.join(sorted(program_models))}; choose with --models=")
     variants = select(options.get("variants"), study.variants, "variant(s)") or list(matrix.variants)
-    engines = sweep_engines(options, variants, artifact_builds, console)
+    engines = sweep_engines(options, variants, artifact_builds, console, study.subject)
     requested_bw = select(options.get("bandwidths"), any_rate(options.get("bandwidths")), "bandwidth(s)")
     if emulated is not None and requested_bw is None:
         requested_bw = list(matrix.bandwidths)
