@@ -153,3 +153,16 @@ def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report)
     functional = [b for b in analysis.badges if b.name == "Artifacts Evaluated - Functional"][0]
     assert "no build of the authors' own ByteScheduler" in functional.reasons[0]
     assert "sysml19-p3" not in functional.reasons[0]
+
+
+def test_a_claim_at_a_bandwidth_of_a_variant_the_model_has_no_policy_for_is_not_predicted_and_says_why():
+    from reprokit.study.analysis.labelled import labelled_verdicts, predicted_stated
+    from reprokit.study.whatif.model_check import ModelValidation
+
+    entry = bytescheduler()
+    at = replace(entry.claims[0], id="resnet-at-10gbit", bandwidth="10gbit", cluster_size=4)
+    said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored())
+    assert said.startswith("not possible: the iteration model has no policy for bytescheduler")
+    assert brief == "not possible: no bytescheduler policy"
+    [row] = labelled_verdicts([at], {}, NAME, tolerance=entry.tolerance, verdicts=[])
+    assert row.predicted == said and row.measured == "not measured"
