@@ -166,3 +166,25 @@ def test_a_claim_at_a_bandwidth_of_a_variant_the_model_has_no_policy_for_is_not_
     assert brief == "not possible: no bytescheduler policy"
     [row] = labelled_verdicts([at], {}, NAME, tolerance=entry.tolerance, verdicts=[])
     assert row.predicted == said and row.measured == "not measured"
+
+
+def test_the_timelines_are_of_the_studys_own_variant_against_its_baseline(tmp_path):
+    from reprokit.study.report.render import write_report
+    from support.study_data import write_trace
+
+    store = Store(tmp_path / "store", NAME)
+    origin = store.origin()
+    for r in records("resnet", "1gbit", [50.0, 51.0, 49.0], [140.0, 142.0, 141.0], variant="bytescheduler", ratio=2.0):
+        record_id = r.record_id.replace("--o-local", "")
+        run = store.new_attempt_dir(record_id)
+        if r.config.repetition == 1:
+            write_trace(run / "timeline-worker-0.json", "p3" if r.config.variant == "bytescheduler" else "baseline")
+        store.put_record(replace(r, study=NAME, record_id=record_id, origin=origin,
+                                 run_folder=str(run.relative_to(store.root))))
+    console = io.StringIO()
+    paths = write_report(bytescheduler(), store, MODELS, tmp_path / "report", console)
+    data = json.loads(paths["json"].read_text())
+    assert data["timeline"]["p3_record"].endswith("--resnet--bytescheduler--1gbit--r1")  # the field keeps its name
+    md = paths["markdown"].read_text()
+    assert "bytescheduler/baseline 2.82x" in md and "ByteScheduler's priority queue holds it before" in md
+    assert "timelines of baseline and bytescheduler" in paths["html"].read_text()

@@ -494,7 +494,7 @@ def write_report(study: Study, store: Store, program_models: set[str], out_dir: 
         print(f"study: {analysis.untested}", file=console, flush=True)
     for problem in left_out:
         print(f"study: warning: {problem}", file=console, flush=True)
-    pair = pick_pair(analysis.speedups, records, timeline_traces(store), timeline_config)
+    pair = pick_pair(analysis.speedups, records, timeline_traces(store), timeline_config, study.subject.variant)
     choices = [(s.sweep_id, c) for s in store.sweeps() for c in s.choices]
     paths = render(study, analysis, records, out_dir, store.root, program_models, choices, pair,
                    speed_points=speed_points, today=today)
