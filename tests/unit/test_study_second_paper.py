@@ -188,3 +188,22 @@ def test_the_timelines_are_of_the_studys_own_variant_against_its_baseline(tmp_pa
     md = paths["markdown"].read_text()
     assert "bytescheduler/baseline 2.82x" in md and "ByteScheduler's priority queue holds it before" in md
     assert "timelines of baseline and bytescheduler" in paths["html"].read_text()
+
+
+def test_a_sweep_whose_engine_lacks_what_a_variant_needs_is_refused_before_it_stores_anything(tmp_path):
+    """Each run's engine is checked as its preprocess will check it (the ck layer's engine_check) before the sweep
+    is stored: a missing ByteScheduler ends `ck reproduce` in one line, not in six failed records."""
+    asked = []
+
+    def engine_check(settings, engine):
+        asked.append((settings.model, settings.variant.value, engine))
+        if settings.variant.value == "bytescheduler":
+            raise UserError("VARIANT=bytescheduler: ByteScheduler is not installed for this MXNet engine; install it "
+                            "with: ck install package:bytescheduler-github --quiet")
+
+    store = Store(tmp_path / "store", NAME)
+    with pytest.raises(UserError, match="ByteScheduler is not installed"):
+        open_sweep({"quick": "yes"}, bytescheduler(), store, MODELS, NoMachines(), io.StringIO(),
+                   engine_check=engine_check)
+    assert ("resnet", "baseline", EMBEDDED_ENGINE) in asked and ("resnet", "bytescheduler", EMBEDDED_ENGINE) in asked
+    assert not store.sweeps() and not store.local_records()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from reprokit.ck.errors import CkDict
-from reprokit.ck.registry import env_entries, find_engine
+from reprokit.ck.registry import engine_for_run, env_entries
 from reprokit.ck.script import exit_with_the_programs_code, run_arguments, run_batch_name, run_option, user_settings
 from reprokit.cluster.hosts import parse as parse_cluster
 from reprokit.cluster.slurm import POLL_TIMEOUT_S, argv_without, cancel, job_of, job_to_submit, submit_command
@@ -68,8 +68,7 @@ def run_data(image_model: bool, mode: str = "", pinned: str = "") -> RunData:
 
 
 def run_engine(settings: RunSettings, env: CkDict) -> InstalledEngine:
-    choice = find_engine(settings.variant, str(env.get("ENGINE", "")).strip(), str(env.get("ENGINE_ENV", "")).strip())
-    return choice.engine.for_run(choice, MODELS[settings.model].is_image, settings.variant)
+    return engine_for_run(settings, str(env.get("ENGINE", "")).strip(), str(env.get("ENGINE_ENV", "")).strip())
 
 
 def decided_run(i: CkDict, cluster_data: object, allocation_env: Mapping[str, str] | None) -> tuple[RunSettings, InstalledEngine, RunData]:

@@ -1,6 +1,7 @@
 """Look-ups in CK's registry (env entries, machines) that return typed, plain values."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from reprokit.ck.errors import access
@@ -10,6 +11,7 @@ from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import ARTIFACT, InstalledEngine
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import engines_on
+from reprokit.run.settings import MODELS, RunSettings
 
 
 def env_entries(tags: str) -> list[EnvEntry]:
@@ -39,6 +41,26 @@ def find_engine(variant: str, engine: str = "", pinned: str = "") -> InstalledEn
     entries = installed_engines()
     pinned = next((e.uid for e, _ in entries if pinned and pinned == e.alias), pinned)
     return select_engine([c for _, c in entries if c is not None], variant, engine, pinned)
+
+
+def engine_for_run(settings: RunSettings, engine: str = "", pinned: str = "") -> InstalledEngine:
+    """The engine a run of ``settings`` gets on the ENGINE knob's ``engine`` (find_engine), checked for what the run
+    needs of it (its for_run: ByteScheduler for its variant, Sockeye): a UserError naming what is missing."""
+    choice = find_engine(settings.variant, engine, pinned)
+    return choice.engine.for_run(choice, MODELS[settings.model].is_image, settings.variant)
+
+
+def engine_check() -> Callable[[RunSettings, str], None]:
+    """engine_for_run for a sweep's runs before the first one (study.sweep.options.check_runs): each variant,
+    engine and kind of model checked once."""
+    checked: set[tuple[str, str, bool]] = set()
+
+    def check(settings: RunSettings, engine: str) -> None:
+        key = (settings.variant.value, engine, MODELS[settings.model].is_image)
+        if key not in checked:
+            engine_for_run(settings, engine)
+            checked.add(key)
+    return check
 
 
 def artifact_builds() -> set[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from reprokit.ck.errors import CkDict, access, ck_command
-from reprokit.ck.registry import artifact_builds, machine_cluster_data
+from reprokit.ck.registry import artifact_builds, engine_check, machine_cluster_data
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import output_file, output_folder
 from reprokit.core.values import shown
@@ -80,10 +80,10 @@ def reproduce(i: CkDict) -> CkDict:
         from reprokit.study.sweep.submit import submit_sweep
 
         job_id = submit_sweep(i, study, store, program_models(study), machine_cluster_data,
-                              artifact_builds=artifact_builds())
+                              artifact_builds=artifact_builds(), engine_check=engine_check())
         return {"return": 0, "slurm_job": job_id}
     summary, paths = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data,
-                                     artifact_builds=artifact_builds())
+                                     artifact_builds=artifact_builds(), engine_check=engine_check())
     return {"return": 0, "sweep_id": summary.sweep_id, "report": str(paths["html"])}
 
 

@@ -61,7 +61,15 @@ from reprokit.study.store.records import (
 from reprokit.study.sweep import runner as study_runner
 from reprokit.study.sweep.choice import BandwidthChoice, choose
 from reprokit.study.sweep.forecast import Forecast, forecast
-from reprokit.study.sweep.options import Resume, SweepRequest, check_runs, given, resume_of, sweep_request
+from reprokit.study.sweep.options import (
+    EngineCheck,
+    Resume,
+    SweepRequest,
+    check_runs,
+    given,
+    resume_of,
+    sweep_request,
+)
 from reprokit.study.sweep.progress import Progress
 from reprokit.vocabulary import RunStatus
 
@@ -173,7 +181,8 @@ def resumed_sweep(store: Store, resume: Resume) -> Sweep:
 
 def open_sweep(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
                console: TextIO = sys.stdout, probe: ProbeRun | None = None,
-               artifact_builds: Collection[str] = (), clock: Callable[[], float] = time.monotonic) -> tuple[Sweep, Target]:
+               artifact_builds: Collection[str] = (), clock: Callable[[], float] = time.monotonic,
+               engine_check: EngineCheck | None = None) -> tuple[Sweep, Target]:
     """The sweep `ck reproduce` runs, and its target: the stored one --resume names (with its own settings,
     on the machine as it is registered now), or a new one from the options, stored before any run (after
     the baseline probes that choose its bandwidths, where the matrix asks for that: ``probe``, or a real
@@ -183,12 +192,13 @@ def open_sweep(options: Mapping[str, Any], study: Study, store: Store, program_m
         sweep = resumed_sweep(store, resume)
         name = sweep.target.name
         target = make_target(name, machine_config(name) if name else None, sweep.target.link_capacity)
-        check_runs(study, sweep.models, sweep.variants, sweep.env, sweep.profile, target)  # a stored sweep is input too
+        check_runs(study, sweep.models, sweep.variants, sweep.env, sweep.profile, target,  # a stored sweep is input too
+                   sweep.engines, engine_check)
         return sweep, target
     name = str(options.get("target", "") or "")
     machine = machine_config(name) if name else None
     target = make_target(name, machine, options.get("link_capacity") or None)
-    request = sweep_request(options, study, target, program_models, console, artifact_builds)
+    request = sweep_request(options, study, target, program_models, console, artifact_builds, engine_check)
     state = testbed_of(machine) if target.kind == "testbed" else None
     restore = state.rate if state is not None else None
     sweep_id = new_sweep_id()
@@ -374,7 +384,8 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
 
 
 def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
-              console: TextIO = sys.stdout, artifact_builds: Collection[str] = ()) -> tuple[SweepSummary, dict[str, Path]]:
+              console: TextIO = sys.stdout, artifact_builds: Collection[str] = (),
+              engine_check: EngineCheck | None = None) -> tuple[SweepSummary, dict[str, Path]]:
     """`ck reproduce study:NAME`: open the sweep, run what is not stored yet, then write the report.
 
     A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
@@ -382,7 +393,7 @@ def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_mo
     from reprokit.study.sweep.options import report_dir, timeline_config
 
     sweep, target = open_sweep(options, study, store, program_models, machine_config, console,
-                               artifact_builds=artifact_builds)
+                               artifact_builds=artifact_builds, engine_check=engine_check)
     check_can_shape(target)
     print(f"study: sweep {sweep.sweep_id} on {target.label} (engines: {', '.join(sweep.engines)}): "
           f"{target.bandwidth_note()}", file=console, flush=True)

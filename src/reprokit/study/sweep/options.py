@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting, shown
@@ -23,6 +23,12 @@ from reprokit.study.paper.claims import DEFAULT_SUBJECT, MIN_RUNS, Matrix, Study
 from reprokit.study.paper.planning import engine_variants
 from reprokit.study.paper.rates import NATIVE, rate_bps
 from reprokit.study.paper.target import Target, sweep_bandwidths
+
+if TYPE_CHECKING:
+    from reprokit.run.settings import RunSettings
+
+# The ck layer's check of the engine a run would get (its variant's needs), by the ENGINE knob's value.
+EngineCheck = Callable[["RunSettings", str], None]
 
 SWEEP_OPTIONS = ("target", "models", "bandwidths", "variants", "engines", "repetitions", "quick", "profile",
                  "link_capacity", "emulate", "dilation")
@@ -166,10 +172,11 @@ def sweep_engines(options: Mapping[str, Any], variants: list[str], artifact_buil
 
 
 def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env: Mapping[str, str], profile: str,
-               target: Target) -> None:
+               target: Target, engines: Iterable[str] = (), engine_check: EngineCheck | None = None) -> None:
     """Every run of a sweep checked as its preprocess will check it, before the first run (or probe): a sweep
-    that would fail on its input stores nothing. Hosts of a cluster are checked when each run starts (their
-    cores, their folders), as they are only reachable then."""
+    that would fail on its input stores nothing. ``engine_check`` (the ck layer's): the engine each run would get
+    on each of ``engines`` has what the run needs (ByteScheduler for its variant, Sockeye). Hosts of a cluster are
+    checked when each run starts (their cores, their folders), as they are only reachable then."""
     from reprokit.run import settings as run_settings
 
     for name, value in env.items():
@@ -178,6 +185,9 @@ def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env
         for variant in variants:
             run_env = {**env, **study.variants.get(variant, {}), "PROFILE": profile}
             settings = run_settings.resolve(model, run_env, profile)
+            if engine_check is not None:
+                for engine in engines:
+                    engine_check(settings, engine)
             if target.kind == "embedded":
                 run_settings.local_layout(settings)
                 for name, path in run_settings.output_paths(settings).items():
@@ -197,12 +207,14 @@ def any_rate(raw: object) -> list[str]:
 
 
 def sweep_request(options: Mapping[str, Any], study: Study, target: Target, program_models: set[str],
-                  console: TextIO = sys.stdout, artifact_builds: Collection[str] = ()) -> SweepRequest:
+                  console: TextIO = sys.stdout, artifact_builds: Collection[str] = (),
+                  engine_check: EngineCheck | None = None) -> SweepRequest:
     """A new sweep's models, variants, bandwidths, repetitions, profile and settings, each checked.
 
     Models the program has no cmd_key for are skipped with a note (their claims are reported as not
     testable); the profile defaults to the matrix's, or smoke on the embedded default (full sweeps only).
-    ``artifact_builds``: the authors' builds registered (p3, baseline), for --engines (sweep_engines).
+    ``artifact_builds``: the authors' builds registered (p3, baseline), for --engines (sweep_engines);
+    ``engine_check``: see check_runs.
     """
     from reprokit.run import settings as run_settings
 
@@ -239,7 +251,7 @@ def sweep_request(options: Mapping[str, Any], study: Study, target: Target, prog
         raise UserError(f"unknown --profile {shown(profile)}; valid ones: {', '.join(sorted(run_settings.PROFILES))}")
     user_env = env_overrides(options)
     check_env(user_env)
-    check_runs(study, models, variants, {**dict(matrix.env), **user_env}, profile, target)
+    check_runs(study, models, variants, {**dict(matrix.env), **user_env}, profile, target, engines, engine_check)
     if emulated is not None:
         print(f"study: emulated compute ({dict(matrix.env)['COMPUTE_PROFILE']} profile, k="
               f"{dict(matrix.env)['DILATION']}): each link shaped to its bandwidth divided by k; these runs give "

@@ -25,12 +25,12 @@ from reprokit.study.paper.target import make_target
 from reprokit.study.store.records import Store
 from reprokit.study.sweep import runner as study_runner
 from reprokit.study.sweep.driver import MachineConfig
-from reprokit.study.sweep.options import sweep_request
+from reprokit.study.sweep.options import EngineCheck, sweep_request
 
 
 def submit_sweep(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str],
                  machine_config: MachineConfig, console: TextIO = sys.stdout,
-                 artifact_builds: Collection[str] = ()) -> str:
+                 artifact_builds: Collection[str] = (), engine_check: EngineCheck | None = None) -> str:
     """Submit the sweep as one batch job and follow it; its job id. A job that did not complete is a UserError."""
     import os
 
@@ -42,7 +42,8 @@ def submit_sweep(options: Mapping[str, Any], study: Study, store: Store, program
     stand_in = {**{k: v for k, v in description.items() if k not in ("slurm", "hosts", "nodefile", "hostlist")},
                 "hostlist": f"node[1-{job.nodes}]" if job.nodes > 1 else "node1"}
     target = make_target(name, stand_in, options.get("link_capacity") or None)
-    sweep_request(options, study, target, program_models, console=io.StringIO(), artifact_builds=artifact_builds)
+    sweep_request(options, study, target, program_models, console=io.StringIO(), artifact_builds=artifact_builds,
+                  engine_check=engine_check)
     folder = store.root / "jobs" / time.strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
     command = [study_runner.ck_executable(), *argv_without(sys.argv[1:], "--submit")]
