@@ -1,6 +1,7 @@
 """The fault suite: every test here is marked ``fault(CLASS)`` (the fault it injects: signal, link, bundle,
 injection, settings, concurrent, message, preparation, hostile-input, disk). With REPROKIT_FAULT_TOTALS=FILE, each
-case's outcome is appended to FILE as one JSON line for benchmarks/fault_totals.py."""
+case's outcome is appended to FILE as one JSON line for benchmarks/fault_totals.py, with the seconds from the fault
+to the command's exit for the cases that record them (``record_property("fault_to_exit_s", SECONDS)``)."""
 import json
 import os
 
@@ -23,4 +24,6 @@ def pytest_runtest_makereport(item, call):
             "case": item.nodeid, "class": marker.args[0] if marker else "unmarked", "when": report.when,
             "passed": report.passed, "skipped": report.skipped,
             "outcome": failure.outcome if isinstance(failure, FaultFailure) else ("other" if report.failed else None),
+            # the seconds from the fault to the command's exit, where the case measures it (record_property)
+            "fault_to_exit_s": dict(item.user_properties).get("fault_to_exit_s") if report.when == "call" else None,
         }) + "\n")

@@ -166,18 +166,24 @@ def test_a_signal_stops_the_run_on_every_host_of_a_testbed(ck, tmp_path, sig, ta
 
 
 @pytest.mark.parametrize("target", ["launcher", "worker"])
-def test_a_stopped_launcher_or_worker_ends_the_run_named_within_the_stopped_limit(ck, tmp_path, target):
+def test_a_stopped_launcher_or_worker_ends_the_run_named_within_the_stopped_limit(ck, tmp_path, target,
+                                                                                  record_property):
     """SIGSTOP: no exit, no output. ck would wait for a stopped launcher forever, and synchronous training for a
-    stopped worker until RUN_TIMEOUT; each is named and the run ended STOPPED_LIMIT_S after it was stopped."""
+    stopped worker until RUN_TIMEOUT; each is named and the run ended STOPPED_LIMIT_S after it was stopped. Records
+    the seconds from SIGSTOP to ck's exit (``fault_to_exit_s``, for benchmarks/fault_totals.py)."""
+    import time
+
     from reprokit.run.progress import STOPPED_LIMIT_S
     from support.runs import worker_pid
 
     with long_run(ck, tmp_path, "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1") as (run, run_id):
         launcher = launcher_of(tmp_path)
         victim = int(launcher.split(":")[0]) if target == "launcher" else worker_pid(run_id, 1)
+        stopped_at = time.monotonic()
         os.kill(victim, signal.SIGSTOP)
         try:
             code = run.wait(timeout=STOPPED_LIMIT_S + 30)
+            record_property("fault_to_exit_s", round(time.monotonic() - stopped_at, 2))
         except Exception:
             os.kill(victim, signal.SIGCONT)
             raise

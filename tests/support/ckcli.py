@@ -27,12 +27,14 @@ class CkCli:
             raise AssertionError(f"ck {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def popen(self, *args: str, new_session: bool = False):
-        """Start ck in the background; new_session puts it in its own process group, as a terminal would."""
+    def popen(self, *args: str, new_session: bool = False, prefix: tuple[str, ...] = (), env: dict | None = None):
+        """Start ck in the background; new_session puts it in its own process group, as a terminal would.
+        ``prefix``: what ck runs under (``salloc -N2``, an OAR job's node); ``env``: in place of ours."""
         import subprocess
 
-        return subprocess.Popen([self.exe, *args], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, cwd=self.root, start_new_session=new_session)
+        return subprocess.Popen([*prefix, self.exe, *args], env=env or self.env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.root,
+                                start_new_session=new_session)
 
     def run_p3(self, run_dir: Path, *args: str, timeout: float = 600):
         """ck run program:p3 with its own run folder; returns (process, CK's JSON output)."""

@@ -81,13 +81,15 @@ def no_process_left(run_id: str, timeout: float = 5.0) -> bool:
 
 
 @contextmanager
-def long_run(ck: "CkCli", run_dir: Path, *args: str, watch_log: str = "worker-1.log", new_session: bool = False):
-    """`ck run program:p3` for 1000 batches; yields (process, run_id) once that worker trains, kills it on exit."""
+def long_run(ck: "CkCli", run_dir: Path, *args: str, watch_log: str = "worker-1.log", new_session: bool = False,
+             prefix: tuple[str, ...] = (), env: dict | None = None):
+    """`ck run program:p3` for 1000 batches; yields (process, run_id) once that worker trains, kills it on exit.
+    ``prefix``, ``env``: see CkCli.popen."""
     import os
     import signal
 
     run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={run_dir}", "--env.NUM_BATCHES=1000",
-                   "--treat_return_code_as_exit_code=yes", *args, new_session=new_session)
+                   "--treat_return_code_as_exit_code=yes", *args, new_session=new_session, prefix=prefix, env=env)
     try:
         log = run_dir / "logs" / watch_log
         assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120), \

@@ -6,7 +6,7 @@ from reprokit.core.errors import UserError
 from reprokit.run.launchers import check_allocated, check_in_job, choose_launcher, get_launcher, launcher_names
 from reprokit.run.settings import default_profile
 from reprokit.run.spec import RunSpec
-from reprokit.run.srun import SrunRoleProcess, role_argv
+from reprokit.run.srun import role_argv
 
 ALLOCATION = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[01-03]"}
 OAR_JOB = {"OAR_JOB_ID": "42", "OAR_NODEFILE": "/var/lib/oar/42"}
@@ -82,7 +82,8 @@ def test_oarsh_needs_the_hosts_to_be_nodes_of_the_job():
 
 
 def test_an_answering_role_wrapper_acknowledges_each_heartbeat_on_stderr_and_merges_the_roles_stderr(tmp_path):
-    """The wrapper the oarsh launcher gives oarsh, run by a local sh: each byte in is one ACK byte on stderr."""
+    """The wrapper the oarsh and srun launchers run, by a local sh: each byte in is one line of an ACK byte on
+    stderr (a line: slurmstepd hands on whole lines only)."""
     import subprocess
 
     from reprokit.run.remote import BEAT_ANSWER, role_command
@@ -90,7 +91,7 @@ def test_an_answering_role_wrapper_acknowledges_each_heartbeat_on_stderr_and_mer
     command = role_command(str(tmp_path), {"X": "1"}, ["sh", "-c", "echo out; echo err >&2; sleep 1"], answer=True)
     proc = subprocess.run(["sh", "-c", command], input=b"...", capture_output=True, timeout=30)
     assert proc.returncode == 0
-    assert proc.stderr == BEAT_ANSWER * 3
+    assert proc.stderr == (BEAT_ANSWER + b"\n") * 3
     assert proc.stdout.split(b"\n")[1:] == [b"out", b"err", b""]
     plain = role_command(str(tmp_path), {"X": "1"}, ["true"])
     assert "006" not in plain and "4>&2" not in plain
@@ -102,10 +103,73 @@ def test_each_role_is_one_job_step_on_its_host_sharing_the_allocation():
                     "--kill-on-bad-exit=1", "--chdir=/shared/run", "/opt/py", "train.py", "--x"]
 
 
-@pytest.mark.parametrize("code, said", [(137, "was killed by SIGKILL"), (143, "was killed by SIGTERM"),
-                                        (3, "exited with code 3"), (-9, "was killed by SIGKILL")])
-def test_srun_exit_codes_name_the_signal_that_killed_the_task(code, said):
-    assert SrunRoleProcess.describe(object.__new__(SrunRoleProcess), code) == said
+def job_role(tmp_path, argv, run_id):
+    """A role as the srun and oarsh launchers start one (jobprep.JobRoleProcess), through a local sh for the job's
+    program: the same wrapper, stdin, stdout and stderr."""
+    import io
+
+    from reprokit.run.jobprep import JobRoleProcess
+    from reprokit.run.launch import OutputSink
+    from reprokit.run.plan import Role
+    from reprokit.run.remote import role_command
+
+    wrapper = role_command(str(tmp_path / "run"), {"REPROKIT_RUN_ID": run_id}, argv, answer=True)
+    return JobRoleProcess(Role("worker", 1, "h2"), "sh", "job step", ["/bin/sh", "-c", wrapper], {},
+                          OutputSink(io.StringIO(), tmp_path / "logs"))
+
+
+@pytest.mark.parametrize("argv, code, said", [
+    (["sh", "-c", "kill -KILL $$"], -9, "was killed by SIGKILL"), (["sh", "-c", "kill -TERM $$"], -15,
+                                                                    "was killed by SIGTERM"),
+    (["sh", "-c", "exit 3"], 3, "exited with code 3")])
+def test_a_job_role_reports_its_exit_code_and_the_signal_that_killed_it(tmp_path, argv, code, said):
+    """The wrapper exits with the shell's 128+N for a role killed by signal N; srun and oarsh exit with its code."""
+    import uuid
+
+    from support.runs import wait_for
+
+    proc = job_role(tmp_path, argv, uuid.uuid4().hex)
+    try:
+        assert wait_for(lambda: proc.poll() is not None, 10)
+        assert (proc.poll(), proc.describe(proc.poll())) == (code, said)
+    finally:
+        proc.terminate()
+        proc.kill()
+        proc.wait_output(5)
+
+
+def test_a_stopped_job_role_is_seen_stopped_at_the_next_heartbeat_and_its_teardown_closes_stdin(tmp_path):
+    """The srun and oarsh launchers' roles: the watchdog reports a stopped role on its output, which the role
+    process reads as stopped() (not as the role's output); closing its stdin ends the role's group."""
+    import os
+    import signal
+    import sys
+    import uuid
+
+    from reprokit.run.procscan import run_processes
+    from support.runs import no_process_left, wait_for
+
+    run_id = uuid.uuid4().hex
+    ticker = [sys.executable, "-c", "import time\nwhile True:\n print('tick', flush=True); time.sleep(0.2)"]
+    proc = job_role(tmp_path, ticker, run_id)
+    try:
+        assert wait_for(lambda: proc.pgid is not None, 10)
+        [role] = wait_for(lambda: [p for p in run_processes(run_id) if open(f"/proc/{p}/cmdline", "rb").read()
+                                   .startswith(sys.executable.encode() + b"\0")], 10)
+        proc.beat()
+        assert wait_for(lambda: proc.silent_for() < 1, 5)  # the heartbeat's answer
+        assert not proc.stopped()
+        os.kill(role, signal.SIGSTOP)
+        assert not proc.stopped()
+        proc.beat()
+        assert wait_for(proc.stopped, 5)
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+    assert wait_for(lambda: proc.poll() is not None, 10)  # EOF: the watchdog stops the group (SIGKILL after TERM)
+    proc.wait_output(5)
+    assert no_process_left(run_id, timeout=5)
+    assert "reprokit-role-stopped" not in (tmp_path / "logs" / "worker-1.log").read_text()
 
 
 def test_a_spec_says_its_launcher_and_older_specs_keep_theirs():

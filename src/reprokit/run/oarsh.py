@@ -6,17 +6,11 @@ job's key (OAR_JOB_KEY_FILE, or the key OAR pushed for the job), and on the node
 into the job's cpuset and becomes the job's user. Our key, an sshd on port 22 and a ProxyCommand are not used: the
 site's oarsh and its configuration (/etc/oar/oar.conf) are. So each role is a local ``oarsh HOST COMMAND``
 subprocess, as the srun launcher's roles are ``srun`` subprocesses, and COMMAND is the SSH launcher's role wrapper
-(``remote.role_command``), which keeps its guarantees:
-
-* teardown: the launcher closes the subprocess's stdin; the wrapper's watchdog reads EOF and ends the role's
-  process group (SIGTERM, SIGKILL 3 s later). Killing the local oarsh closes the session: the same EOF.
-* a lost host: the launcher writes a heartbeat byte to every role's stdin every HEARTBEAT_S; the watchdog stops
-  the role after REMOTE_SILENCE_S without one, and answers each with one byte on the session's stderr
-  (``answer=True``), so the launcher sees a host that has gone silent for REMOTE_SILENCE_S as lost (ssh alone
-  would wait for TCP, and oarsh filters out the -o options that would set ServerAliveInterval).
-* if the launcher is killed with SIGKILL, its end of every role's stdin closes: the same EOF. (A setuid oarsh does
-  not keep the parent-death signal, so the EOF is what ends the roles there.)
-* a run id sweep on every host afterwards (``oarsh HOST sh -c ...``), and one here.
+(``remote.role_command``), which keeps its guarantees (``jobprep.JobRoleProcess``, shared with srun): teardown by
+EOF on its stdin, a lost host seen by the heartbeat's answers (ssh alone would wait for TCP, and oarsh filters out
+the -o options that would set ServerAliveInterval), a stopped role named by its watchdog, and the roles' end when
+the launcher is killed (a setuid oarsh does not keep the parent-death signal, so the EOF is what ends the roles
+there). Afterwards a run id sweep on every host (``oarsh HOST sh -c ...``), and one here.
 
 Files: as under srun, the roles run in the run folder itself, which must be on a file system the job's nodes share
 (an OAR site's home directories usually are); a probe on every host (``oarsh HOST PYTHON -c PROBE``) counts its
@@ -29,38 +23,23 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
-import threading
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
-from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv
-from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit
+from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job
+from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
-from reprokit.run.remote import (
-    BEAT_ANSWER,
-    HEARTBEAT_S,
-    LOST_CONNECTION,
-    REMOTE_SILENCE_S,
-    WATCHDOG_GRACE_S,
-    StoppedReports,
-    role_command,
-    sweep_command,
-)
+from reprokit.run.remote import sweep_command
 
 JOB_VARIABLES = ("OAR_JOB_ID", "OAR_NODEFILE")
 COMMAND_TIMEOUT_S = 60  # the probe, the sweep and the preflight's commands
-START_TIMEOUT_S = 60  # a role whose session has not started by then has lost its host
 SPEC_NAME = "p3-run.json"
-_PGID_MARK = "reprokit-pgid "
 # Run by the engine's interpreter on every host: one JSON line.
 PROBE = FREE_PORT_CODE + """
 import json, os, sys
@@ -142,152 +121,13 @@ def probe(oarsh: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> 
     return dict(found.succeeded)
 
 
-class OarshRoleProcess:
-    """A role as a local ``oarsh HOST COMMAND``: stdin carries the heartbeat, stdout the role's output, stderr the
-    watchdog's answers and oarsh's (ssh's) own messages."""
-
-    def __init__(self, role: Role, oarsh: str, command: str, sink: OutputSink):
-        self.role = role
-        self.sink = sink
-        self.pgid: int | None = None
-        self.started_at = time.monotonic()
-        self.heard_at: float | None = None  # the session started (its wrapper's first line), then each answer
-        self.messages: list[str] = []  # what oarsh and ssh said on stderr
-        self.reports = StoppedReports()
-        self.lock = threading.Lock()
-        self.popen = subprocess.Popen([oarsh, role.host, command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, env=command_environment(), start_new_session=True,
-                                      preexec_fn=parent_death_signal)
-        assert self.popen.stdout is not None  # stdout=PIPE
-        self.output = sink.pump(role, self.popen.stdout, consume=self._consume)
-        self.answers = threading.Thread(target=self._read_answers, name=f"answers {role.name}", daemon=True)
-        self.answers.start()
-
-    def _consume(self, line: str) -> bool:
-        if self.pgid is None and line.startswith(_PGID_MARK):
-            self.pgid = int(line[len(_PGID_MARK):].strip())
-            with self.lock:
-                self.heard_at = time.monotonic()
-            return True
-        return self.reports.note(line)
-
-    def _read_answers(self) -> None:
-        stream = self.popen.stderr
-        assert stream is not None
-        pending = b""
-        for chunk in iter(lambda: os.read(stream.fileno(), 4096), b""):
-            if BEAT_ANSWER in chunk:
-                with self.lock:
-                    self.heard_at = time.monotonic()
-            pending += chunk.replace(BEAT_ANSWER, b"")
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                self._message(raw)
-        if pending:
-            self._message(pending)
-        stream.close()
-
-    def _message(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", errors="replace").strip()
-        if text:
-            with self.lock:
-                self.messages = [*self.messages[-4:], text]
-            self.sink.show(self.role, text)
-
-    def silent_for(self) -> float:
-        with self.lock:
-            return time.monotonic() - (self.heard_at if self.heard_at is not None else self.started_at)
-
-    def poll(self) -> int | None:
-        code = self.popen.poll()
-        if code is not None:
-            if self.pgid is None or code == 255:  # oarsh or ssh failed: the role never ran, or its session broke
-                return LOST_CONNECTION
-            return -(code - 128) if 128 < code < 160 else code  # the wrapper's 128+N: killed by signal N
-        limit = REMOTE_SILENCE_S if self.heard_at is not None else START_TIMEOUT_S
-        if self.silent_for() > limit:
-            return LOST_CONNECTION
-        return None
-
-    def describe(self, code: int) -> str:
-        if code != LOST_CONNECTION:
-            return describe_exit(code)
-        self.answers.join(2)  # oarsh's last words
-        with self.lock:
-            said = f": {self.messages[-1]}" if self.messages else ""
-        exited = self.popen.poll()
-        if self.pgid is None:
-            how = f"exited with code {exited}" if exited is not None else f"had not started within {START_TIMEOUT_S} s"
-            return f"could not be started through oarsh (oarsh {self.role.host} {how}{said})"
-        if exited is not None:
-            return f"lost its oarsh session (exit {exited}{said})"
-        return (f"lost its oarsh session: no answer to the heartbeat for {REMOTE_SILENCE_S} s (the role stops on its "
-                f"own within {REMOTE_SILENCE_S + WATCHDOG_GRACE_S} s)")
-
-    def stopped(self) -> bool:
-        return self.reports.stopped()
-
-    def beat(self) -> None:
-        try:
-            assert self.popen.stdin is not None
-            self.popen.stdin.write(b".")
-            self.popen.stdin.flush()
-        except (OSError, ValueError):
-            pass
-
-    def terminate(self) -> None:
-        try:
-            assert self.popen.stdin is not None
-            self.popen.stdin.close()  # the remote watchdog sees EOF and stops the group
-        except (OSError, ValueError):
-            pass
-
-    def kill(self) -> None:
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)  # closes the session: the remote watchdog sees EOF
-            except ProcessLookupError:
-                pass
-        try:
-            self.popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def wait_output(self, timeout: float) -> None:
-        self.output.join(timeout)
-        self.answers.join(timeout)
-
-
-@dataclass
-class _Started:
-    procs: list[OarshRoleProcess] = field(default_factory=list)
-    ended: threading.Event = field(default_factory=threading.Event)
-
-    def beat(self) -> None:
-        while not self.ended.wait(HEARTBEAT_S):
-            for proc in list(self.procs):
-                proc.beat()
-
-
 def run_oarsh(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
               stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
     """Launch the plan's roles through oarsh on the OAR job's nodes, supervise them, and leave nothing behind."""
-    started = _Started()
-
-    def start(oarsh: str, role: Role, sink: OutputSink) -> OarshRoleProcess:
-        if not started.procs:  # the first role: from here on every started role hears a heartbeat
-            threading.Thread(target=started.beat, name="role heartbeat", daemon=True).start()
-        started.procs.append(OarshRoleProcess(role, oarsh, role_command(
-            str(run_dir), plan.role_env(role), role_argv(plan, cluster, role), answer=True), sink))
-        return started.procs[-1]
-
-    def sweep(oarsh: str) -> list[str]:
-        started.ended.set()
-        return _sweep(oarsh, plan)
-
-    return launch_in_job(plan, run_dir, console, stop, watch, find_tool=oarsh_path,
-                         probe=lambda oarsh: probe(oarsh, plan, cluster, run_dir), start_role=start,
-                         sweep_hosts=sweep)
+    return launch_in_job(plan, cluster, run_dir, console, stop, watch, through="oarsh", session="oarsh session",
+                         find_tool=oarsh_path, probe=lambda oarsh: probe(oarsh, plan, cluster, run_dir),
+                         command_line=lambda oarsh, role, wrapper: [oarsh, role.host, wrapper],
+                         environment=lambda role: command_environment(), sweep_hosts=lambda oarsh: _sweep(oarsh, plan))
 
 
 def _sweep(oarsh: str, plan: RolePlan) -> list[str]:

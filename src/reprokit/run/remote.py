@@ -44,10 +44,10 @@ REMOTE_SILENCE_S = 15  # a role that hears nothing for this long stops: its laun
 LOST_CONNECTION = 1000  # not an exit code any process can have
 OUTPUT_FILES = TIMELINE_FILE.replace("{rank}", "*")  # what workers write that the run folder keeps
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PGID_MARK = "reprokit-pgid "
+PGID_MARK = "reprokit-pgid "
 STOPPED_MARK = "reprokit-role-stopped"  # the watchdog's word, at a heartbeat, that the role's process is stopped
 BEAT_ANSWER_OCTAL = "006"  # ASCII ACK: what an answering watchdog writes to stderr for each heartbeat byte
-BEAT_ANSWER = bytes([int(BEAT_ANSWER_OCTAL, 8)])
+BEAT_ANSWER = bytes([int(BEAT_ANSWER_OCTAL, 8)])  # on a line of its own: slurmstepd hands on whole lines only
 
 
 def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: int = REMOTE_SILENCE_S,
@@ -55,9 +55,9 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
     """The shell command line that runs ``argv`` as a role, in ``run_dir``, with ``env``; it stops when its
     stdin ends or stays silent for ``silence_s``.
 
-    ``answer``: the watchdog answers each heartbeat byte with one ``BEAT_ANSWER`` byte on the session's stderr, and
-    everything else (the role's stderr included) goes to its stdout: for a launcher that cannot see the session's
-    liveness itself (the oarsh launcher's ssh subprocess)."""
+    ``answer``: the watchdog answers each heartbeat byte with a line of one ``BEAT_ANSWER`` byte on the session's
+    stderr, and everything else (the role's stderr included) goes to its stdout: for a launcher that cannot see the
+    session's liveness itself (the oarsh launcher's ssh subprocess, the srun launcher's srun)."""
     bad = [k for k in env if not _ENV_NAME.match(k)]
     if bad:
         raise UserError(f"environment variable name(s) {', '.join(map(repr, bad))} are not valid names")
@@ -73,7 +73,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
     # (fd 5), where the launcher reads it (STOPPED_MARK): the stopped role writes nothing meanwhile.
     keep = "3<&- 4>&- 5>&-" if answer else "3<&- 5>&-"
     inner = (
-        f'echo "{_PGID_MARK}$$"; '
+        f'echo "{PGID_MARK}$$"; '
         + ("exec 3<&0 4>&2 </dev/null 2>&1 5>&1; " if answer else "exec 3<&0 </dev/null 5>&1; ") +
         "trap : TERM; stopping=; "
         f"trap 'stopping=1; kill -TERM -$$ 2>/dev/null; (sleep {WATCHDOG_GRACE_S}; kill -KILL -$$ 2>/dev/null) "
@@ -82,7 +82,7 @@ def role_command(run_dir: str, env: dict[str, str], argv: list[str], silence_s: 
         # One byte at a time, each within REMOTE_SILENCE_S; EOF and silence both end the loop. --foreground keeps
         # timeout (and dd) in the role's process group, so tearing the group down reaches them too.
         f'(while [ -n "$(timeout --foreground {int(silence_s)} dd bs=1 count=1 <&3 2>/dev/null)" ]; do '
-        + (f"printf '\\{BEAT_ANSWER_OCTAL}' >&4; " if answer else "") +
+        + (f"printf '\\{BEAT_ANSWER_OCTAL}\\n' >&4; " if answer else "") +
         f"case \"$(sed -n 's/^.*) \\(.\\).*$/\\1/p' /proc/$child/stat 2>/dev/null)\" in "
         f"T|t) echo '{STOPPED_MARK}' >&5;; esac; done; "
         "kill -USR1 $$ 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; "
@@ -146,8 +146,8 @@ class RemoteRoleProcess:
         self.output = sink.pump(role, self.channel.makefile("rb"), consume=self._consume)
 
     def _consume(self, line: str) -> bool:
-        if self.pgid is None and line.startswith(_PGID_MARK):
-            self.pgid = int(line[len(_PGID_MARK):].strip())
+        if self.pgid is None and line.startswith(PGID_MARK):
+            self.pgid = int(line[len(PGID_MARK):].strip())
             return True
         return self.reports.note(line)
 

@@ -2,14 +2,18 @@
 
 Inside a Slurm allocation (salloc, an sbatch script) each role is started here as
 
-    srun --nodes=1 --ntasks=1 --nodelist=HOST --overlap --export=ALL --kill-on-bad-exit=1 --chdir=RUN_DIR ARGV
+    srun --nodes=1 --ntasks=1 --nodelist=HOST --overlap --export=ALL --kill-on-bad-exit=1 --chdir=RUN_DIR \\
+        /bin/sh -c WRAPPER
 
 a local process whose environment carries the role's DMLC_* variables (``--export=ALL`` hands srun's whole
-environment to the step, so a value may hold any character, a comma included). ``--overlap`` lets the steps of
-one host share the CPUs the allocation has there: the scheduler, a server and a worker run at once. srun forwards
-SIGTERM to its step, and when srun itself is killed, Slurm kills the step: the supervisor's teardown reaches
-every role through its srun. Afterwards one step per host kills whatever still carries the run's id
-(``remote.sweep_command``), as the SSH launcher does.
+environment to the step). ``--overlap`` lets the steps of one host share the CPUs the allocation has there: the
+scheduler, a server and a worker run at once. WRAPPER is the SSH launcher's role wrapper (``remote.role_command``)
+and each srun a ``jobprep.JobRoleProcess``, as the oarsh launcher's roles are: srun hands its stdin to the step's
+task (the heartbeat; EOF on teardown) and the task's stdout and stderr back, so the wrapper's watchdog names a
+stopped role within a heartbeat and stops its role when the launcher is gone or silent; when srun itself is
+killed, Slurm kills the step. The wrapper exits with the shell's 128+N for a role killed by signal N, and srun with
+its task's code. Afterwards one step per host kills whatever still carries the run's id (``remote.sweep_command``),
+as the SSH launcher does.
 
 Before the roles, one probe step on every host (``PROBE``) says how many cores the host has (for the OMP threads
 of its workers and the per-core limit), finds the scheduler a free port on its host, and checks that the run
@@ -29,8 +33,8 @@ from typing import Any, TextIO
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
-from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job, role_argv as job_role_argv
-from reprokit.run.launch import LocalRoleProcess, Outcome, OutputSink, StopRequest, describe_exit, local_environment
+from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job
+from reprokit.run.launch import Outcome, StopRequest, local_environment
 from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
 
@@ -69,18 +73,6 @@ def all_hosts_argv(srun: str, hosts: list[str], argv: list[str]) -> list[str]:
 def step_environment() -> dict[str, str]:
     """This process's environment without what would point an interpreter at the framework's packages."""
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-
-
-class SrunRoleProcess(LocalRoleProcess):
-    """A role's srun: terminate and kill reach its step through it (see the module's docstring)."""
-
-    def describe(self, code: int) -> str:
-        if 128 < code < 160:  # srun exits with 128+N when its task was killed by signal N
-            return describe_exit(-(code - 128))
-        return describe_exit(code)
-
-    def stopped(self) -> bool:
-        return False  # the step's process is on its host: a stopped role shows as a stall of the workers' progress
 
 
 def _step(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
@@ -125,12 +117,11 @@ def probe(srun: str, plan: RolePlan, cluster: ClusterConfig, run_dir: Path) -> d
 def run_srun(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: TextIO,
              stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
     """Launch the plan's roles as job steps of this Slurm allocation, supervise them, and leave nothing behind."""
-    def start(srun: str, role: Role, sink: OutputSink) -> SrunRoleProcess:
-        return SrunRoleProcess(role, role_argv(srun, role.host, run_dir, job_role_argv(plan, cluster, role)),
-                               local_environment(plan, role), run_dir, sink)
-
-    return launch_in_job(plan, run_dir, console, stop, watch, find_tool=srun_path,
-                         probe=lambda srun: probe(srun, plan, cluster, run_dir), start_role=start,
+    return launch_in_job(plan, cluster, run_dir, console, stop, watch, through="srun", session="job step",
+                         find_tool=srun_path, probe=lambda srun: probe(srun, plan, cluster, run_dir),
+                         command_line=lambda srun, role, wrapper: role_argv(srun, role.host, run_dir,
+                                                                            ["/bin/sh", "-c", wrapper]),
+                         environment=lambda role: local_environment(plan, role),
                          sweep_hosts=lambda srun: _sweep(srun, plan))
 
 
