@@ -1,5 +1,5 @@
-"""The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=p4000` on a fresh testbed
-(needs root and sshd).
+"""The emulated sweep at the paper's settings: `ck reproduce study:sysml19-p3 --emulate=p4000` (or --study NAME) on a
+fresh testbed (needs root and sshd).
 
     .venv/bin/python benchmarks/emulated_sweep.py [--hosts 4 [--cpus_per_host C]] [--link_sharing fifo|fair] [--tcp cubic]
                                                   [--dilation 20] [--repetitions 3] [--models vgg]
@@ -33,6 +33,7 @@ NAME = "es"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", default="sysml19-p3", help="the study entry to reproduce (e.g. sosp19-bytescheduler)")
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--cpus_per_host", type=int, help=CPUS_PER_HOST_HELP)
     parser.add_argument("--link_sharing", choices=LINK_SHARING, default=DEFAULT_LINK_SHARING, help=LINK_SHARING_HELP)
@@ -72,7 +73,7 @@ def main() -> int:
         ck_cli("add", f"machine:{NAME}", "--type=cluster", f"--config_file={hosts_json}", "--quiet", env=env,
                check=True)
         started = time.monotonic()
-        proc = ck_cli("reproduce", "study:sysml19-p3", f"--target={NAME}", f"--emulate={args.emulate}",
+        proc = ck_cli("reproduce", f"study:{args.study}", f"--target={NAME}", f"--emulate={args.emulate}",
                       f"--dilation={args.dilation}", f"--repetitions={args.repetitions}", f"--store={store}",
                       *narrow, env=env, timeout=3 * 3600)
         wall_s = time.monotonic() - started
@@ -84,7 +85,7 @@ def main() -> int:
         return 1
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\nruns (mean per-worker images/s, wall s):")
-    for record in Store(store, "sysml19-p3").all_records():
+    for record in Store(store, args.study).all_records():
         config, result = record.config, record.run_result
         per_worker = (result.throughput_per_worker if result else None) or []
         print(f"  {config.model} {config.bandwidth} {config.engine} {config.variant} rep {config.repetition}: "
