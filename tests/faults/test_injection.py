@@ -22,8 +22,9 @@ pytestmark = [pytest.mark.fault("injection"), pytest.mark.parallel]  # ck comman
 SETTINGS = sorted(json.loads((REPO_ROOT / "program" / "p3" / ".cm" / "meta.json").read_text())["run_vars"])
 PACKAGES = {p.parent.parent.name: sorted(json.loads(p.read_text())["customize"]["install_env"])
             for p in sorted((REPO_ROOT / "package").glob("*/.cm/meta.json"))}
-# A package whose dependency (the engine) must be registered first, else CK installs it before any hook runs.
-NEEDS_ENGINE = {"lib-sockeye"}
+# The packages whose dependency (the engine) must be registered first, else CK installs it before any hook runs.
+NEEDS_ENGINE = {p.parent.parent.name for p in sorted((REPO_ROOT / "package").glob("*/.cm/meta.json"))
+                if any(dep.get("tags") == "lib,mxnet" for dep in json.loads(p.read_text()).get("deps", {}).values())}
 
 
 def injections(marker: Path) -> dict[str, tuple[str, str]]:
