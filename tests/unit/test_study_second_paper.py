@@ -207,3 +207,20 @@ def test_a_sweep_whose_engine_lacks_what_a_variant_needs_is_refused_before_it_st
                    engine_check=engine_check)
     assert ("resnet", "baseline", EMBEDDED_ENGINE) in asked and ("resnet", "bytescheduler", EMBEDDED_ENGINE) in asked
     assert not store.sweeps() and not store.local_records()
+
+
+def test_a_study_of_up_to_claims_emulates_its_models_and_variants_at_the_bandwidths_given(tmp_path):
+    from unit.test_study_options import Clock, machines_with_a_testbed
+
+    def emulated(options):
+        return open_sweep({"target": "tb2", "emulate": "v100", "dilation": "40", **options}, bytescheduler(),
+                          Store(tmp_path / "s", NAME), MODELS, machines_with_a_testbed(tmp_path), io.StringIO(),
+                          clock=Clock())[0]
+
+    with pytest.raises(UserError, match="states no claim at a bandwidth; .* --bandwidths=B1,B2"):
+        emulated({})
+    sweep = emulated({"models": "resnet", "bandwidths": "10gbit"})
+    assert {(r.model, r.bandwidth, r.variant) for r in sweep.runs()} == {("resnet", "10gbit", "baseline"),
+                                                                          ("resnet", "10gbit", "bytescheduler")}
+    assert (sweep.env["COMPUTE"], sweep.env["COMPUTE_PROFILE"], sweep.env["DILATION"]) == ("emulated", "v100", "40")
+    assert sweep.profile == "paper"

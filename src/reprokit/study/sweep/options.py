@@ -276,7 +276,8 @@ def claim_configurations(study: Study) -> tuple[tuple[str, str, str], ...]:
 
 def emulation(options: Mapping[str, Any], study: Study, target: Target) -> Matrix | None:
     """--emulate=PROFILE [--dilation=K]: the matrix of the claims stated at a bandwidth (their models, variants and
-    bandwidths) with emulated compute; None without --emulate."""
+    bandwidths) with emulated compute, or, for a study whose claims are all "up to", its matrix's models and variants
+    at the --bandwidths given; None without --emulate."""
     from reprokit.emulation.profile import EMULATED, check_dilation, check_name, named_profiles
 
     raw, raw_k = str(options.get("emulate", "") or "").strip(), str(options.get("dilation", "") or "").strip()
@@ -295,13 +296,17 @@ def emulation(options: Mapping[str, Any], study: Study, target: Target) -> Matri
         raise UserError("--emulate runs at the claims' bandwidths divided by the dilation, so the sweep must shape "
                         "the links: make a testbed as root (ck testbed cluster:NAME --hosts=4) and give "
                         "--target=NAME")
-    claims = [c for c in study.claims if c.bandwidth]
-    if not claims:
-        raise UserError(f"study:{study.name} states no claim at a bandwidth: nothing to emulate")
-    variants = list(dict.fromkeys(v for c in claims for v in (c.versus, c.variant)))
     # The paper's profile trains a whole epoch; an emulated run needs only enough batches for a steady throughput.
     env = {**dict(study.matrix.env), "NUM_BATCHES": "20", "DISP_BATCHES": "5", "COMPUTE": EMULATED,
            "COMPUTE_PROFILE": profile, "DILATION": f"{k:g}"}
+    claims = [c for c in study.claims if c.bandwidth]
+    if not claims:  # only "up to" claims: judged over the bandwidths the user names, as a measured sweep's
+        if not str(options.get("bandwidths", "") or "").strip():
+            raise UserError(f"study:{study.name} states no claim at a bandwidth; its claims are judged over the "
+                            f"bandwidths an emulated sweep runs: give them with --bandwidths=B1,B2,...")
+        return replace(study.matrix, env=tuple(env.items()), ratios=(),
+                       why="emulated: the study's models and variants at the bandwidths given")
+    variants = list(dict.fromkeys(v for c in claims for v in (c.versus, c.variant)))
     return replace(study.matrix, models=tuple(dict.fromkeys(c.model for c in claims)), variants=tuple(variants),
                    bandwidths=tuple(dict.fromkeys(str(c.bandwidth) for c in claims)), env=tuple(env.items()),
                    ratios=(), why=f"emulated: the {len(claims)} claim(s) stated at a bandwidth")
