@@ -185,9 +185,6 @@ def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env
         for variant in variants:
             run_env = {**env, **study.variants.get(variant, {}), "PROFILE": profile}
             settings = run_settings.resolve(model, run_env, profile)
-            if engine_check is not None:
-                for engine in engines:
-                    engine_check(settings, engine)
             if target.kind == "embedded":
                 run_settings.local_layout(settings)
                 for name, path in run_settings.output_paths(settings).items():
@@ -196,6 +193,9 @@ def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env
                                                          folder_ok=name == "OUTPUT_FILE")
             else:
                 run_settings.absolute_outputs(settings)
+            if engine_check is not None:  # last: the user's own settings are named first
+                for engine in engines:
+                    engine_check(settings, engine)
 
 
 def any_rate(raw: object) -> list[str]:
