@@ -251,3 +251,25 @@ def test_cks_postprocess_says_whether_the_job_was_followed_and_cancels_it(tmp_pa
     out = program.postprocess({"misc": {program.RUN_FOLDER_KEY: str(tmp_path)}})
     assert out["characteristics"]["failure_reason"] == f"Slurm job 12 was cancelled: {said}"
     assert out["characteristics"]["status"] == "interrupted" and cancelled == [("12", 2)]
+
+
+def test_a_lost_controller_that_takes_no_cancel_ends_the_following_at_once(tmp_path):
+    """slurmctld silent for UNANSWERED_S, then scancel fails: no job state can come, so the command ends there
+    instead of waiting CANCEL_WAIT_S more for one."""
+    from reprokit.cluster.slurm import CANCEL_WAIT_S, UNANSWERED_S
+
+    now = [0.0]
+
+    def state_of(job_id):
+        now[0] += 1.0
+        return JobState("RUNNING") if now[0] < 2 else JobState("UNKNOWN")
+
+    def silent_cancel(job_id):
+        now[0] += 2.0
+        raise UserError("Slurm's scancel did not answer within 2 s; is slurmctld up? (check with sinfo)")
+
+    end = follow("7", TWO_NODES, tmp_path / "job.out", io.StringIO(), lambda: None, clock=lambda: now[0],
+                 state_of=state_of, cancel_job=silent_cancel, poll_s=0)
+    assert end.why_cancelled.startswith(f"Slurm's scontrol did not answer for {UNANSWERED_S} s")
+    assert "scancel failed" in end.why_cancelled
+    assert now[0] < UNANSWERED_S + 10 < UNANSWERED_S + CANCEL_WAIT_S

@@ -301,6 +301,7 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
                 cancel_job(job_id)
             except UserError as exc:  # slurmctld silent: the job may live on; say so in the end's reason
                 why = f"{why}; scancel failed ({exc}): check squeue for job {job_id}"
+                deadline = clock()  # no state will come from a controller that took no cancel: end now
             state = JobState(UNKNOWN)
             while clock() < deadline:
                 state = state_of(job_id)
