@@ -90,18 +90,34 @@ def long_run(ck: "CkCli", run_dir: Path, *args: str, watch_log: str = "worker-1.
 
     run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={run_dir}", "--env.NUM_BATCHES=1000",
                    "--treat_return_code_as_exit_code=yes", *args, new_session=new_session, prefix=prefix, env=env)
-    try:
-        log = run_dir / "logs" / watch_log
-        assert wait_for(lambda: log.exists() and "worker rank" in log.read_text(), timeout=120), \
-            f"training never started ({log})"
-        yield run, json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
-    finally:
+    def stop() -> None:
         if run.poll() is None:
             if new_session:
                 os.killpg(run.pid, signal.SIGKILL)
             else:
                 run.kill()
             run.wait()
+
+    try:
+        log = run_dir / "logs" / watch_log
+        training = wait_for(lambda: run.poll() is not None or (log.exists() and "worker rank" in log.read_text()),
+                            timeout=120)
+        if not training or run.poll() is not None:
+            ended = f"ended with exit {run.returncode}" if run.poll() is not None else "still running after 120 s"
+            stop()
+            output = run.stdout.read() if run.stdout else ""
+            raise AssertionError(f"training never started ({log}): the run {ended}; its output: {output[-3000:]!r}; "
+                                 f"{role_log_tails(run_dir / 'logs')}")
+        yield run, json.loads((run_dir / "p3-run.json").read_text())["plan"]["run_id"]
+    finally:
+        stop()
+
+
+def role_log_tails(log_dir: Path, chars: int = 600) -> str:
+    """Each role log's last characters, for a failure message."""
+    if not log_dir.is_dir():
+        return f"no {log_dir}"
+    return "; ".join(f"{p.name}: {p.read_text(errors='replace')[-chars:]!r}" for p in sorted(log_dir.glob("*.log")))
 
 
 def kill_worker_1_of(start, run_dir: Path, log_path: Path) -> tuple[str, float, str, int]:
