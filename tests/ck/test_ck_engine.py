@@ -50,3 +50,26 @@ def test_detect_finding_nothing_says_so_in_one_line(bare_ck, tmp_path):
     assert "ck install package:lib-mxnet --quiet" in output
     assert "Traceback" not in output
     assert engine_envs(bare_ck) == []
+
+
+def test_a_failed_engine_install_ends_with_our_line_naming_the_step_and_registers_nothing(tmp_path):
+    """As `make setup` leaves CK: pip's own error, then our line last (not CK's `package installation failed!`),
+    and no half-built prefix or env entry left behind."""
+    import sys
+
+    from support.ckcli import CkCli
+
+    cli = CkCli(tmp_path / "ck")
+    setup = subprocess.run([sys.executable, "-m", "reprokit.bootstrap", "--repo-only"], env=cli.env, cwd=tmp_path,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    run = cli.popen("install", "package:lib-mxnet", "--env.MXNET_VERSION=0.0.77", "--quiet")
+    output, _ = run.communicate(timeout=600)
+    assert run.returncode == 1, output
+    assert "No matching distribution found for mxnet==0.0.77" in output  # pip's own message stays
+    last = [line for line in output.splitlines() if line.strip()][-1]
+    assert last.startswith("lib-mxnet: error: pip install mxnet==0.0.77 numpy=="), output[-2000:]
+    assert last.endswith("fix that and run ck install package:lib-mxnet again (pip's index: pip config list)")
+    assert "CK error" not in output and "Traceback" not in output
+    assert engine_envs(cli) == []
+    assert not list(Path(cli.env["CK_TOOLS"]).glob("lib-mxnet*/prefix*"))

@@ -50,3 +50,7 @@ def one_line_errors(label: str, interrupted: str) -> Iterator[None]:
     except KeyboardInterrupt:
         say_failure(f"{label}: error: interrupted; {interrupted}")
         raise SystemExit(130) from None
+
+
+if __name__ == "__main__":  # bash install scripts hand over their line: python -m reprokit.core.errors LINE
+    say_failure(sys.argv[1])
