@@ -77,6 +77,8 @@ def decided_run(i: CkDict, cluster_data: object, allocation_env: Mapping[str, st
     env = i.get("env", {})
     settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(cluster_data, allocation_env))
     engine = run_engine(settings, env)
+    if settings.script != MODELS[settings.model].script:  # emulated Sockeye: train.py reads no corpus
+        return settings, engine, RunData()
     data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
     return settings, engine, data
 

@@ -88,7 +88,7 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
         raise UserError(f"give --model, one of: {', '.join(layer_profiles.models())}")
     if model not in layer_profiles.models():
         raise UserError(f"no layer profile for model {shown(model)}: the model predicts "
-                        f"{', '.join(layer_profiles.models())} (Sockeye has none yet)")
+                        f"{', '.join(layer_profiles.models())}")
     shape = str(options.get("image_shape", "") or "")
     profile = layer_profiles.profile(model, shape)
     expected = study.parameters.get(model, {}).get(profile.image_shape)
@@ -168,7 +168,7 @@ def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: floa
         g = gpu(name)
         rate = g.throughput(model)
         label = g.label
-        source = (f"{g.label}: {rate.images_per_sec:g} images/s ({rate.low:g} to {rate.high:g}"
+        source = (f"{g.label}: {rate.per_sec:g} images/s ({rate.low:g} to {rate.high:g}"
                   f"{', estimated from another GPU' if rate.estimated else ''}; reprokit/emulation/gpus.json)")
     if scale != 1.0:
         label, source = f"{label} x{scale:g}", f"{source}; every layer's time times {scale:g} (--compute_scale)"
