@@ -168,7 +168,7 @@ def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: floa
         g = gpu(name)
         rate = g.throughput(model)
         label = g.label
-        source = (f"{g.label}: {rate.per_sec:g} images/s ({rate.low:g} to {rate.high:g}"
+        source = (f"{g.label}: {rate.per_sec:g} {rate.unit}/s ({rate.low:g} to {rate.high:g}"
                   f"{', estimated from another GPU' if rate.estimated else ''}; reprokit/emulation/gpus.json)")
     if scale != 1.0:
         label, source = f"{label} x{scale:g}", f"{source}; every layer's time times {scale:g} (--compute_scale)"
@@ -189,7 +189,8 @@ def predict(request: PredictRequest) -> list[Row]:
 
 
 def table(request: PredictRequest, rows: list[Row]) -> str:
-    head = (f"PREDICTED by the iteration model (not measured): {request.model} ({request.image_shape}), "
+    shape = f" ({request.image_shape})" if request.image_shape else ""
+    head = (f"PREDICTED by the iteration model (not measured): {request.model}{shape}, "
             f"{request.layout} layout, slice {request.slice_elements} elements, latency {request.latency_s:g} s, "
             f"batch {request.batch} per worker\n"
             + "".join(f"compute per iteration on {c.label}: {c.compute_s:.4f} s per worker ({c.source})\n"
