@@ -32,3 +32,10 @@ def test_ck_predict_gives_sockeye_a_predicted_figure(ck, tmp_path):
     assert "PREDICTED by the iteration model (not measured): sockeye," in out
     assert "P4000: 383.5 sentences/s (103.3 to 654.2, estimated from another GPU" in out
     assert out.count("| P4000 | 4 | 4 |") == 2 and "predicted p3/baseline speedup" in out
+
+
+def test_an_emulated_sockeye_run_refuses_a_corpus_it_would_not_read(ck, tmp_path):
+    proc, _ = ck.run_p3(tmp_path / "run", *JOB, "--env.DATA=iwslt15")
+    assert proc.returncode != 0
+    assert "an emulated Sockeye run reads no corpus (its workers build only Sockeye's arrays); drop --env.DATA" in (
+        proc.stdout + proc.stderr)
