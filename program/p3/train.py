@@ -202,10 +202,16 @@ class ProfileArrays(gluon.Block):
     Trainer's key order): what the kvstore, P3's slicing and the van see of a model this script does not build."""
 
     def __init__(self, profile):
-        super().__init__(prefix="profile_")
+        super().__init__(prefix="")
+        names = [str(layer["name"]) for layer in profile["layers"]]
+        if len(set(names)) < len(names):  # each layer's arrays must be a parameter group of its own
+            names = [f"{name}{i}" for i, name in enumerate(names)]
+        # Named LAYER_J: the engine probes group a layer's parameters by their names before the last "_"
+        # (p3_timeline.layer_groups), so a run with a timeline measures the profile's own layers.
         with self.name_scope():
-            self.arrays = [self.params.get(f"array{i}", shape=(int(size),))
-                           for i, size in enumerate(size for layer in profile["layers"] for size in layer["arrays"])]
+            self.arrays = [self.params.get(f"{name}_{j}", shape=(int(size),))
+                           for name, layer in zip(names, profile["layers"])
+                           for j, size in enumerate(layer["arrays"])]
 
     def forward(self, x):
         return x

@@ -1,7 +1,7 @@
 """Emulated Sockeye through `ck run program:p3`: the workers build no Sockeye, wait the P4000's Sockeye profile over
 its arrays (Sockeye 1.18's, in its key order) through the same kvstore and Trainer as the image models, and report
 sentence pairs per second; `ck predict` gives Sockeye a predicted figure."""
-from reprokit.emulation.profile import arrays_of, resolve_profile
+from reprokit.emulation.profile import MEASURED_FILE, arrays_of, resolve_profile
 
 JOB = ["--cmd_key=sockeye", "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=p4000", "--env.PROFILE=smoke",
        "--env.VARIANT=p3", "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=1", "--env.NUM_BATCHES=6",
@@ -9,7 +9,7 @@ JOB = ["--cmd_key=sockeye", "--env.COMPUTE=emulated", "--env.COMPUTE_PROFILE=p40
 
 
 def test_an_emulated_sockeye_run_trains_the_profiles_arrays_and_reports_sentences_per_second(ck, tmp_path):
-    proc, out = ck.run_p3(tmp_path / "run", *JOB)
+    proc, out = ck.run_p3(tmp_path / "run", *JOB, "--env.TIMELINE=1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     result = out["characteristics"]
     assert (result["model"], result["compute"], result["dilation"]) == ("sockeye", "emulated", 4.0)
@@ -22,6 +22,9 @@ def test_an_emulated_sockeye_run_trains_the_profiles_arrays_and_reports_sentence
     text = "\n".join(p.read_text(errors="replace") for p in log)
     assert "samples/sec" in text and "sockeye_run" not in text  # train.py's Speedometer, not Sockeye's trainer
     assert f"params={len(arrays_of(profile))}" in text  # every worker trained exactly the profile's 37 arrays
+    # The workers measured each of its layers' waits: a profile of Sockeye a later run or ck predict can take.
+    measured = resolve_profile(str(tmp_path / "run" / MEASURED_FILE), "sockeye", "", result["batch_size"])
+    assert [x.arrays for x in measured.layers] == [x.arrays for x in profile.layers]
 
 
 def test_ck_predict_gives_sockeye_a_predicted_figure(ck, tmp_path):
