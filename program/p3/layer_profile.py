@@ -102,9 +102,10 @@ SOCKEYE_ARCHITECTURE = ["--encoder", "rnn", "--decoder", "rnn", "--num-layers", 
                         "--rnn-attention-num-hidden", "512", "--bucket-width", "10"]
 SOCKEYE_BATCH = 32
 # IWSLT15 en-vi's published word lists (nlp.stanford.edu/projects/nmt: vocab.en 17,191 lines, vocab.vi 7,709), whose
-# first three lines are <unk>, <s> and </s> (xnmt's recipe drops them: tail -n +4); Sockeye puts its own four
-# (<pad>, <unk>, <s>, </s>) before the words. Assumed: Sockeye built from train.en/train.vi with its defaults
-# (--num-words 50000, --word-min-count 1) would keep more rare words; no count of those is at hand.
+# first three lines are special symbols, not words (an xnmt recipe drops them: tail -n +4); Sockeye puts its own four
+# (<pad>, <unk>, <s>, </s>) before the words. Assumed: the workflow's Sockeye, built from train.en/train.vi with its
+# defaults (--num-words 0:0, no limit; --word-min-count 1:1), keeps every word of the corpus, likely more than these lists;
+# no count of those is at hand.
 VOCAB_FILES = {"en": 17191, "vi": 7709}
 SOCKEYE_SPECIALS = 4
 FILE_SPECIALS = 3
@@ -197,10 +198,11 @@ def sockeye_profile() -> dict:
             "mean_length": {"source": round(SOURCE_LENGTH, 2), "target": round(TARGET_LENGTH, 2)},
             "assumptions": (f"vocabularies: IWSLT15 en-vi's published word lists (vocab.en {VOCAB_FILES['en']}, "
                             f"vocab.vi {VOCAB_FILES['vi']} lines, nlp.stanford.edu/projects/nmt) less their "
-                            f"{FILE_SPECIALS} special lines (<unk>, <s>, </s>) plus Sockeye's {SOCKEYE_SPECIALS} "
-                            f"(<pad>, <unk>, <s>, </s>): {source_vocab} and {target_vocab}; Sockeye building its "
-                            f"vocabularies from train.en/train.vi with its defaults would keep rare words too (no count "
-                            f"at hand), which changes only the embedding and output arrays. Mean lengths: "
+                            f"{FILE_SPECIALS} special lines plus Sockeye's {SOCKEYE_SPECIALS} "
+                            f"(<pad>, <unk>, <s>, </s>): {source_vocab} and {target_vocab}; the workflow's Sockeye "
+                            f"builds its vocabularies from train.en/train.vi with its defaults (--num-words 0:0, no "
+                            f"limit; --word-min-count 1:1), so keeps every word, likely more than these lists (no count at "
+                            f"hand): its embedding and output arrays would be larger. Mean lengths: "
                             f"{WORDS_PER_PAIR:.1f} words per pair on both sides (tensorflow/nmt README, IWSLT "
                             f"English-Vietnamese: 32.2K words/s at 0.17 s per batch of 128), split evenly (assumed), "
                             f"plus one end-of-sentence symbol each: {SOURCE_LENGTH:.1f} source, {TARGET_LENGTH:.1f} "
