@@ -37,8 +37,8 @@ def main() -> int:
     print("PREDICTED by the iteration model (not measured): VGG-19 (3,224,224), batch 32, 4 workers, P4000 compute")
     for bandwidth, variant, claimed in CLAIMS:
         print(f"\n{variant} at {bandwidth} (claimed {claimed:.2f}x)")
-        for label, images_per_sec in (("low", rate.low), ("central", rate.images_per_sec), ("high", rate.high)):
-            layers = gpu_layers("p4000", "vgg", "3,224,224", 32, rate.images_per_sec / images_per_sec)
+        for label, images_per_sec in (("low", rate.low), ("central", rate.per_sec), ("high", rate.high)):
+            layers = gpu_layers("p4000", "vgg", "3,224,224", 32, rate.per_sec / images_per_sec)
             compute = sum(x.forward_s + x.backward_s for x in layers)
             base, var = iteration_s(layers, bandwidth, "baseline"), iteration_s(layers, bandwidth, variant)
             implied = claimed * var

@@ -4,8 +4,10 @@ Runs inside the engine's interpreter (MXNet and the standard library only).
 
 With ``--compute emulated`` a worker builds the real network (so every
 parameter and gradient has its real shape and the kvstore, P3's slicing and
-ps-lite's van see the real arrays), but never computes with it. Each iteration
-pushes, instead:
+ps-lite's van see the real arrays), but never computes with it; for Sockeye,
+which train.py does not build, Gluon parameters holding exactly the profile's
+arrays (Sockeye 1.18's, in its key order: train.py's ``--network profile``).
+Each iteration pushes, instead:
 
 - forward, layer by layer in key order: a wait operation that reads the layer's
   weights (so it starts only once their pull has put them in place) and a

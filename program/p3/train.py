@@ -18,6 +18,11 @@ the slices in priority order), which updates on the workers because its store
 cannot update on the servers. The Trainer already passes ``priority=-index``.
 ``bytescheduler`` is the one variant that changes the worker's code: ``--scheduler bytescheduler`` puts the
 kvstore inside ByteScheduler's ScheduledKVStore (bytescheduler_kv.py), which schedules the Trainer's pushpulls.
+
+``--network profile`` (emulated compute only) builds no model: the worker's Gluon parameters are exactly the
+emulated-compute profile's arrays, in its order (``ProfileArrays``), for a model this script does not build
+(Sockeye, whose profile holds the arrays Sockeye 1.18 gives the kvstore, in its key order). Everything else is the
+image models' emulated path: the same waits, Trainer, kvstore and Speedometer (samples: sentence pairs).
 """
 import argparse
 import hashlib
@@ -40,14 +45,20 @@ from comm_probes import CommProbes, flatten_priorities, mechanism, timeline_path
 from emulated_compute import EmulatedCompute, load_profile  # noqa: E402
 
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data (pinned to the core's)
+PROFILE_NETWORK = "profile"  # --network: the profile's arrays (pinned to the core's)
+# One epoch of IWSLT15 en-vi, the corpus the paper's Sockeye trained on (133,317 pairs: stefan-it/nmt-en-vi README),
+# for full-epoch emulated runs of --network profile.
+IWSLT15_TRAIN_PAIRS = 133317
 
 
 def parse_args(argv):
     # What the run always passes is required: its defaults live in the core (run/settings.py), once.
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--network", required=True, help="gluon model zoo name, e.g. resnet50_v1")
+    parser.add_argument("--network", required=True,
+                        help=f"gluon model zoo name, e.g. resnet50_v1; {PROFILE_NETWORK}: the emulated-compute "
+                             f"profile's arrays (--compute emulated only)")
     parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--image-shape", required=True, help="C,H,W")
+    parser.add_argument("--image-shape", help="C,H,W (required for every network but profile)")
     parser.add_argument("--num-epochs", type=int, required=True)
     parser.add_argument("--num-batches", type=int, required=True,
                         help="batches per epoch; 0 means a full ImageNet-1k epoch")
@@ -186,7 +197,53 @@ class RecordData:
             yield batch
 
 
+class ProfileArrays(gluon.Block):
+    """Gluon parameters with exactly a profile's arrays (one flat array per size, in the profile's order, which is the
+    Trainer's key order): what the kvstore, P3's slicing and the van see of a model this script does not build."""
+
+    def __init__(self, profile):
+        super().__init__(prefix="")
+        names = [str(layer["name"]) for layer in profile["layers"]]
+        if len(set(names)) < len(names):  # each layer's arrays must be a parameter group of its own
+            names = [f"{name}{i}" for i, name in enumerate(names)]
+        # Named LAYER_J: the engine probes group a layer's parameters by their names before the last "_"
+        # (p3_timeline.layer_groups), so a run with a timeline measures the profile's own layers.
+        with self.name_scope():
+            self.arrays = [self.params.get(f"{name}_{j}", shape=(int(size),))
+                           for name, layer in zip(names, profile["layers"])
+                           for j, size in enumerate(layer["arrays"])]
+
+    def forward(self, x):
+        return x
+
+
+class NoData:
+    """--network profile: nothing to read; an epoch is the corpus's pairs over the global batch."""
+
+    def epoch_batches(self, global_batch):
+        return -(-IWSLT15_TRAIN_PAIRS // global_batch)
+
+    def take(self, num_batches):
+        for _ in range(num_batches):
+            yield None, None
+
+
+def start_profile_emulation(args, net, rank, trainer, global_batch):
+    """start_emulation for ProfileArrays: its one real iteration is a pass that touches every array (zero
+    gradients), then the kvstore's start and the Trainer's first step, as the real loop's first iteration."""
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    with autograd.record():
+        loss = mx.nd.add_n(*[(p.data() * 0).sum() for p in params])
+    loss.backward()
+    start_kvstore(trainer, global_batch)
+    trainer.step(global_batch)
+    mx.nd.waitall()
+    return _emulated(args, params, rank)
+
+
 def open_data(args, shape, kv):
+    if shape is None:
+        return NoData()
     if not args.data_train:
         return SyntheticData(args, shape, kv.rank)
     threads = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
@@ -272,7 +329,10 @@ def start_emulation(args, net, data, rank, trainer, loss_fn, global_batch):
     start_kvstore(trainer, global_batch)
     trainer.step(global_batch)
     mx.nd.waitall()
-    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    return _emulated(args, [p for p in net.collect_params().values() if p.grad_req != "null"], rank)
+
+
+def _emulated(args, params, rank):
     profile = load_profile(args.compute_profile)
     emulated = EmulatedCompute(profile, params, args.dilation, busy=args.compute_wait == "busy")
     logging.info("emulated-compute: rank=%d profile=%s dilation=%g wait_s_per_iter=%.6f layers=%d lag_ms=%.3f "
@@ -317,7 +377,13 @@ def main(argv=None):
     args = parse_args(argv)
     # MXNet's examples log with this format; Speedometer goes through logging (stderr).
     logging.basicConfig(level=logging.INFO, format="%(asctime)-15s %(message)s")
-    shape = tuple(int(x) for x in args.image_shape.split(","))
+    profile_network = args.network == PROFILE_NETWORK
+    if profile_network and args.compute != "emulated":
+        raise SystemExit(f"train.py: --network {PROFILE_NETWORK} builds no model to compute with; it needs "
+                         f"--compute emulated")
+    if not profile_network and not args.image_shape:
+        raise SystemExit(f"train.py: --network {args.network} needs --image-shape C,H,W")
+    shape = None if profile_network else tuple(int(x) for x in args.image_shape.split(","))
 
     kv = mx.kv.create(args.kv_store)
     if args.string_keys:
@@ -332,10 +398,14 @@ def main(argv=None):
                  kv.rank, kv.num_workers, args.network, args.batch_size,
                  args.image_shape, args.kv_store)
 
-    net = vision.get_model(args.network, classes=args.num_classes)
-    net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
-    # An emulated run computes one real pass only (start_emulation); MXNet 1.1's CachedOp refuses static_alloc.
-    net.hybridize(static_alloc=True) if args.compute == "real" else net.hybridize()
+    if profile_network:
+        net = ProfileArrays(load_profile(args.compute_profile))
+        net.initialize(mx.init.Uniform(0.1), ctx=mx.cpu())
+    else:
+        net = vision.get_model(args.network, classes=args.num_classes)
+        net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
+        # An emulated run computes one real pass only (start_emulation); MXNet 1.1's CachedOp refuses static_alloc.
+        net.hybridize(static_alloc=True) if args.compute == "real" else net.hybridize()
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     data = open_data(args, shape, kv)
     global_batch = args.batch_size * kv.num_workers
@@ -354,8 +424,11 @@ def main(argv=None):
     probes = weights = grads = None
     num_batches = args.num_batches or data.epoch_batches(global_batch)
     emulated = None
-    if args.compute == "emulated":
+    if profile_network:
+        emulated = start_profile_emulation(args, net, kv.rank, trainer, global_batch)
+    elif args.compute == "emulated":
         emulated = start_emulation(args, net, data, kv.rank, trainer, loss_fn, global_batch)
+    if emulated is not None:
         names, weights, grads = trainable()
         probes = CommProbes(names, args.variant, kv.rank, timeline) if args.comm_probes else NoProbes()
 

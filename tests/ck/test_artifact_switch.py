@@ -230,3 +230,21 @@ def test_an_emulated_run_on_the_authors_build_is_our_train_py_in_its_interpreter
     errors = [line for line in (refused.stdout + refused.stderr).splitlines() if line.startswith("p3: error:")]
     assert refused.returncode != 0 and len(errors) == 1 and "COMPUTE_WAIT=busy" in errors[0]
     assert "Traceback" not in refused.stdout + refused.stderr
+
+
+def test_an_emulated_sockeye_run_on_the_authors_build_trains_its_profiles_arrays_with_train_py(ck, tmp_path):
+    """Their Sockeye scripts cannot emulate either: emulated Sockeye is our train.py over the profile's arrays in
+    their interpreter (here, as above, the session's stock MXNet standing in for it), with no Sockeye needed."""
+    stock_prefix = stock_engine_prefix(ck)
+    cli = world(tmp_path / "ck", stock_prefix)
+    registered_build(cli, tmp_path / "install", f"{stock_prefix}/bin/python", "c647954" * 6)
+    run_dir = tmp_path / "run"
+    proc, out = cli.run_p3(run_dir, "--cmd_key=sockeye", "--env.VARIANT=p3", "--env.ENGINE=artifact",
+                           "--env.NUM_WORKERS=2", "--env.NUM_SERVERS=1", "--env.NUM_BATCHES=5", "--env.DISP_BATCHES=2",
+                           "--env.COMPUTE=emulated", "--env.DILATION=4")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    result = out["characteristics"]
+    assert (result["engine"], result["model"], result["compute"]) == ("sysml19-p3@c647954c6479", "sockeye", "emulated")
+    assert result["params_in_sync"] is True and result["throughput_samples_per_sec"] > 0
+    command = run_spec(run_dir)["plan"]["command"]
+    assert command[:4] == [f"{stock_prefix}/bin/python", "train.py", "--network", "profile"]

@@ -93,9 +93,18 @@ def test_bad_emulation_settings_are_one_line_naming_the_fix(env, problem):
     assert "\n" not in str(info.value) and "--env." in str(info.value)
 
 
-def test_sockeye_is_refused_emulated_compute():
-    with pytest.raises(UserError, match="image models only"):
-        resolve("sockeye", {"COMPUTE": "emulated"}, "smoke")
+def test_emulated_sockeye_runs_train_py_over_its_profiles_arrays_and_real_sockeye_is_unchanged():
+    settings = resolve("sockeye", {"COMPUTE": "emulated"}, "smoke")
+    assert (settings.script, settings.compute_profile, settings.image_shape) == ("train.py", "p4000", "")
+    args = settings.train_args(STOCK)
+    assert args[:2] == ["--network", "profile"] and "--image-shape" not in args
+    assert args[args.index("--compute"):args.index("--compute") + 4] == ["--compute", "emulated",
+                                                                        "--compute-profile", em.PROFILE_FILE]
+    real = resolve("sockeye", {"OUTPUT_FILE": "model"}, "smoke")
+    assert real.script == "sockeye_run.py" and real.train_args(STOCK)[:2] == ["--output", "model"]
+    assert "--compute" not in real.train_args(STOCK)
+    with pytest.raises(UserError, match="OUTPUT_FILE applies to real Sockeye runs"):
+        resolve("sockeye", {"COMPUTE": "emulated", "OUTPUT_FILE": "model"}, "smoke")
 
 
 def test_emulated_settings_reach_the_training_script():

@@ -16,9 +16,15 @@ def test_every_gpu_states_each_image_models_throughput_with_a_source_and_a_range
     assert paper == "p4000" and set(table) == {"p4000", "titan-x-maxwell", "v100", "a100", "h100"}
     for gpu in table.values():
         assert gpu.spec_source and gpu.fp32_tflops > 0 and gpu.memory_gb_per_s > 0
-        assert set(gpu.models) == {"resnet", "inception-v3", "vgg"}, gpu.name
-        for rate in gpu.models.values():
-            assert rate.low <= rate.images_per_sec <= rate.high and len(rate.source) > 40
+        assert set(gpu.models) - {"sockeye"} == {"resnet", "inception-v3", "vgg"}, gpu.name
+        for model, rate in gpu.models.items():
+            assert rate.low <= rate.per_sec <= rate.high and len(rate.source) > 40
+            assert rate.unit == ("sentences" if model == "sockeye" else "images")
+    # Sockeye at the paper's GPU and at the GPU its figures were derived on, in sentence pairs per second at the
+    # paper's batch; every step of the derivation widens the range.
+    assert {n for n, gpu in table.items() if "sockeye" in gpu.models} == {"p4000", "titan-x-maxwell"}
+    sockeye = table["p4000"].models["sockeye"]
+    assert sockeye.batch == 32 and sockeye.estimated and sockeye.high / sockeye.low > 3
     # The paper's GPU has no benchmark of its own: every figure is estimated, and says so.
     assert all(rate.estimated for rate in table["p4000"].models.values())
 
@@ -29,6 +35,13 @@ def test_every_gpu_states_each_image_models_throughput_with_a_source_and_a_range
     (lambda d: d["gpus"]["a100"]["models"]["resnet"].update(low=2000.0),
      "gpus.a100.models.resnet must be a range holding its figure (low <= images_per_sec <= high)"),
     (lambda d: d["gpus"]["h100"].pop("spec_source"), "gpus.h100 has no 'spec_source'"),
+    (lambda d: d["gpus"]["p4000"]["models"]["sockeye"].pop("source"), "gpus.p4000.models.sockeye has no 'source'"),
+    (lambda d: d["gpus"]["p4000"]["models"]["sockeye"].pop("high"), "gpus.p4000.models.sockeye has no 'high'"),
+    (lambda d: d["gpus"]["p4000"]["models"]["sockeye"].update(low=500.0),
+     "gpus.p4000.models.sockeye must be a range holding its figure (low <= sentences_per_sec <= high)"),
+    (lambda d: d["gpus"]["p4000"]["models"]["sockeye"].update(
+        images_per_sec=d["gpus"]["p4000"]["models"]["sockeye"].pop("sentences_per_sec")),
+     "gpus.p4000.models.sockeye has no 'sentences_per_sec'"),
     (lambda d: d.update(paper_gpu="k80"), "paper_gpu 'k80' is not one of its GPUs"),
 ])
 def test_a_gpu_table_without_sources_or_ranges_is_refused_in_one_line(change, says):
@@ -50,9 +63,9 @@ def test_an_unknown_gpu_is_refused_listing_the_valid_names():
 def test_each_gpus_profile_waits_its_throughput():
     for gpu in g.gpus().values():
         for model, rate in gpu.models.items():
-            shape = {"inception-v3": "3,299,299"}.get(model, "3,224,224")
+            shape = {"inception-v3": "3,299,299", "sockeye": ""}.get(model, "3,224,224")
             p = em.resolve_profile(gpu.name, model, shape, rate.batch)
-            assert rate.batch / p.total_s == pytest.approx(rate.images_per_sec), (gpu.name, model)
+            assert rate.batch / p.total_s == pytest.approx(rate.per_sec), (gpu.name, model)
 
 
 def predict_options(**extra):

@@ -175,7 +175,11 @@ def study():
 def test_per_layer_parameters_add_up_to_the_study_entry_totals():
     totals = study().parameters
     checked = 0
-    for model in layer_profiles.models():
+    # Sockeye's arrays depend on the corpus's vocabularies (the study entry counts none); its profile is at IWSLT15's
+    # published ones and must add up to itself.
+    sockeye = layer_profiles.profile("sockeye")
+    assert "sockeye" not in totals and sum(sum(x.arrays) for x in sockeye.layers) == sockeye.parameters
+    for model in (m for m in layer_profiles.models() if m != "sockeye"):
         for shape, expected in totals[model].items():
             profile = layer_profiles.profile(model, shape)
             assert sum(sum(layer.arrays) for layer in profile.layers) == profile.parameters == expected

@@ -43,12 +43,12 @@ def test_the_curve_at_the_paper_gpu_is_the_predicted_speedup_with_its_range_and_
     c = claim_sensitivity(resnet, study().tolerance, records_frame(), points=3)  # 0.25, 1 and 4: a quick curve
     p4000, v100 = gpu("p4000").throughput("resnet"), gpu("v100").throughput("resnet")
     assert c.predicted_at(1.0) == predicted_speedup(resnet, "p4000")
-    assert c.paper_range == (p4000.low / p4000.images_per_sec, p4000.high / p4000.images_per_sec)
-    assert c.marks == (("P4000", 1.0), ("V100", v100.images_per_sec / p4000.images_per_sec))
+    assert c.paper_range == (p4000.low / p4000.per_sec, p4000.high / p4000.per_sec)
+    assert c.marks == (("P4000", 1.0), ("V100", v100.per_sec / p4000.per_sec))
     xs = [x for x, _ in c.curve]
     assert xs == sorted(xs) and xs[0] == SPEED_LOW and xs[-1] == pytest.approx(c.marks[1][1])  # out to the V100
     for x in (*c.paper_range, c.marks[1][1]):  # the predicted verdicts' speeds, exactly
-        assert c.predicted_at(x) == predicted_speedup(resnet, "p4000", p4000.images_per_sec * x)
+        assert c.predicted_at(x) == predicted_speedup(resnet, "p4000", p4000.per_sec * x)
     assert (c.claimed, c.tolerance) == (1.26, study().tolerance.speedup)
     said = caption(c)
     assert said.startswith("resnet-4gbit (claimed 1.26x ± 0.10, p3 over baseline at 4gbit on 4 machines): predicted ")
@@ -81,11 +81,11 @@ def test_emulated_runs_land_at_their_gpus_throughput_over_the_paper_gpus_and_two
     rows = analyse(study(), at_v100 + at_p4000 + at_file + other_bandwidth, ALL_MODELS).emulated_speedups
     pairs = rows[(rows["bandwidth"] == "4gbit") & (rows["variant"] == "p3") & (rows["versus"] == "baseline")]
     assert sorted(pairs["gpu"]) == ["measured:/runs/x/measured-compute.json", "p4000", "v100"]
-    central = gpu("p4000").throughput("resnet").images_per_sec
+    central = gpu("p4000").throughput("resnet").per_sec
     points = emulated_points(claim("resnet-4gbit"), rows, central)
     assert [p.gpu for p in points] == ["p4000", "v100"]  # a profile file names no GPU: left out
     p4000, v100 = points
-    assert v100.x == gpu("v100").throughput("resnet").images_per_sec / central and p4000.x == 1.0
+    assert v100.x == gpu("v100").throughput("resnet").per_sec / central and p4000.x == 1.0
     assert v100.speedup == pytest.approx(1.3, abs=0.01) and v100.ci_low < v100.speedup < v100.ci_high
     assert (v100.n, v100.dilation) == (3, 20.0)
 

@@ -450,3 +450,16 @@ def test_runs_that_were_cpu_bound_get_the_command_that_runs_their_claim_again_at
                          "--emulate=v100 --dilation=40 --models=vgg --bandwidths=30gbit "
                          "--variants=baseline,p3-slicing-only")
     assert larger_k_advice("sysml19-p3", sweep, tmp_path, []) == []
+
+
+def test_emulate_runs_sockeyes_up_to_claim_over_the_bandwidths_given_and_refuses_a_gpu_without_its_profile(tmp_path):
+    sweep, _, _, console = opened(tmp_path, {"target": "tb2", "emulate": "p4000", "models": "sockeye",
+                                             "bandwidths": "1gbit,4gbit"}, machines=machines_with_a_testbed(tmp_path))
+    assert sweep.models == ("sockeye",) and set(sweep.bandwidths) == {"1gbit", "4gbit"}
+    assert (sweep.env["COMPUTE"], sweep.env["COMPUTE_PROFILE"]) == ("emulated", "p4000")
+    assert {(r.model, r.bandwidth) for r in sweep.runs()} == {("sockeye", "1gbit"), ("sockeye", "4gbit")}
+    assert "emulated compute (p4000 profile" in console
+    with pytest.raises(UserError, match="COMPUTE_PROFILE=v100 has no profile for sockeye") as refused:
+        opened(tmp_path, {"target": "tb2", "emulate": "v100", "models": "sockeye", "bandwidths": "1gbit"},
+               machines=machines_with_a_testbed(tmp_path))
+    assert "\n" not in str(refused.value)

@@ -77,6 +77,13 @@ def decided_run(i: CkDict, cluster_data: object, allocation_env: Mapping[str, st
     env = i.get("env", {})
     settings = resolve(i.get("misc", {}).get("cmd_key", ""), env, default_profile(cluster_data, allocation_env))
     engine = run_engine(settings, env)
+    if settings.script != MODELS[settings.model].script:  # emulated Sockeye: train.py reads no corpus
+        given = [f"--env.{k}" for k in ("DATA", "DATASET_ENV")
+                 if str(env.get(k, "")).strip() not in ("", "synthetic")]
+        if given:
+            raise UserError(f"an emulated Sockeye run reads no corpus (its workers build only Sockeye's arrays); "
+                            f"drop {' and '.join(given)}")
+        return settings, engine, RunData()
     data = run_data(MODELS[settings.model].is_image, str(env.get("DATA", "")), str(env.get("DATASET_ENV", "")).strip())
     return settings, engine, data
 

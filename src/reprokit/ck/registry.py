@@ -11,7 +11,7 @@ from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import ARTIFACT, InstalledEngine
 from reprokit.engines.choice import select_engine
 from reprokit.engines.registry import engines_on
-from reprokit.run.settings import MODELS, RunSettings
+from reprokit.run.settings import IMAGE_SCRIPT, RunSettings
 
 
 def env_entries(tags: str) -> list[EnvEntry]:
@@ -47,7 +47,8 @@ def engine_for_run(settings: RunSettings, engine: str = "", pinned: str = "") ->
     """The engine a run of ``settings`` gets on the ENGINE knob's ``engine`` (find_engine), checked for what the run
     needs of it (its for_run: ByteScheduler for its variant, Sockeye): a UserError naming what is missing."""
     choice = find_engine(settings.variant, engine, pinned)
-    return choice.engine.for_run(choice, MODELS[settings.model].is_image, settings.variant)
+    # An emulated Sockeye run builds no Sockeye (train.py waits its profile): the engine is checked as for images.
+    return choice.engine.for_run(choice, settings.script == IMAGE_SCRIPT, settings.variant)
 
 
 def engine_check() -> Callable[[RunSettings, str], None]:
@@ -56,7 +57,7 @@ def engine_check() -> Callable[[RunSettings, str], None]:
     checked: set[tuple[str, str, bool]] = set()
 
     def check(settings: RunSettings, engine: str) -> None:
-        key = (settings.variant.value, engine, MODELS[settings.model].is_image)
+        key = (settings.variant.value, engine, settings.script == IMAGE_SCRIPT)
         if key not in checked:
             engine_for_run(settings, engine)
             checked.add(key)

@@ -22,28 +22,70 @@ from reprokit.core.values import shown
 GPUS_FILE = Path(__file__).with_name("gpus.json")
 MEASURED_PREFIX = "measured:"  # --gpu/--emulate=measured:FILE: a profile a run measured of itself
 
-THROUGHPUT_SCHEMA = s.Where(
-    s.Obj(required={"images_per_sec": s.Number(1e-3, 1e6), "low": s.Number(1e-3, 1e6), "high": s.Number(1e-3, 1e6),
-                    "batch": s.Int(1, 65536), "precision": s.OneOf(("FP32", "TF32")), "estimated": s.Bool(),
-                    "source": s.Text(2000)}),
-    lambda x: x["low"] <= x["images_per_sec"] <= x["high"], "a range holding its figure (low <= images_per_sec <= high)")
+# A model's samples: images for the image models, sentence pairs for the translation model (Sockeye), each named
+# in its figure's key (images_per_sec, sentences_per_sec).
+SENTENCE_MODELS = frozenset({"sockeye"})
+UNITS = ("images", "sentences")
+
+
+def unit_of(model: str) -> str:
+    return "sentences" if model in SENTENCE_MODELS else "images"
+
+
+def _figure_key(unit: str) -> str:
+    return f"{unit}_per_sec"
+
+
+def _throughput_schema(unit: str) -> s.Spec:
+    key = _figure_key(unit)
+    return s.Where(
+        s.Obj(required={key: s.Number(1e-3, 1e6), "low": s.Number(1e-3, 1e6), "high": s.Number(1e-3, 1e6),
+                        "batch": s.Int(1, 65536), "precision": s.OneOf(("FP32", "TF32")), "estimated": s.Bool(),
+                        "source": s.Text(2000)}),
+        lambda x: x["low"] <= x[key] <= x["high"], f"a range holding its figure (low <= {key} <= high)")
+
+
+THROUGHPUT_SCHEMAS = {unit: _throughput_schema(unit) for unit in UNITS}
+
+
+class _ModelsSpec(s.Spec):
+    """A GPU's models: each figure in its model's unit (sockeye in sentences/s, the image models in images/s)."""
+
+    def check(self, value: Any, where: str) -> None:
+        s.MapOf(s.Name(), _Any(), max_items=32).check(value, where)
+        for model, rate in value.items():
+            THROUGHPUT_SCHEMAS[unit_of(model)].check(rate, f"{where}.{model}" if where else str(model))
+
+
+class _Any(s.Spec):
+    def check(self, value: Any, where: str) -> None:
+        pass
+
+
 GPU_SCHEMA = s.Obj(required={"label": s.Text(40), "device": s.Text(300), "fp32_tflops": s.Number(0.01, 1e4),
                              "memory_gb_per_s": s.Number(1.0, 1e6), "spec_source": s.Text(2000),
-                             "models": s.MapOf(s.Name(), THROUGHPUT_SCHEMA, max_items=32)})
+                             "models": _ModelsSpec()})
 GPUS_SCHEMA = s.Obj(required={"what": s.Text(2000), "range_rule": s.Text(2000), "paper_gpu": s.Name(),
                               "gpus": s.MapOf(s.Name(), GPU_SCHEMA, max_items=64)})
 
 
 @dataclass(frozen=True)
 class Throughput:
-    """One GPU's training throughput of one model: ``images_per_sec`` at ``batch``, plausibly ``low`` to ``high``."""
-    images_per_sec: float
+    """One GPU's training throughput of one model: ``per_sec`` samples (``unit``: images, or sentence pairs for
+    Sockeye) per second at ``batch``, plausibly ``low`` to ``high``."""
+    per_sec: float
     low: float
     high: float
     batch: int
     precision: str
     estimated: bool  # scaled from another GPU by spec ratios: no benchmark of this GPU was found
     source: str
+    unit: str = "images"
+
+    @property
+    def short_unit(self) -> str:
+        """How figures name it: img/s or sent/s."""
+        return "img/s" if self.unit == "images" else "sent/s"
 
     def seconds_per_image_range(self) -> tuple[float, float]:
         """Compute per image at the fast end and the slow end of the range."""
@@ -70,8 +112,9 @@ class Gpu:
     def from_dict(cls, name: str, data: Any) -> Gpu:
         return cls(name, str(data["label"]), str(data["device"]), float(data["fp32_tflops"]),
                    float(data["memory_gb_per_s"]), str(data["spec_source"]),
-                   {model: Throughput(float(t["images_per_sec"]), float(t["low"]), float(t["high"]), int(t["batch"]),
-                                      str(t["precision"]), bool(t["estimated"]), str(t["source"]))
+                   {model: Throughput(float(t[_figure_key(unit_of(model))]), float(t["low"]), float(t["high"]),
+                                      int(t["batch"]), str(t["precision"]), bool(t["estimated"]), str(t["source"]),
+                                      unit_of(model))
                     for model, t in data["models"].items()})
 
 

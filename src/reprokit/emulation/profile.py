@@ -185,7 +185,10 @@ def resolve_profile(raw: str, model: str, image_shape: str, batch_size: int) -> 
         stored = collection(name)
         profile = stored.find(model, image_shape)
         if profile is None:
-            held = ", ".join(f"{p.model} {p.image_shape}" for p in stored.profiles)
+            held = ", ".join(f"{p.model} {p.image_shape}".strip() for p in stored.profiles)
+            if not image_shape:  # a text model (Sockeye): no image shape to change
+                raise UserError(f"COMPUTE_PROFILE={name} has no profile for {model} (it holds: {held}); pick "
+                                f"another GPU with --env.COMPUTE_PROFILE=NAME|PATH")
             raise UserError(f"COMPUTE_PROFILE={name} has no profile for {model} at image shape {image_shape} "
                             f"(it holds: {held}); pick another with --env.COMPUTE_PROFILE=NAME|PATH or "
                             f"--env.IMAGE_SHAPE")

@@ -37,6 +37,9 @@ from reprokit.vocabulary import DEFAULT_VARIANT, VARIANTS, Variant
 
 IMAGE_SCRIPT = "train.py"  # program/p3's image-classification training script
 TRANSLATION_SCRIPT = "sockeye_run.py"  # program/p3's launcher of Sockeye's own trainer
+# train.py's network for an emulated run of a model it does not build (Sockeye): Gluon parameters holding exactly the
+# emulated-compute profile's arrays, in the profile's (the model's key) order.
+PROFILE_NETWORK = "profile"
 PAPER_BATCH_SIZE = 32  # the original workflow's BATCH_SIZE
 
 
@@ -161,6 +164,8 @@ class RunSettings:
         knobs = engine.script_knobs(self.variant, self.p3_knobs)
         if self.image_shape:
             model_args = ["--network", self.network, "--image-shape", self.image_shape]
+        elif self.script == IMAGE_SCRIPT:  # emulated Sockeye: train.py waits the profile over its arrays
+            model_args = ["--network", PROFILE_NETWORK]
         else:
             model_args = ["--output", self.output_file] if self.output_file else []
         return [
@@ -330,10 +335,15 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
     compute, compute_profile, dilation, compute_wait = _compute(env, model, image_shape, batch_size)
     variant = _variant(env)
     partition, credit = ByteSchedulerVariant.knobs(env, variant, model.is_image)
+    output_file = str(env.get("OUTPUT_FILE", "")).strip()
+    if compute == EMULATED and output_file:
+        raise UserError("OUTPUT_FILE applies to real Sockeye runs, which write a model; an emulated run builds no "
+                        "model: drop --env.OUTPUT_FILE or --env.COMPUTE=emulated")
     return RunSettings(
         model=model.cmd_key,
         network=model.network,
-        script=model.script,
+        # Emulated compute builds no real model: every model's emulated run is train.py's (Sockeye's too).
+        script=IMAGE_SCRIPT if compute == EMULATED else model.script,
         profile=profile.name,
         batch_size=batch_size,
         image_shape=image_shape,
@@ -354,7 +364,7 @@ def resolve(cmd_key: str, env: Mapping[str, str], default_profile: str) -> RunSe
         p3_water_mark=_positive_int(env, "P3_WATER_MARK", P3_DEFAULT_WATER_MARK, allow_zero=True, high=10**6),
         timeline=_flag(env, "TIMELINE", False),
         save_params=str(env.get("SAVE_PARAMS", "")).strip(),
-        output_file=str(env.get("OUTPUT_FILE", "")).strip(),
+        output_file=output_file,
         compute=compute, compute_profile=compute_profile, dilation=dilation, compute_wait=compute_wait,
         bytescheduler_partition=partition, bytescheduler_credit=credit,
     )
@@ -376,9 +386,6 @@ def _compute(env: Mapping[str, str], model: Model, image_shape: str,
                             f"compute; add --env.COMPUTE=emulated, or "
                             f"drop --env.{given[0]}")
         return compute, "", 1.0, SLEEP
-    if not model.is_image:
-        raise UserError(f"COMPUTE=emulated runs the image models only (train.py), not {model.cmd_key}; drop "
-                        f"--env.COMPUTE or pick resnet, inception-v3 or vgg")
     dilation = check_dilation(raw_dilation)
     name = check_name(raw_profile)
     if name not in named_profiles():

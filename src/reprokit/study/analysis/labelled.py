@@ -97,7 +97,7 @@ def predicted_speedup(claim: Claim, gpu_name: str = "", images_per_sec: float = 
     assert claim.bandwidth and claim.cluster_size
     machines = claim.cluster_size
     name = gpu_name or paper_gpu().name
-    central = gpu(name).throughput(claim.model).images_per_sec
+    central = gpu(name).throughput(claim.model).per_sec
     layers = gpu_layers(name, claim.model, DEFAULT_SHAPE[claim.model], PAPER_BATCH_SIZE,
                         central / (images_per_sec or central))
 
@@ -210,21 +210,21 @@ def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValida
         return (f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}",
                 "not given: no layer profile")
     rate = gpu(name).throughput(claim.model)
-    central = predicted_at(claim, tolerance, validation, name, rate.images_per_sec)
+    central = predicted_at(claim, tolerance, validation, name, rate.per_sec)
     stretches = over_range(claim, tolerance, validation, name)
     ends = [predicted_at(claim, tolerance, validation, name, x) for x in (rate.low, rate.high)]
     lowest, highest = min(x.low for x in (central, *ends)), max(x.high for x in (central, *ends))
-    said = (f"{central.free:.2f}x at {rate.images_per_sec:g} img/s ({central.free:.2f}x with hosts that cost "
+    said = (f"{central.free:.2f}x at {rate.per_sec:g} {rate.short_unit} ({central.free:.2f}x with hosts that cost "
             f"nothing and hold nothing below the van, {central.costly:.2f}x with a testbed host's costs and queues; "
             f"{central.low:.2f} to {central.high:.2f} with the model's error ±{validation.speedup_bar:.0%}); over the "
-            f"{label}'s plausible range, {rate.low:g} to {rate.high:g} img/s: {lowest:.2f} to {highest:.2f}; "
+            f"{label}'s plausible range, {rate.low:g} to {rate.high:g} {rate.short_unit}: {lowest:.2f} to {highest:.2f}; "
             f"{predicted_setting(claim, name)}")
     brief = f"{lowest:.2f}x to {highest:.2f}x"
     if len(stretches) == 1:
         return f"{said}: {central.kind} (predicted): over the whole range it {central.how}", f"{brief}: {central.kind}"
-    parts = ", ".join(f"{s.kind} from {a:.1f} to {b:.1f} img/s" for a, b, s in stretches)
+    parts = ", ".join(f"{s.kind} from {a:.1f} to {b:.1f} {rate.short_unit}" for a, b, s in stretches)
     flips = ", ".join(f"{b:.1f}" for _, b, _ in stretches[:-1])
-    return (f"{said}: {Verdict.INCONCLUSIVE} (predicted): the verdict flips within the range at {flips} img/s "
+    return (f"{said}: {Verdict.INCONCLUSIVE} (predicted): the verdict flips within the range at {flips} {rate.short_unit} "
             f"({parts})", f"{brief}: {Verdict.INCONCLUSIVE}")
 
 

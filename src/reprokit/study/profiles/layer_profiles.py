@@ -1,4 +1,4 @@
-"""Per-layer profiles of the image models for the iteration model: parameters from the real models, compute
+"""Per-layer profiles of the models for the iteration model: parameters from the real models, compute
 time split by FLOPs.
 
 The parameters and FLOPs are in `layer_profiles.json` beside this file, written once by
@@ -33,7 +33,8 @@ THROUGHPUT_SOURCE = ("MXNet training throughput on one Maxwell TITAN X, SGD, bat
                      "whether every layer was trained is not stated)")
 THROUGHPUT_BATCH = 30
 THROUGHPUT_IMAGES_PER_SEC = {"resnet": 109.98, "inception-v3": 80.67, "vgg": 48.62}
-DEFAULT_SHAPE = {"resnet": "3,224,224", "inception-v3": "3,299,299", "vgg": "3,224,224"}
+# The image shape of each model's published figures; "" for Sockeye, a text model (its entry is keyed "").
+DEFAULT_SHAPE = {"resnet": "3,224,224", "inception-v3": "3,299,299", "vgg": "3,224,224", "sockeye": ""}
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def profile(model: str, image_shape: str = "") -> Profile:
     data = _data()["models"]
     if model not in data:
         raise UserError(f"no layer profile for model {shown(model)}; there are: {', '.join(data)}")
-    shape = image_shape or DEFAULT_SHAPE[model]
+    shape = image_shape or DEFAULT_SHAPE.get(model, "")
     if shape not in data[model]:
         raise UserError(f"no layer profile for {model} at image shape {shown(shape)}; there are: {', '.join(data[model])}")
     raw = data[model][shape]

@@ -13,7 +13,7 @@ from typing import TextIO
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import output_folder, replace_file, save_figure
 from reprokit.core.values import decimal, shown, whole_number
-from reprokit.emulation.gpus import gpu, measured_path, paper_gpu
+from reprokit.emulation.gpus import gpu, measured_path, paper_gpu, unit_of
 from reprokit.emulation.profile import check_name
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.paper.claims import Study
@@ -88,7 +88,7 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
         raise UserError(f"give --model, one of: {', '.join(layer_profiles.models())}")
     if model not in layer_profiles.models():
         raise UserError(f"no layer profile for model {shown(model)}: the model predicts "
-                        f"{', '.join(layer_profiles.models())} (Sockeye has none yet)")
+                        f"{', '.join(layer_profiles.models())}")
     shape = str(options.get("image_shape", "") or "")
     profile = layer_profiles.profile(model, shape)
     expected = study.parameters.get(model, {}).get(profile.image_shape)
@@ -118,9 +118,10 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
     batch = whole_number(options.get("batch") or PAPER_BATCH_SIZE, "--batch", "--batch=32", 1, 1_000_000)
     if given_rate not in (None, ""):
         per_sec = decimal(given_rate, "--images_per_sec", "--images_per_sec=100", 1e-6, 1e9)
+        unit = unit_of(model)  # --images_per_sec is Sockeye's sentence pairs per second
         computes: tuple[Compute, ...] = (Compute(
-            f"{per_sec:g} img/s", profile.model_layers(batch / per_sec),
-            f"given: {per_sec:g} images/s at batch {batch} per worker"),)
+            f"{per_sec:g} {'img' if unit == 'images' else 'sent'}/s", profile.model_layers(batch / per_sec),
+            f"given: {per_sec:g} {unit}/s at batch {batch} per worker"),)
     else:
         factor = 1.0 if scale in (None, "") else decimal(scale, "--compute_scale", "--compute_scale=0.5", 1e-6, 1e6)
         names = _list(options, "gpu", "p4000") if given_gpu not in (None, "") else [paper_gpu().name]
@@ -168,7 +169,7 @@ def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: floa
         g = gpu(name)
         rate = g.throughput(model)
         label = g.label
-        source = (f"{g.label}: {rate.images_per_sec:g} images/s ({rate.low:g} to {rate.high:g}"
+        source = (f"{g.label}: {rate.per_sec:g} {rate.unit}/s ({rate.low:g} to {rate.high:g}"
                   f"{', estimated from another GPU' if rate.estimated else ''}; reprokit/emulation/gpus.json)")
     if scale != 1.0:
         label, source = f"{label} x{scale:g}", f"{source}; every layer's time times {scale:g} (--compute_scale)"
@@ -189,7 +190,8 @@ def predict(request: PredictRequest) -> list[Row]:
 
 
 def table(request: PredictRequest, rows: list[Row]) -> str:
-    head = (f"PREDICTED by the iteration model (not measured): {request.model} ({request.image_shape}), "
+    shape = f" ({request.image_shape})" if request.image_shape else ""
+    head = (f"PREDICTED by the iteration model (not measured): {request.model}{shape}, "
             f"{request.layout} layout, slice {request.slice_elements} elements, latency {request.latency_s:g} s, "
             f"batch {request.batch} per worker\n"
             + "".join(f"compute per iteration on {c.label}: {c.compute_s:.4f} s per worker ({c.source})\n"

@@ -117,7 +117,7 @@ def emulated_points(claim: Claim, rows: pd.DataFrame, central: float) -> tuple[E
         name = str(row["gpu"])
         if name not in known or claim.model not in known[name].models:
             continue
-        out.append(EmulatedPoint(name, known[name].throughput(claim.model).images_per_sec / central,
+        out.append(EmulatedPoint(name, known[name].throughput(claim.model).per_sec / central,
                                  float(row["speedup"]), _number(row["ci_low"]), _number(row["ci_high"]),
                                  int(min(row["n_variant"], row["n_versus"])), str(row["setup"]), str(row["engine"]),
                                  float(row["dilation"])))
@@ -131,11 +131,11 @@ def claim_sensitivity(claim: Claim, tolerance: Tolerance, emulated: pd.DataFrame
     assert claim.bandwidth and claim.cluster_size  # predictable(claim)
     paper = paper_gpu()
     rate = paper.throughput(claim.model)
-    central = rate.images_per_sec
+    central = rate.per_sec
     compared: Gpu | None = gpus().get(COMPARED_GPU)
     marks = [(paper.label, central)]
     if compared is not None and compared.name != paper.name and claim.model in compared.models:
-        marks.append((compared.label, compared.throughput(claim.model).images_per_sec))
+        marks.append((compared.label, compared.throughput(claim.model).per_sec))
     exact = [rate.low, rate.high] + [ips for _, ips in marks]
     speeds = {central * x: None for x in speed_grid(points, max(exact) / central)}
     speeds.update(dict.fromkeys(exact))  # the very throughputs, so the predicted verdicts' cache answers
@@ -294,7 +294,7 @@ def today_request(study: Study, model: str, grid: HardwareGrid = TODAY) -> Predi
 
 
 def map_caption(request: PredictRequest, grid: HardwareGrid) -> str:
-    rates = ", ".join(f"{gpu(name).label} {gpu(name).throughput(request.model).images_per_sec:g}"
+    rates = ", ".join(f"{gpu(name).label} {gpu(name).throughput(request.model).per_sec:g}"
                       for name in grid.gpus)
     return (f"PREDICTED by the iteration model, not measured: {request.model} ({request.image_shape}), P3 over the "
             f"baseline with a worker and a server on each host ({request.layout} layout), batch {request.batch} per "
