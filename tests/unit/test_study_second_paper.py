@@ -224,3 +224,52 @@ def test_a_study_of_up_to_claims_emulates_its_models_and_variants_at_the_bandwid
                                                                           ("resnet", "10gbit", "bytescheduler")}
     assert (sweep.env["COMPUTE"], sweep.env["COMPUTE_PROFILE"], sweep.env["DILATION"]) == ("emulated", "v100", "40")
     assert sweep.profile == "paper"
+
+
+def test_each_paper_is_judged_at_its_own_gpu_the_v100_here_and_the_p4000_for_p3(tmp_path):
+    """ByteScheduler's runs emulated at the V100 (its paper's GPU) give its "up to" claims their emulated verdict; the
+    same runs at the P4000 do not, and P3's study still judges at the P4000."""
+    from reprokit.study.analysis.labelled import labelled_verdicts
+
+    entry = bytescheduler()
+    assert entry.gpu == "v100" and study().gpu == "p4000"
+
+    def emulated_column(runs, judged=entry):
+        runs = [replace(r, study=judged.name) for r in runs]
+        analysis = analyse(judged, runs, MODELS)
+        labelled = labelled_verdicts(judged.claims, analysis.overall, judged.name, tolerance=judged.tolerance,
+                                     verdicts=analysis.verdicts, emulated=analysis.emulated_speedups,
+                                     emulated_runs=analysis.emulated_runs, gpu_name=judged.gpu)
+        return {v.claim: v.emulated for v in labelled}
+
+    at_v100 = records("resnet", "10gbit", [100.0, 101.0, 99.0], [90.0, 89.0, 91.0], variant="bytescheduler",
+                      emulated=True, gpu="v100", dilation=40)
+    said = emulated_column(at_v100)["resnet-up-to-196"]
+    assert "0.90x [" in said and "V100 compute emulated" in said and "not replicated (emulated)" in said
+    at_p4000 = [replace(r, study=NAME) for r in records("resnet", "10gbit", [100.0, 101.0, 99.0], [90.0, 89.0, 91.0],
+                                                        variant="bytescheduler", emulated=True, gpu="p4000")]
+    assert emulated_column(at_p4000)["resnet-up-to-196"].startswith("not run: no emulated runs of resnet")
+    paths = render(entry, analyse(entry, [replace(r, study=NAME) for r in at_v100], MODELS),
+                   [replace(r, study=NAME) for r in at_v100], tmp_path, tmp_path / "store", MODELS)
+    assert "at the paper's GPU (V100 compute)" in paths["markdown"].read_text()
+    assert "p4000" not in emulated_column(at_v100)["resnet-up-to-196"].lower()
+
+
+def test_a_paper_gpu_without_a_profile_is_refused_naming_the_valid_ones():
+    meta = repository_meta(NAME)
+    meta["paper"]["gpu"] = "k80"
+    with pytest.raises(UserError, match=r"paper.gpu 'k80'; valid ones: p4000 \(the paper's\), .*v100"):
+        from_meta(NAME, meta)
+
+
+def test_a_bare_emulate_waits_the_compute_of_the_studys_own_paper_gpu(tmp_path):
+    from unit.test_study_options import Clock, machines_with_a_testbed
+
+    def profile(entry):
+        sweep = open_sweep({"target": "tb2", "emulate": "yes", "models": "resnet", "bandwidths": "10gbit"}, entry,
+                           Store(tmp_path / entry.name, entry.name), MODELS, machines_with_a_testbed(tmp_path),
+                           io.StringIO(), clock=Clock())[0]
+        return sweep.env["COMPUTE_PROFILE"]
+
+    assert profile(bytescheduler()) == "v100"
+    assert profile(study()) == "p4000"

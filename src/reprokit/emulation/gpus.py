@@ -139,10 +139,11 @@ def gpus() -> dict[str, Gpu]:
     return _stored()[1]
 
 
-def paper_gpu() -> Gpu:
-    """The GPU the paper's cluster had: the compute its claims are judged at."""
-    name, table = _stored()
-    return table[name]
+def paper_gpu(name: str = "") -> Gpu:
+    """The GPU a paper's cluster had, the compute its claims are judged at: ``name`` (a study's ``paper.gpu``,
+    Study.gpu), or gpus.json's ``paper_gpu`` (P3's) when none is named."""
+    default, table = _stored()
+    return gpu(name) if name else table[default]
 
 
 def valid_names() -> str:

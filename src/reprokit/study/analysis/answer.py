@@ -75,6 +75,6 @@ def answer(study: Study, verdicts: Sequence[ClaimVerdict], overall: dict[str, Ve
         first = f"Measured here, {sum(judged.values())} of {len(rows)} claims were judged: {counts}."
     else:
         first = f"None of the {len(rows)} claims was measured here on bandwidth-bound runs, so none is judged."
-    second = (f"Emulated and predicted figures are at the paper's GPU ({paper_gpu().label} compute) and never count "
-              f"towards a badge.")
+    second = (f"Emulated and predicted figures are at the paper's GPU ({paper_gpu(study.gpu).label} compute) and never "
+              f"count towards a badge.")
     return Answer(f"{first} {second}", tuple(rows))

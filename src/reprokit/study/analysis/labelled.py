@@ -229,7 +229,7 @@ def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValida
 
 
 def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str,
-                     finished: Sequence[str] = ()) -> tuple[str, str]:
+                     finished: Sequence[str] = (), *, paper: str = "") -> tuple[str, str]:
     """The claim's emulated figure (speedup with its interval, n, where) and its verdict by the rule of a measured
     claim at a bandwidth (verdict.judge_at_bandwidth), in full and in brief (figure and verdict, or a short reason).
     ``withheld``: why no verdict may be given (the self-check), or "". ``finished``: the variants of the emulated
@@ -237,7 +237,7 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
     mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
                 & (rows["variant"] == claim.variant) & (rows["versus"] == claim.versus)] if not rows.empty else rows
     if mine.empty:
-        how = f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu().name})"
+        how = f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu(paper).name})"
         lacking = [v for v in (claim.variant, claim.versus) if v not in finished]
         if withheld:
             return withheld, "not given: self-check failed"
@@ -281,16 +281,17 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
 
 
 def emulated_up_to(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str,
-                   study: str) -> tuple[str, str]:
+                   study: str, paper: str = "") -> tuple[str, str]:
     """An "up to" claim over the emulated configurations (bandwidths) of its model, by the rule of a measured one
     (verdict.judge_up_to: its best configuration), in full and in brief. Runs whose workers ended apart or that
-    were CPU-bound are left out, as they give no verdict at a bandwidth either."""
-    how = (f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu().name} --models={claim.model} "
+    were CPU-bound are left out, as they give no verdict at a bandwidth either. ``paper``: the paper's GPU."""
+    at = paper_gpu(paper)
+    how = (f"(ck reproduce study:{study} --target=TESTBED --emulate={at.name} --models={claim.model} "
            f"--bandwidths=B1,B2,...)")
     mine = rows[(rows["model"] == claim.model) & (rows["variant"] == claim.variant)
                 & (rows["versus"] == claim.versus)] if not rows.empty else rows
-    if claim.model not in paper_gpu().models:
-        return (f"not possible: the {paper_gpu().label} has no compute profile for {claim.model} "
+    if claim.model not in at.models:
+        return (f"not possible: the {at.label} has no compute profile for {claim.model} "
                 f"(reprokit/emulation/gpus.json)", "not possible: no profile")
     if withheld:
         return withheld, "not given: self-check failed"
@@ -338,8 +339,9 @@ def finished_variants(runs: pd.DataFrame, claim: Claim) -> list[str]:
 def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, *, tolerance: Tolerance,
                       verdicts: Sequence[ClaimVerdict], check: Mapping[str, Any] | None = None,
                       emulated: pd.DataFrame | None = None, emulated_runs: pd.DataFrame | None = None,
-                      validation: ModelValidation | None = None) -> list[LabelledVerdict]:
-    """``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
+                      validation: ModelValidation | None = None, gpu_name: str = "") -> list[LabelledVerdict]:
+    """``gpu_name``: the paper's GPU (Study.gpu; "" for gpus.json's default), the compute the claims are judged at.
+    ``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
     self-check withholds a verdict, labelled so. ``emulated_runs`` (Analysis.emulated_runs) name the variants
     stored where a claim's pair is not. ``verdicts``: the measured ones; a claim none of whose
     configurations was measured reads "not measured" rather than its overall "inconclusive". ``check`` and
@@ -348,7 +350,7 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
     rows = emulated if emulated is not None else pd.DataFrame()
     runs = emulated_runs if emulated_runs is not None else pd.DataFrame()
     checks = validation or ModelValidation.stored()
-    paper = paper_gpu().name
+    paper = paper_gpu(gpu_name).name
     # The claims are judged at the paper's GPU; runs that waited another's compute are shown apart, as figures of
     # that GPU, never as the claim's verdict.
     at_paper, elsewhere = at_gpu(rows, paper), at_gpu(rows, paper, at=False)
@@ -356,14 +358,14 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
     for c in claims:
         measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
         if not c.bandwidth:
-            emulated, emulated_brief = emulated_up_to(c, at_paper, tolerance, withheld, study)
+            emulated, emulated_brief = emulated_up_to(c, at_paper, tolerance, withheld, study, paper)
             out.append(LabelledVerdict(c.id, UP_TO, measured, emulated, UP_TO_NOT_PREDICTED, "", emulated_brief,
                                        "not given (see the figures below)"))
             continue
-        other = emulated_verdict(c, elsewhere, tolerance, withheld, study)[0] if not elsewhere.empty else ""
+        other = emulated_verdict(c, elsewhere, tolerance, withheld, study, paper=paper)[0] if not elsewhere.empty else ""
         emulated, emulated_brief = emulated_verdict(c, at_paper, tolerance, withheld, study,
-                                                    finished_variants(at_gpu(runs, paper), c))
-        predicted, predicted_brief = predicted_stated(c, tolerance, checks)
+                                                    finished_variants(at_gpu(runs, paper), c), paper=paper)
+        predicted, predicted_brief = predicted_stated(c, tolerance, checks, paper)
         out.append(LabelledVerdict(c.id, c.bandwidth, measured, emulated, predicted,
                                    "" if other.startswith(("not run", withheld or "not run")) else other,
                                    emulated_brief, predicted_brief))

@@ -18,6 +18,7 @@ from typing import Any
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.paths import REPO_ROOT
+from reprokit.emulation.gpus import gpu
 from reprokit.study.paper.rates import rate_bps
 
 
@@ -102,6 +103,12 @@ class Study:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def gpu(self) -> str:
+        """The GPU name of the paper's cluster (``paper.gpu``; "" for gpus.json's default, the P4000): the emulated
+        and predicted verdicts of its claims are judged at its compute."""
+        return str(self.paper.get("gpu", ""))
+
 
 MIN_RUNS = 3  # a verdict needs at least this many successful runs per variant and configuration
 
@@ -138,6 +145,7 @@ STUDY_SCHEMA = s.Obj(
                                            "max_relative_half_width": _POSITIVE, "confidence": s.Number(0.5, 0.999),
                                            "profile": s.Name()})},
     optional={"program": s.Name(), "metric": s.Name(), "parameters": _PARAMETERS,
+              "paper": s.Obj(optional={"gpu": s.Name()}, extra=s.Json()),
               "subject": s.Obj(required={"variant": s.Name(), "name": s.Text(80)},
                                optional={"authors_build": s.Text(80), "here": s.Text(400)})}, extra=s.Json())
 
@@ -183,6 +191,8 @@ def from_meta(name: str, meta: Mapping[str, Any]) -> Study:
     except s.Invalid as exc:
         raise UserError(f"{exc}; fix the study entry's meta (ck load study:{name})") from None
     variants = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in meta["variants"].items()}
+    if meta.get("paper", {}).get("gpu"):
+        gpu(str(meta["paper"]["gpu"]), f"{where} paper.gpu")  # one line listing the GPUs with a profile
     raw_subject = meta.get("subject")
     subject = DEFAULT_SUBJECT if raw_subject is None else Subject(
         variant=str(raw_subject["variant"]), name=str(raw_subject["name"]),

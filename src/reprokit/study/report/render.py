@@ -436,7 +436,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     chosen = [{"sweep": sweep_id, **c.to_dict(), "summary": c.summary()} for sweep_id, c in choices]
     labelled_typed = labelled_verdicts(study.claims, analysis.overall, study.name, tolerance=study.tolerance,
                                        verdicts=analysis.verdicts, emulated=analysis.emulated_speedups,
-                                       emulated_runs=analysis.emulated_runs)
+                                       emulated_runs=analysis.emulated_runs, gpu_name=study.gpu)
     labelled = [v.to_dict() for v in labelled_typed]
     the_answer = answer(study, analysis.verdicts, analysis.overall, analysis.decided, labelled_typed)
     # after the predicted verdicts: the figure's marks are the compute speeds they were judged at (cached)
@@ -461,7 +461,7 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "loopback_setups": loopback_setups(analysis.setups, analysis.speedups), "loopback_note": LOOPBACK_NOTE.replace("P3's", f"{study.subject.name}'s"),
         "min_runs": max(MIN_RUNS, study.tolerance.min_runs), "choices": chosen,
         "timeline": timeline_info, "timeline_plot": drawn, "timeline_note": note,
-        "labelled": labelled, "answer": the_answer, "paper_gpu_label": paper_gpu().label,
+        "labelled": labelled, "answer": the_answer, "paper_gpu_label": paper_gpu(study.gpu).label,
         "labelled_explanation": LABELLED_EXPLANATION,
         "sensitivity": curves, "sensitivity_plot": sensitivity_plot, "sensitivity_caption": sensitivity_caption,
         "sensitivity_title": SENSITIVITY_TITLE, "today": predicted_map,

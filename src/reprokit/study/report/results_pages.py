@@ -91,7 +91,7 @@ def summarise(study: Study, records: Sequence[Record], program_models: set[str],
     analysis = analyse(study, records, program_models)
     labelled = labelled_verdicts(study.claims, analysis.overall, study.name, tolerance=study.tolerance,
                                  verdicts=analysis.verdicts, emulated=analysis.emulated_speedups,
-                                 emulated_runs=analysis.emulated_runs)
+                                 emulated_runs=analysis.emulated_runs, gpu_name=study.gpu)
     the_answer = answer(study, analysis.verdicts, analysis.overall, analysis.decided, labelled)
     forecasts = hindcast(records, (study.matrix, study.quick))
     return {"format": SUMMARY_FORMAT, "name": name, "title": title, "study": study.name,

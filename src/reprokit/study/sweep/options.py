@@ -287,7 +287,7 @@ def emulation(options: Mapping[str, Any], study: Study, target: Target) -> Matri
                             "--dilation")
         return None
     if raw.lower() in ("yes", "true", "1", "on"):
-        raw = ""  # the default profile
+        raw = study.gpu  # the paper's GPU ("": gpus.json's default)
     profile = check_name(raw, "--emulate")
     if profile not in named_profiles():
         profile = os.path.abspath(profile)  # the sweep's runs read it from any folder

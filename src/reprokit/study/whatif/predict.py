@@ -124,7 +124,7 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
             f"given: {per_sec:g} {unit}/s at batch {batch} per worker"),)
     else:
         factor = 1.0 if scale in (None, "") else decimal(scale, "--compute_scale", "--compute_scale=0.5", 1e-6, 1e6)
-        names = _list(options, "gpu", "p4000") if given_gpu not in (None, "") else [paper_gpu().name]
+        names = _list(options, "gpu", "p4000") if given_gpu not in (None, "") else [paper_gpu(study.gpu).name]
         computes = tuple(gpu_compute(name, model, profile.image_shape, batch, factor) for name in names)
     slice_elements = whole_number(options.get("slice") or 50_000, "--slice", "--slice=50000", 1, 2**31 - 1)
     check_slices(model, computes[0].layers, slice_elements)

@@ -92,11 +92,12 @@ def speed_grid(points: int = SPEED_POINTS, upto: float = SPEED_HIGH) -> list[flo
     return [at(i) for i in range(count)]
 
 
-def predictable(claim: Claim) -> bool:
-    """A claim at a bandwidth the model has a layer profile and both policies of, on the paper's GPU."""
+def predictable(claim: Claim, gpu_name: str = "") -> bool:
+    """A claim at a bandwidth the model has a layer profile and both policies of, on the paper's GPU (``gpu_name``,
+    Study.gpu)."""
     return bool(claim.bandwidth and claim.cluster_size and claim.model in DEFAULT_SHAPE
                 and claim.variant in VARIANT_POLICY and claim.versus in VARIANT_POLICY
-                and claim.model in paper_gpu().models)
+                and claim.model in paper_gpu(gpu_name).models)
 
 
 def _number(value: object) -> float | None:
@@ -125,11 +126,11 @@ def emulated_points(claim: Claim, rows: pd.DataFrame, central: float) -> tuple[E
 
 
 def claim_sensitivity(claim: Claim, tolerance: Tolerance, emulated: pd.DataFrame,
-                      points: int = SPEED_POINTS) -> ClaimSensitivity:
+                      points: int = SPEED_POINTS, gpu_name: str = "") -> ClaimSensitivity:
     """The claim predicted at every speed of the grid and exactly at its marks and the ends of the paper's GPU's
     range (the compute speeds the predicted verdicts are judged at: their predictions are cached and shared)."""
     assert claim.bandwidth and claim.cluster_size  # predictable(claim)
-    paper = paper_gpu()
+    paper = paper_gpu(gpu_name)
     rate = paper.throughput(claim.model)
     central = rate.per_sec
     compared: Gpu | None = gpus().get(COMPARED_GPU)
@@ -154,7 +155,8 @@ def sensitivity(study: Study, emulated: pd.DataFrame | None = None,
     """Every claim at a bandwidth the model predicts; ``emulated``: the emulated runs' speedups
     (Analysis.emulated_speedups)."""
     rows = emulated if emulated is not None else pd.DataFrame()
-    return [claim_sensitivity(c, study.tolerance, rows, points) for c in study.claims if predictable(c)]
+    return [claim_sensitivity(c, study.tolerance, rows, points, study.gpu) for c in study.claims
+            if predictable(c, study.gpu)]
 
 
 def caption(c: ClaimSensitivity) -> str:
