@@ -84,12 +84,12 @@ def main() -> int:
         print(proc.stderr[-3000:])
         return 1
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("\nruns (mean per-worker images/s, wall s):")
+    print("\nruns (mean per-worker samples/s: images, or Sockeye's sentence pairs; wall s):")
     for record in Store(store, args.study).all_records():
         config, result = record.config, record.run_result
         per_worker = (result.throughput_per_worker if result else None) or []
         print(f"  {config.model} {config.bandwidth} {config.engine} {config.variant} rep {config.repetition}: "
-              f"{statistics.fmean(per_worker) if per_worker else float('nan'):.2f} img/s, links "
+              f"{statistics.fmean(per_worker) if per_worker else float('nan'):.2f} samples/s, links "
               f"{record.provenance.links_shaped_to}, host CPU busy {result.host_cpu_busy if result else None}"
               f"{' (CPU-bound)' if result and result.cpu_bound else ''}, {record.provenance.duration_s} s")
     report = json.loads((store / "report" / "report.json").read_text())
