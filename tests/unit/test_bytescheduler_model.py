@@ -53,12 +53,19 @@ def test_an_array_above_the_partition_is_cut_into_ceil_n_over_partition_even_par
 
 
 def test_each_partition_is_a_key_of_its_own_placed_as_kvstoredist_places_keys_in_their_init_order():
-    layers = [Layer("a", 0, 0, (3_000_000,)), Layer("b", 0, 0, (10,))]
+    layers = [Layer("a", 0, 0, (2_999_997,)), Layer("b", 0, 0, (10,)), Layer("c", 0, 0, (12,))]
     msgs = messages(layers, Policy.BYTESCHEDULER, 7, 50_000, partition_elements=1_000_000)
     # integer keys in init order: a's barrier 0, its partitions' barriers 1-3, their data 4-6; b's barrier 7, data 8
-    assert [m.parts for m in msgs] == [(((4 * KEY_HASH) % 7, 1_000_000),), (((5 * KEY_HASH) % 7, 1_000_000),),
-                                       (((6 * KEY_HASH) % 7, 1_000_000),), (((8 * KEY_HASH) % 7, 10),)]
-    assert [m.barrier for m in msgs] == [(k * KEY_HASH) % 7 for k in (1, 2, 3, 7)]
+    assert [m.parts for m in msgs] == [(((4 * KEY_HASH) % 7, 999_999),), (((5 * KEY_HASH) % 7, 999_999),),
+                                       (((6 * KEY_HASH) % 7, 999_999),), (((8 * KEY_HASH) % 7, 10),),
+                                       (((10 * KEY_HASH) % 7, 12),)]
+    assert [m.barrier for m in msgs] == [(k * KEY_HASH) % 7 for k in (1, 2, 3, 7, 9)]
+    # an unpartitioned array's data key is every other integer key: on an even number of servers, one parity
+    small = [Layer(f"l{i}", 0, 0, (1_000,)) for i in range(8)]
+    assert {s for m in messages(small, Policy.BYTESCHEDULER, 4, 50_000) for s, _ in m.parts} == {1, 3}
+    # a partition of the bound or more is split over every server, as KVStoreDist splits any such array
+    [whole] = messages([Layer("d", 0, 0, (1_000_000,))], Policy.BYTESCHEDULER, 4, 50_000)
+    assert whole.parts == ((0, 250_000), (1, 250_000), (2, 250_000), (3, 250_000))
 
 
 def test_the_credit_bounds_the_elements_in_flight():

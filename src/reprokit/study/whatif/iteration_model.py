@@ -240,8 +240,10 @@ def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elemen
     store_key = 0  # ByteScheduler: MXNet's integer key of the next string key its tasks initialise
 
     def placed(store: int, elements: int) -> tuple[tuple[int, int], ...]:
-        """KVStoreDist's placement of ``elements`` under its key ``store``."""
-        if elements > bigarray_bound and servers > 1:
+        """KVStoreDist's placement of ``elements`` under its integer key ``store`` (EncodeDefaultKey: one server
+        when below the bound, else split evenly; the baseline's branch below splits only above it, which differs
+        for an array of exactly the bound)."""
+        if elements >= bigarray_bound and servers > 1:
             share, extra = divmod(elements, servers)
             return tuple((s, share + (1 if s < extra else 0)) for s in range(servers))
         return (((store * KEY_HASH) % servers, elements),)
