@@ -25,7 +25,9 @@ predicts again, with the model as it is now, the runs an earlier run left in its
 runs nothing: it predicts every emulated run stored in study stores (`ck reproduce ... --emulate`, e.g.
 benchmarks/emulated_sweep.py) from what that run was given: its profile (emulated-compute.json in its run folder)
 with every layer times k, the link rate it ran at (the bandwidth divided by k), its workers and servers, its slice
-size and its variant's policy; and compares with its measured iteration time (batch / mean per-worker throughput).
+size (or ByteScheduler's partition and credit) and its variant's policy; and compares with its measured iteration
+time (batch / mean per-worker throughput). Each store is read as the study its origin names (sysml19-p3,
+sosp19-bytescheduler, ...).
 
     .venv/bin/python benchmarks/model_validation.py --stack [--repetitions 3] [--models resnet,vgg]
 
@@ -59,6 +61,7 @@ from reprokit.bootstrap import CPUS_PER_HOST_HELP, LINK_SHARING_HELP, TCP_HELP, 
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, LINK_SHARING
 from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import Result
+from reprokit.study.store.records import Origin
 from reprokit.study.whatif import model_check as model_check_module
 from reprokit.study.whatif.iteration_model import simulate
 from reprokit.study.whatif.model_check import (
@@ -80,7 +83,7 @@ from reprokit.study.whatif.model_check import (
 
 CK = str(Path(sys.executable).with_name("ck"))
 NAME = "mv3"
-STUDY = "sysml19-p3"  # the study whose stores the benchmark reads
+STUDY = "sysml19-p3"  # the study of the testbed's runs, and of a store without an origin
 BATCHES = ["--env.NUM_BATCHES=11", "--env.DISP_BATCHES=2"]
 RUN = [*BATCHES, "--env.TIMELINE=1"]
 # Communication alone: every layer waits the V100 profile's time divided by 1000 (microseconds).
@@ -107,10 +110,20 @@ def stored_again(work: Path) -> list[ObservedRun]:
 
 
 def emulated_in(stores: list[str]) -> list[ObservedRun]:
-    observed = stored_emulated([Path(store) for store in stores], STUDY)
+    """The emulated runs of ``stores``, each store read as the study its origin names (sysml19-p3's, or another's
+    such as sosp19-bytescheduler)."""
+    observed = [run for store in stores for run in stored_emulated([Path(store)], store_study(Path(store)))]
     if not observed:
         raise SystemExit(f"benchmark: no emulated runs are stored in {', '.join(stores)}")
     return observed
+
+
+def store_study(root: Path) -> str:
+    """The study a store holds (its origin.json), or STUDY for a store that has none yet."""
+    origin = root / "origin.json"
+    if not origin.is_file():
+        return STUDY
+    return str(Origin.from_dict(json.loads(origin.read_text()), f"the store's origin {origin}").study)
 
 
 def predict_again(observed: list[ObservedRun], heading: str, costs: StackCosts, record: str | None) -> int:

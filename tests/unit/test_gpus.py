@@ -79,7 +79,7 @@ def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid
 
     request = request_from(predict_options(gpu="p4000,v100"), study())
     assert [c.label for c in request.computes] == ["P4000", "V100"]
-    p4000, v100 = (r.p3.compute_s for r in predict(request))
+    p4000, v100 = (r.predicted.compute_s for r in predict(request))
     assert p4000 == pytest.approx(32 / 78.5) and v100 == pytest.approx(32 / 403.2)
     # Without --gpu the paper's GPU.
     assert [c.label for c in request_from(predict_options(), study()).computes] == ["P4000"]

@@ -75,3 +75,20 @@ def test_a_validation_run_is_found_again_where_the_benchmark_left_it(tmp_path):
         (Configuration("vgg", "1gbit", "p3"), "1gbit", "vgg-1gbit-p3-0")]
     assert found[0].result.throughput_per_worker == [2.0] * 4 and found[0].profile_file.name == em.MEASURED_FILE
     assert validation_runs(tmp_path / "elsewhere") == []
+
+
+def test_a_bytescheduler_run_is_predicted_with_its_own_partition_and_credit(tmp_path):
+    """ByteScheduler's knobs come from the run's result (its workers' bytescheduler lines), else their defaults."""
+    from reprokit.study.whatif.model_check import model_input
+
+    _, profile_file = vgg_profile(tmp_path)
+    knobs = {"partition": 500_000, "credit": 2_000_000, "credit_tuning": False, "commit": "", "pushpulls": [1] * 4,
+             "tasks": [1] * 4, "immediate": [True, True, True, False]}
+    ran = Result(RunStatus.OK, variant="bytescheduler", num_workers=4, num_servers=4, batch_size=32,
+                 throughput_per_worker=[1.0] * 4, throughput_max=1.0, bytescheduler=knobs)
+    spec = model_input(ObservedRun(Configuration("vgg", "30gbit", "bytescheduler", 80.0), ran, profile_file, "375mbit"))
+    assert (spec.policy, spec.partition_elements, spec.credit_elements) == (Policy.BYTESCHEDULER, 500_000, 2_000_000)
+    ran_before = Result(RunStatus.OK, variant="bytescheduler", num_workers=4, num_servers=4, batch_size=32,
+                        throughput_per_worker=[1.0] * 4)
+    spec = model_input(ObservedRun(Configuration("vgg", "30gbit", "bytescheduler"), ran_before, profile_file, "off"))
+    assert (spec.partition_elements, spec.credit_elements) == (1_000_000, 4_000_000)

@@ -144,7 +144,7 @@ def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report)
         assert "A Generic Communication Scheduler for Distributed DNN Training Acceleration" in text
         assert re.search("ByteScheduler beside MXNet 1.9.1(&#39;|')s baseline", text)
         assert "MXNet 1.9.1 ByteScheduler/baseline" in text
-        assert "not possible: the iteration model has no ByteScheduler policy" in text
+        assert re.search("not given: the iteration model(&#39;|')s ByteScheduler policy is not validated", text)
         assert "P3" not in re.sub(r"base64,[A-Za-z0-9+/=]+", "", text)  # the embedded plots are no prose
     assert "| MXNet 1.9.1 baseline | MXNet 1.9.1 ByteScheduler | MXNet 1.9.1 ByteScheduler/baseline |" in md
     assert "authors' 2018" not in md and "worker-update" not in md
@@ -155,17 +155,21 @@ def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report)
     assert "sysml19-p3" not in functional.reasons[0]
 
 
-def test_a_claim_at_a_bandwidth_of_a_variant_the_model_has_no_policy_for_is_not_predicted_and_says_why():
+def test_a_claim_at_a_bandwidth_is_predicted_only_where_the_models_checks_allow_and_says_why():
     from reprokit.study.analysis.labelled import labelled_verdicts, predicted_stated
     from reprokit.study.whatif.model_check import ModelValidation
 
     entry = bytescheduler()
     at = replace(entry.claims[0], id="resnet-at-10gbit", bandwidth="10gbit", cluster_size=4)
-    said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored())
-    assert said.startswith("not possible: the iteration model has no policy for bytescheduler")
-    assert brief == "not possible: no bytescheduler policy"
-    [row] = labelled_verdicts([at], {}, NAME, tolerance=entry.tolerance, verdicts=[])
+    said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored(), entry.gpu)
+    assert said.startswith("not given: the iteration model is not validated (emulated runs of ByteScheduler")
+    assert brief == "not given: model not validated at the V100"
+    [row] = labelled_verdicts([at], {}, NAME, tolerance=entry.tolerance, verdicts=[], gpu_name=entry.gpu)
     assert row.predicted == said and row.measured == "not measured"
+    unknown = replace(at, variant="baseline-worker-update")  # a variant the model has no policy for
+    said, brief = predicted_stated(unknown, entry.tolerance, ModelValidation.stored(), entry.gpu)
+    assert said.startswith("not possible: the iteration model has no policy for baseline-worker-update")
+    assert brief == "not possible: no baseline-worker-update policy"
 
 
 def test_the_timelines_are_of_the_studys_own_variant_against_its_baseline(tmp_path):

@@ -17,6 +17,19 @@ What is simulated (one representative worker; every worker is assumed identical,
   P3's van at one priority, whose queue (a std::priority_queue comparing with <=) keeps no first-in-first-out order
   among equal priorities; first in, first out predicts it within 5% on fair links, and following that queue's heap
   did worse (docs/explanation/iteration-model.md). A message is never interrupted: priority preempts at message (slice) boundaries.
+- `bytescheduler` is ByteScheduler (SOSP'19) as package:bytescheduler-github runs it over stock MXNet's KVStoreDist
+  (its sources: bytecore.py, bytetask.py, mxnet/kvstore.py, mxnet/kvstore_task.py, with reprokit's patches): an array
+  of more than `partition_elements` (BYTESCHEDULER_PARTITION) is cut into ceil(n / partition) partitions, each a
+  key of its own placed as KVStoreDist places any array; partitions whose gradient is ready wait in one queue by
+  priority (key, then partition: the input layer first) and are released while the credit (`credit_elements`,
+  BYTESCHEDULER_CREDIT: elements released whose pull is not done) is above zero; each released partition first
+  pushes one element to a barrier key of its own and waits for its acknowledgement (the servers give it once every
+  worker pushed it), then pushes its data and pulls it; below the scheduler the stock van sends first in, first out.
+  Only worker 0's core schedules (the authors' kvstore.py makes the other workers' tasks immediate), but each
+  partition's barrier holds every worker's push until worker 0 has released it, so every worker follows worker 0's
+  order: the representative worker is worker 0. Left out: the five engine operations and Python callbacks each
+  partition adds on the worker (CPU time, the global interpreter lock), and rows (the code cuts an array by rows
+  of its first dimension, the model by elements: within a row of each other).
 - Every link is one queue served at the link's bandwidth times `wire_efficiency` (the payload's share of what
   the link's rate counts: by default TCP over Ethernet at MTU 1500, 1448 of 1514 bytes), full duplex (each
   direction its own queue). A message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
@@ -82,6 +95,10 @@ class Policy(StrEnum):
     P3 = "p3"
     SLICING_ONLY = "slicing-only"
     PRIORITY_ONLY = "priority-only"
+    # ByteScheduler (SOSP'19) over stock MXNet's KVStoreDist, as package:bytescheduler-github runs it: see
+    # `messages` (its partitions, each a key of its own with a barrier key) and `simulate` (its credit, priority and
+    # per-partition barrier); its knobs are ModelInput.partition_elements and credit_elements.
+    BYTESCHEDULER = "bytescheduler"
 
     @property
     def sliced(self) -> bool:
@@ -93,14 +110,26 @@ class Policy(StrEnum):
 
     @property
     def p3_store(self) -> bool:
-        """Sent by MXNet's P3 (P3StoreDist), which places parts round-robin; the baseline by KVStoreDist."""
-        return self is not Policy.BASELINE
+        """Sent by MXNet's P3 (P3StoreDist), which places parts round-robin; the baseline and ByteScheduler by
+        KVStoreDist."""
+        return self not in (Policy.BASELINE, Policy.BYTESCHEDULER)
+
+    @property
+    def scheduled(self) -> bool:
+        """Released by ByteScheduler's core on the worker (priority among ready partitions, a credit of elements in
+        flight, a barrier among workers before each partition's push); below it the stock van, first in, first
+        out."""
+        return self is Policy.BYTESCHEDULER
 
 
 # program:p3's VARIANT names, each as the policy it sends by (the worker-update baseline differs from `baseline` in
 # where the optimizer runs, which the model does not time, so it has none here).
 VARIANT_POLICY = {"baseline": Policy.BASELINE, "p3": Policy.P3, "p3-slicing-only": Policy.SLICING_ONLY,
-                  "p3-priority-only": Policy.PRIORITY_ONLY}
+                  "p3-priority-only": Policy.PRIORITY_ONLY, "bytescheduler": Policy.BYTESCHEDULER}
+# ByteScheduler's defaults (its docs/scheduling.md and bytecore.py, and the variant's knobs in
+# reprokit.engines.bytescheduler: a unit test keeps them equal): parameters per partition, parameters in flight.
+BYTESCHEDULER_PARTITION = 1_000_000
+BYTESCHEDULER_CREDIT = 4_000_000
 
 
 class Layout(StrEnum):
@@ -147,6 +176,10 @@ class ModelInput:
     # The baseline's MXNET_KVSTORE_BIGARRAY_BOUND: an array above it is split evenly over the servers, a smaller one
     # goes whole to one (placement shows only in the dedicated layout: the colocated one averages it away).
     bigarray_bound: int = BIGARRAY_BOUND
+    # ByteScheduler's BYTESCHEDULER_PARTITION and BYTESCHEDULER_CREDIT (elements, as its core counts them); only the
+    # bytescheduler policy reads them.
+    partition_elements: int = BYTESCHEDULER_PARTITION
+    credit_elements: float = BYTESCHEDULER_CREDIT
 
     def __post_init__(self) -> None:
         if not self.layers:
@@ -164,6 +197,8 @@ class ModelInput:
             raise ValueError("the stack's costs per byte and per message must be >= 0")
         if not self.fifo_bytes >= 0:
             raise ValueError("fifo_bytes must be >= 0")
+        if self.partition_elements < 1 or not self.credit_elements > 0:
+            raise ValueError("ByteScheduler's partition must be >= 1 element and its credit > 0")
         for layer in self.layers:
             if layer.forward_s < 0 or layer.backward_s < 0 or any(n < 0 for n in layer.arrays):
                 raise ValueError(f"layer {layer.name}: negative time or size")
@@ -189,6 +224,7 @@ class _Message:
     key: int
     part: int
     parts: tuple[tuple[int, int], ...]  # (server, elements)
+    barrier: int = -1  # ByteScheduler: the server of the partition's barrier key (-1: no barrier)
 
     @property
     def elements(self) -> int:
@@ -196,14 +232,42 @@ class _Message:
 
 
 def messages(layers: Sequence[Layer], policy: Policy, servers: int, slice_elements: int,
-             bigarray_bound: int = BIGARRAY_BOUND) -> list[_Message]:
-    """Every message one worker sends per iteration (and receives back), by layer, key and slice."""
+             bigarray_bound: int = BIGARRAY_BOUND, partition_elements: int = BYTESCHEDULER_PARTITION) -> list[_Message]:
+    """Every message one worker sends per iteration (and receives back), by layer, key and slice (or partition)."""
     out: list[_Message] = []
     key = 0
     round_robin = 0
+    store_key = 0  # ByteScheduler: MXNet's integer key of the next string key its tasks initialise
+
+    def placed(store: int, elements: int) -> tuple[tuple[int, int], ...]:
+        """KVStoreDist's placement of ``elements`` under its integer key ``store`` (EncodeDefaultKey: one server
+        when below the bound, else split evenly; the baseline's branch below splits only above it, which differs
+        for an array of exactly the bound)."""
+        if elements >= bigarray_bound and servers > 1:
+            share, extra = divmod(elements, servers)
+            return tuple((s, share + (1 if s < extra else 0)) for s in range(servers))
+        return (((store * KEY_HASH) % servers, elements),)
+
     for index, layer in enumerate(layers):
         for elements in layer.arrays:
-            if policy.p3_store:
+            if policy.scheduled:
+                # ByteScheduler's core (bytecore.py: post) partitions a tensor of more than BYTESCHEDULER_PARTITION
+                # parameters into ceil(n / partition) children (kvstore_task.py: _partition_single_tensor), each a
+                # kvstore key of its own ("name_i") that KVStoreDist places as it places any array. The code splits
+                # by rows of the first dimension, the last (rows mod count) one row longer; the model splits the
+                # elements so (the profiles hold sizes, not shapes), which differs by less than a row. Keys, in the
+                # order their `init` gives them MXNet's integer keys: the task's barrier key, then each partition's
+                # barrier key, then each partition's data (unpartitioned: the barrier, then the data).
+                count = max(1, math.ceil(elements / partition_elements))
+                share, extra = divmod(elements, count)
+                barriers = [store_key] if count == 1 else [store_key + 1 + part for part in range(count)]
+                store_key += 1 if count == 1 else 1 + count
+                for part in range(count):
+                    size = share + (1 if part >= count - extra else 0)
+                    out.append(_Message(index, key, part, placed(store_key, size),
+                                        barrier=(barriers[part] * KEY_HASH) % servers))
+                    store_key += 1
+            elif policy.p3_store:
                 # Parts of at most `bound` elements, each on the next server (one counter for all keys).
                 bound = slice_elements if policy.sliced else max(1, elements)
                 count = max(1, math.ceil(elements / bound))
@@ -319,7 +383,8 @@ class _Compute:
 def simulate(spec: ModelInput) -> Prediction:
     layers = spec.layers
     colocated = spec.layout is Layout.COLOCATED
-    msgs = messages(layers, spec.policy, 1 if colocated else spec.servers, spec.slice_elements, spec.bigarray_bound)
+    msgs = messages(layers, spec.policy, 1 if colocated else spec.servers, spec.slice_elements, spec.bigarray_bound,
+                    spec.partition_elements)
     by_layer: list[list[_Message]] = [[] for _ in layers]
     for m in msgs:
         by_layer[m.layer].append(m)
@@ -355,6 +420,11 @@ def simulate(spec: ModelInput) -> Prediction:
     def order(m: _Message, now: float) -> tuple[float, ...]:
         return (float(m.key), float(m.part)) if spec.policy.prioritised else (now,)  # FIFO: by time, then arrival
 
+    def pulled_part(k: int, m: _Message, t: float) -> None:
+        if spec.policy.scheduled:
+            returned(m, t)
+        pulled_one(k, m.layer, t)
+
     def send(k: int, m: _Message, now: float) -> None:
         """One push (its parts to their servers side by side); each server answers its part once it has it from
         every worker; the worker takes the answers of all parts in as one transfer."""
@@ -368,7 +438,7 @@ def simulate(spec: ModelInput) -> Prediction:
                 begin = max(a for a, _ in answers)
                 end = max(f for _, f in answers)
                 available, earliest = _cut_through(worker_in, pull_size, begin, end, spec.latency_s)
-                worker_in.submit(available, key, pull_size, earliest, done=lambda t: pulled_one(k, m.layer, t))
+                worker_in.submit(available, key, pull_size, earliest, done=lambda t: pulled_part(k, m, t))
 
         def at_server(s: int, size: float) -> Done:
             def aggregated(t: float) -> None:
@@ -383,11 +453,56 @@ def simulate(spec: ModelInput) -> Prediction:
 
         worker_out.submit(now, key, m.elements * BYTES_PER_ELEMENT * push_sizes[0], now, started=push_started)
 
+    # ByteScheduler's core on the worker (bytecore.py: _loop): partitions whose gradient is ready wait in one queue by
+    # priority (key * 1000 + partition: the input layer's first); the first is released while the credit (elements)
+    # is above zero, and takes its elements from it; they come back when its pull is done (its end op). A released
+    # partition first pushes one element to its barrier key, which the servers answer once every worker pushed it
+    # (kvstore_task.py: _post_push_pull_barrier; dist_sync acknowledges a push when all workers have pushed), and
+    # only then pushes its data and pulls. Only worker 0 schedules (the authors' kvstore.py makes every other
+    # worker's tasks immediate), but every worker's data push waits for its barrier, which waits for worker 0's
+    # release, so all of them follow worker 0's order: one representative worker, as for the other policies.
+    credit = [spec.credit_elements]
+    queued: list[tuple[int, int, int, int, _Message]] = []  # (key, partition, iteration, sequence, message)
+
+    def release(now: float) -> None:
+        while queued and credit[0] > 0:
+            _, _, k, _, m = heapq.heappop(queued)
+            credit[0] -= m.elements
+            barrier(k, m, now)
+
+    def barrier(k: int, m: _Message, now: float) -> None:
+        """The partition's barrier: one element pushed, its acknowledgement (no payload) back; then its push."""
+        key, s = order(m, now), m.barrier
+
+        def acknowledged(start: float, finish: float) -> None:
+            available, earliest = _cut_through(worker_in, 0.0, start, finish, spec.latency_s)
+            worker_in.submit(available, key, 0.0, earliest, done=lambda t: send(k, m, t))
+
+        def arrived(t: float) -> None:
+            server_out[s].submit(t, order(m, t), 0.0, t, started=acknowledged)
+
+        def pushed(start: float, finish: float) -> None:
+            size = BYTES_PER_ELEMENT * push_sizes[1]
+            available, earliest = _cut_through(server_in[s], size, start, finish, spec.latency_s)
+            server_in[s].submit(available, key, size, earliest, done=arrived)
+
+        worker_out.submit(now, key, BYTES_PER_ELEMENT * push_sizes[0], now, started=pushed)
+
     def sender(k: int, batch: list[_Message]) -> Callable[[float], None]:
         def send_all(t: float) -> None:
+            if spec.policy.scheduled:
+                for m in batch:
+                    heapq.heappush(queued, (m.key, m.part, k, len(queued), m))
+                release(t)
+                return
             for m in batch:
                 send(k, m, t)
         return send_all
+
+    def returned(m: _Message, t: float) -> None:
+        """ByteScheduler: a partition's pull is done; its elements return to the credit (never above the limit)."""
+        credit[0] = min(spec.credit_elements, credit[0] + m.elements)
+        release(t)
 
     def pulled_one(k: int, layer: int, t: float) -> None:
         pending[k][layer] -= 1
@@ -431,4 +546,5 @@ def simulate(spec: ModelInput) -> Prediction:
     comm = busiest * worker_out.seconds_per_byte
     return Prediction(iteration_s=iteration, compute_s=compute, exposed_comm_s=max(0.0, iteration - compute),
                       bytes_per_worker=sum(layer.bytes for layer in layers), comm_s=comm,
-                      bound_s=max(compute, comm), messages=len(msgs), iteration_times=times)
+                      bound_s=max(compute, comm), messages=len(msgs) + sum(m.barrier >= 0 for m in msgs),
+                      iteration_times=times)

@@ -21,7 +21,13 @@ from reprokit.run.result import RESULT_FILE, Result
 from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.store.records import Store
 from reprokit.study.whatif.compute import layers_of
-from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, simulate
+from reprokit.study.whatif.iteration_model import (
+    BYTESCHEDULER_CREDIT,
+    BYTESCHEDULER_PARTITION,
+    VARIANT_POLICY,
+    ModelInput,
+    simulate,
+)
 
 UNSHAPED = "off"  # ck testbed --shape=off: the links as the kernel gives them
 
@@ -72,17 +78,20 @@ Rows = dict[Configuration, list[tuple[float, float]]]  # per configuration: (mea
 
 def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInput:
     """What the model is given for a run: each layer's time from its profile times its dilation, the links at the
-    rate they were shaped to, the run's workers, servers and slice, and the policy of the configuration's variant,
-    the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with P3_PRIORITY=0)."""
+    rate they were shaped to, the run's workers, servers, slice and ByteScheduler's knobs (its result's, else their
+    defaults), and the policy of the configuration's variant, the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with P3_PRIORITY=0)."""
     profile = ComputeProfile.from_dict(json.loads(run.profile_file.read_text()), run.profile_file.name)
     layers = layers_of(profile, run.config.dilation)
     result = run.result
     assert result.num_workers is not None and result.num_servers is not None
+    knobs = result.bytescheduler or {}  # ByteScheduler's partition and credit as its core ran them
     return ModelInput(layers, result.num_workers, result.num_servers,
                       math.inf if run.link_rate == UNSHAPED else shaped_bps(run.link_rate),
                       VARIANT_POLICY[run.config.variant], slice_elements=result.p3_slice_size or 50_000,
                       stack_s_per_byte=costs.per_byte, stack_s_per_message=costs.per_message,
-                      fifo_bytes=costs.fifo_bytes)
+                      fifo_bytes=costs.fifo_bytes,
+                      partition_elements=int(knobs.get("partition") or BYTESCHEDULER_PARTITION),
+                      credit_elements=float(knobs.get("credit") or BYTESCHEDULER_CREDIT))
 
 
 def measured_s(result: Result) -> float:

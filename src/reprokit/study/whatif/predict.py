@@ -1,4 +1,5 @@
-"""`ck predict study`: the iteration model's predictions of baseline and p3 over workers and bandwidths.
+"""`ck predict study`: the iteration model's predictions of the baseline and the study's variant (P3, ByteScheduler, or
+those ``--variants`` names) over workers and bandwidths.
 
 Every figure printed or plotted here is predicted by reprokit.study.whatif.iteration_model, never measured, and says so.
 """
@@ -20,12 +21,22 @@ from reprokit.study.paper.claims import Study
 from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.profiles import layer_profiles
 from reprokit.study.whatif.compute import gpu_layers
-from reprokit.study.whatif.iteration_model import Layer, Layout, ModelInput, Policy, Prediction
+from reprokit.study.whatif.iteration_model import (
+    BYTESCHEDULER_CREDIT,
+    BYTESCHEDULER_PARTITION,
+    VARIANT_POLICY,
+    Layer,
+    Layout,
+    ModelInput,
+    Policy,
+    Prediction,
+)
+from reprokit.study.whatif.model_check import ModelValidation
 from reprokit.study.whatif.shipped_predictions import simulate
 
 MAX_WORKERS = 10_000  # the dedicated baseline at 10,000 servers (arrays in 10,000 parts) takes about 20 s
 KNOWN = ("model", "bandwidths", "workers", "servers", "layout", "gpu", "compute_scale", "images_per_sec", "batch",
-         "slice", "latency", "image_shape", "out_dir", "store")
+         "slice", "latency", "image_shape", "variants", "out_dir", "store")
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class PredictRequest:
     batch: int
     slice_elements: int
     latency_s: float
+    variants: tuple[str, ...] = ("p3",)  # each predicted against the baseline (VARIANT_POLICY's names)
 
 
 @dataclass(frozen=True)
@@ -61,16 +73,18 @@ class Row:
     servers: int
     bandwidth: str
     baseline: Prediction
-    p3: Prediction
+    predicted: Prediction  # the variant's
+    variant: str = "p3"
 
     @property
     def speedup(self) -> float:
-        return self.baseline.iteration_s / self.p3.iteration_s
+        return self.baseline.iteration_s / self.predicted.iteration_s
 
     @property
     def bound_share(self) -> float:
-        """How near P3 comes to perfect overlap: the bound's iteration time over P3's (1: as fast as the bound)."""
-        return self.p3.bound_s / self.p3.iteration_s
+        """How near the variant comes to perfect overlap: the bound's iteration time over its own (1: as fast as the
+        bound)."""
+        return self.predicted.bound_s / self.predicted.iteration_s
 
 
 def _list(options: Mapping[str, object], key: str, example: str) -> list[str]:
@@ -129,8 +143,15 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
     slice_elements = whole_number(options.get("slice") or 50_000, "--slice", "--slice=50000", 1, 2**31 - 1)
     check_slices(model, computes[0].layers, slice_elements)
     latency = decimal(options.get("latency") or 0, "--latency", "--latency=0.0001 (seconds)", 0.0, 10.0)
+    known = [v for v in VARIANT_POLICY if v != "baseline"]
+    variants = (tuple(dict.fromkeys(_list(options, "variants", ",".join(known))))
+                if options.get("variants") not in (None, "") else (study.subject.variant,))
+    for variant in variants:
+        if variant not in known:
+            raise UserError(f"--variants: the iteration model has no policy for {shown(variant)}; it predicts "
+                            f"{', '.join(known)} (each against the baseline)")
     return PredictRequest(model, profile.image_shape, bandwidths, workers, servers, layout, computes, batch,
-                          slice_elements, latency)
+                          slice_elements, latency, variants)
 
 
 # The model simulates every slice of every array: its time and memory grow with their number (VGG-19 at --slice=1000,
@@ -182,10 +203,11 @@ def predict(request: PredictRequest) -> list[Row]:
         for w in request.workers:
             servers = request.servers or w
             for rate in request.bandwidths:
-                base, p3 = (simulate(ModelInput(compute.layers, w, servers, shaped_bps(rate), policy, request.layout,
-                                                request.latency_s, request.slice_elements))
-                            for policy in (Policy.BASELINE, Policy.P3))
-                rows.append(Row(compute.label, w, servers, rate, base, p3))
+                base, *others = (simulate(ModelInput(compute.layers, w, servers, shaped_bps(rate), policy,
+                                                     request.layout, request.latency_s, request.slice_elements))
+                                 for policy in (Policy.BASELINE, *(VARIANT_POLICY[v] for v in request.variants)))
+                rows += [Row(compute.label, w, servers, rate, base, other, v)
+                         for v, other in zip(request.variants, others)]
     return rows
 
 
@@ -193,18 +215,27 @@ def table(request: PredictRequest, rows: list[Row]) -> str:
     shape = f" ({request.image_shape})" if request.image_shape else ""
     head = (f"PREDICTED by the iteration model (not measured): {request.model}{shape}, "
             f"{request.layout} layout, slice {request.slice_elements} elements, latency {request.latency_s:g} s, "
-            f"batch {request.batch} per worker\n"
+            f"batch {request.batch} per worker"
+            + (f", ByteScheduler's partition {BYTESCHEDULER_PARTITION} and credit {BYTESCHEDULER_CREDIT} elements "
+               f"(its defaults)" if any(VARIANT_POLICY[v].scheduled for v in request.variants) else "") + "\n"
             + "".join(f"compute per iteration on {c.label}: {c.compute_s:.4f} s per worker ({c.source})\n"
-                      for c in request.computes))
-    lines = ["| compute | workers | servers | bandwidth | predicted baseline s/iter | predicted p3 s/iter | predicted "
-             "p3/baseline speedup | predicted exposed comm baseline / p3 (s) | predicted perfect-overlap bound (s) | "
-             "predicted p3's share of the bound |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.compute} | {r.workers} | {r.servers} | {r.bandwidth} | {r.baseline.iteration_s:.4f} | "
-                     f"{r.p3.iteration_s:.4f} | {r.speedup:.2f}x | {r.baseline.exposed_comm_s:.4f} / "
-                     f"{r.p3.exposed_comm_s:.4f} | {r.p3.bound_s:.4f} | {r.bound_share:.0%} |")
-    return head + "\n".join(lines) + "\n"
+                      for c in request.computes)
+            + "".join(f"NOT VALIDATED for {v}: {'; '.join(missed)} (docs/explanation/iteration-model.md)\n"
+                      for v in request.variants
+                      for missed in [ModelValidation.stored().missed(variants=(v, "baseline"))] if missed))
+    lines = []
+    for variant in request.variants:
+        lines += [f"| compute | workers | servers | bandwidth | predicted baseline s/iter | predicted {variant} s/iter | "
+                  f"predicted {variant}/baseline speedup | predicted exposed comm baseline / {variant} (s) | predicted "
+                  f"perfect-overlap bound (s) | predicted {variant}'s share of the bound |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if r.variant == variant:
+                lines.append(f"| {r.compute} | {r.workers} | {r.servers} | {r.bandwidth} | {r.baseline.iteration_s:.4f} | "
+                             f"{r.predicted.iteration_s:.4f} | {r.speedup:.2f}x | {r.baseline.exposed_comm_s:.4f} / "
+                             f"{r.predicted.exposed_comm_s:.4f} | {r.predicted.bound_s:.4f} | {r.bound_share:.0%} |")
+        lines.append("")
+    return head + "\n".join(lines)
 
 
 def plot(request: PredictRequest, rows: list[Row], path: Path) -> None:
@@ -214,15 +245,17 @@ def plot(request: PredictRequest, rows: list[Row], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for compute in request.computes:
-        for w in request.workers:
-            mine = [r for r in rows if r.workers == w and r.compute == compute.label]
-            ax.plot([shaped_bps(r.bandwidth) / 1e9 for r in mine], [r.speedup for r in mine], marker="o",
-                    label=f"{compute.label}, {w} workers (predicted)")
+    several = len(request.variants) > 1
+    for variant in request.variants:
+        for compute in request.computes:
+            for w in request.workers:
+                mine = [r for r in rows if r.workers == w and r.compute == compute.label and r.variant == variant]
+                ax.plot([shaped_bps(r.bandwidth) / 1e9 for r in mine], [r.speedup for r in mine], marker="o",
+                        label=f"{variant + ', ' if several else ''}{compute.label}, {w} workers (predicted)")
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("bandwidth per host (Gbit/s)")
-    ax.set_ylabel("predicted p3 / baseline speedup")
+    ax.set_ylabel(f"predicted {' or '.join(request.variants)} / baseline speedup")
     ax.set_title(f"{request.model}: PREDICTED by the iteration model, not measured", usetex=False)
     ax.legend()
     fig.tight_layout()

@@ -259,8 +259,8 @@ class MapCell:
     gpu: str  # its label
     workers: int
     bandwidth: str
-    predicted_speedup: float  # P3 over the baseline
-    predicted_bound_share: float  # the perfect-overlap bound's iteration time over P3's
+    predicted_speedup: float  # the study's variant (P3, ...) over the baseline
+    predicted_bound_share: float  # the perfect-overlap bound's iteration time over the variant's
 
 
 @dataclass(frozen=True)
@@ -268,7 +268,8 @@ class HardwareMap:
     grid: HardwareGrid
     cells: tuple[MapCell, ...]
     captions: tuple[tuple[str, str], ...]  # (model, what its table holds)
-    missing: str = ""  # why nothing is predicted (the study's subject has no policy in the model), or ""
+    missing: str = ""  # why nothing is predicted (the study's subject has no policy in the model, or one whose
+    # checks missed), or ""
 
     def caption(self, model: str) -> str:
         return dict(self.captions)[model]
@@ -298,19 +299,29 @@ def today_request(study: Study, model: str, grid: HardwareGrid = TODAY) -> Predi
 def map_caption(request: PredictRequest, grid: HardwareGrid) -> str:
     rates = ", ".join(f"{gpu(name).label} {gpu(name).throughput(request.model).per_sec:g}"
                       for name in grid.gpus)
-    return (f"PREDICTED by the iteration model, not measured: {request.model} ({request.image_shape}), P3 over the "
+    name = "P3" if request.variants == ("p3",) else " or ".join(request.variants)
+    knobs = (f"P3's slices of {request.slice_elements} elements" if request.variants == ("p3",) else
+             f"each variant at its defaults (P3's slices of {request.slice_elements} elements, ByteScheduler's "
+             f"partition and credit)")
+    return (f"PREDICTED by the iteration model, not measured: {request.model} ({request.image_shape}), {name} over the "
             f"baseline with a worker and a server on each host ({request.layout} layout), batch {request.batch} per "
-            f"worker, P3's slices of {request.slice_elements} elements, no latency or stack cost, each GPU at its "
+            f"worker, {knobs}, no latency or stack cost, each GPU at its "
             f"central throughput (img/s: {rates}). Each cell: the predicted speedup (the predicted share of the "
-            f"perfect-overlap bound P3 reaches, 100%: as fast as compute or the busiest link allows).")
+            f"perfect-overlap bound {name} reaches, 100%: as fast as compute or the busiest link allows).")
 
 
 def hardware_map(study: Study, grid: HardwareGrid = TODAY) -> HardwareMap:
-    """P3 over the baseline predicted at every GPU, bandwidth and cluster size of ``grid`` (predict.predict); for a
-    study whose subject the iteration model has no policy for, nothing, and ``missing`` says why."""
+    """The study's variant (P3, ...) over the baseline predicted at every GPU, bandwidth and cluster size of ``grid`` (predict.predict); for a
+    study whose subject the iteration model has no policy for, or a policy a check inside the model's assumptions
+    missed (ModelValidation.missed), nothing, and ``missing`` says why."""
     if study.subject.variant not in VARIANT_POLICY:
         return HardwareMap(grid, (), (), f"not possible: the iteration model has no {study.subject.name} policy "
                                          f"(no policy for variant {study.subject.variant}), so nothing is predicted")
+    missed = ModelValidation.stored().missed(variants=(study.subject.variant, "baseline"))
+    if missed:  # a policy every check inside the model's assumptions has not held: its figures would mislead
+        return HardwareMap(grid, (), (), f"not given: the iteration model's {study.subject.name} policy is not "
+                                         f"validated ({'; '.join(missed)}; docs/explanation/iteration-model.md), so "
+                                         f"nothing is predicted")
     cells: list[MapCell] = []
     captions = []
     for model in grid.models:

@@ -1,0 +1,219 @@
+"""The iteration model's ByteScheduler policy (reprokit.study.whatif.iteration_model, Policy.BYTESCHEDULER): its
+messages (partitions, barriers, placement), its credit and priority, a prediction showing the mechanism, and the
+gate of its predicted verdicts."""
+from dataclasses import replace
+
+import pytest
+
+from reprokit.study.whatif.iteration_model import (
+    BYTESCHEDULER_CREDIT,
+    BYTESCHEDULER_PARTITION,
+    KEY_HASH,
+    VARIANT_POLICY,
+    Layer,
+    Layout,
+    ModelInput,
+    Policy,
+    messages,
+    simulate,
+)
+
+GBIT = 1e9
+
+
+def run(layers, policy, bandwidth=GBIT, workers=4, layout=Layout.COLOCATED, **kw):
+    return simulate(ModelInput(tuple(layers), workers, workers, bandwidth, policy, layout, **kw))
+
+
+def test_the_variant_is_the_policy_and_its_defaults_are_the_variants_knobs():
+    from reprokit.engines.bytescheduler import ByteSchedulerVariant
+
+    assert VARIANT_POLICY["bytescheduler"] is Policy.BYTESCHEDULER
+    assert Policy.BYTESCHEDULER.scheduled and not Policy.BYTESCHEDULER.prioritised  # the van below it: FIFO
+    assert not Policy.BYTESCHEDULER.p3_store and not Policy.BYTESCHEDULER.sliced
+    assert not any(p.scheduled for p in Policy if p is not Policy.BYTESCHEDULER)
+    knobs = {k.name: k.default for k in ByteSchedulerVariant.KNOBS}
+    assert (BYTESCHEDULER_PARTITION, BYTESCHEDULER_CREDIT) == (knobs["BYTESCHEDULER_PARTITION"],
+                                                               knobs["BYTESCHEDULER_CREDIT"])
+
+
+def test_an_array_above_the_partition_is_cut_into_ceil_n_over_partition_even_partitions_each_with_a_barrier():
+    layers = [Layer("a", 0, 0, (2_048_000, 1_000_000)), Layer("b", 0, 0, (1_000_001, 64))]
+    msgs = messages(layers, Policy.BYTESCHEDULER, 1, 50_000, partition_elements=1_000_000)
+    sizes = [(m.layer, m.key, m.part, m.elements) for m in msgs]
+    assert sizes == [(0, 0, 0, 682_666), (0, 0, 1, 682_667), (0, 0, 2, 682_667),  # the last (n mod count) one longer
+                     (0, 1, 0, 1_000_000),  # not above the partition: whole (bytecore.py: tensor_size() > partition)
+                     (1, 2, 0, 500_000), (1, 2, 1, 500_001), (1, 3, 0, 64)]
+    assert all(m.barrier == 0 for m in msgs)  # every partition has its barrier (one server here)
+    assert sum(m.elements for m in msgs) == 2_048_000 + 1_000_000 + 1_000_001 + 64
+    # a smaller partition cuts more; the other policies send no barrier
+    assert len(messages(layers, Policy.BYTESCHEDULER, 1, 50_000, partition_elements=100_000)) == 21 + 10 + 11 + 1
+    assert all(m.barrier == -1 for p in Policy if p is not Policy.BYTESCHEDULER
+               for m in messages(layers, p, 4, 50_000))
+
+
+def test_each_partition_is_a_key_of_its_own_placed_as_kvstoredist_places_keys_in_their_init_order():
+    layers = [Layer("a", 0, 0, (2_999_997,)), Layer("b", 0, 0, (10,)), Layer("c", 0, 0, (12,))]
+    msgs = messages(layers, Policy.BYTESCHEDULER, 7, 50_000, partition_elements=1_000_000)
+    # integer keys in init order: a's barrier 0, its partitions' barriers 1-3, their data 4-6; b's barrier 7, data 8
+    assert [m.parts for m in msgs] == [(((4 * KEY_HASH) % 7, 999_999),), (((5 * KEY_HASH) % 7, 999_999),),
+                                       (((6 * KEY_HASH) % 7, 999_999),), (((8 * KEY_HASH) % 7, 10),),
+                                       (((10 * KEY_HASH) % 7, 12),)]
+    assert [m.barrier for m in msgs] == [(k * KEY_HASH) % 7 for k in (1, 2, 3, 7, 9)]
+    # an unpartitioned array's data key is every other integer key: on an even number of servers, one parity
+    small = [Layer(f"l{i}", 0, 0, (1_000,)) for i in range(8)]
+    assert {s for m in messages(small, Policy.BYTESCHEDULER, 4, 50_000) for s, _ in m.parts} == {1, 3}
+    # a partition of the bound or more is split over every server, as KVStoreDist splits any such array
+    [whole] = messages([Layer("d", 0, 0, (1_000_000,))], Policy.BYTESCHEDULER, 4, 50_000)
+    assert whole.parts == ((0, 250_000), (1, 250_000), (2, 250_000), (3, 250_000))
+
+
+def test_the_credit_bounds_the_elements_in_flight():
+    """Zero compute, 20 partitions of 1M, servers on hosts of their own: one partition in flight at a time (a credit
+    of one element) pays each partition's push and answer in turn, one server at a time; a credit of all of them
+    keeps every link busy. (Colocated, a host's one egress carries pushes and answers alike, busy either way.)"""
+    layers = [Layer(f"l{i}", 0.0, 0.0, (1_000_000,)) for i in range(20)]
+    dedicated = {"layout": Layout.DEDICATED}
+    one = run(layers, Policy.BYTESCHEDULER, credit_elements=1, **dedicated)
+    four = run(layers, Policy.BYTESCHEDULER, credit_elements=4_000_000, **dedicated)
+    every = run(layers, Policy.BYTESCHEDULER, credit_elements=1e12, **dedicated)
+    base = run(layers, Policy.BASELINE)
+    assert one.iteration_s > 1.5 * every.iteration_s  # push, then answer, never side by side
+    assert every.iteration_s <= four.iteration_s < one.iteration_s
+    # the same bytes and one barrier message per partition each way
+    assert one.bytes_per_worker == base.bytes_per_worker and one.messages == 2 * base.messages
+
+
+def test_the_credit_returns_only_when_a_pull_is_done():
+    """With a credit of one partition, the next partition waits for the previous one's answer: with a latency per
+    message and direction and nothing else to wait for, each of 10 partitions costs its barrier's and its data's round
+    trips (4 latencies), one after the other; with credit for all of them, they go side by side."""
+    layers = [Layer(f"l{i}", 0.0, 0.0, (1_000,)) for i in range(10)]
+    one = run(layers, Policy.BYTESCHEDULER, bandwidth=float("inf"), credit_elements=1, latency_s=0.01)
+    every = run(layers, Policy.BYTESCHEDULER, bandwidth=float("inf"), credit_elements=1e12, latency_s=0.01)
+    assert one.iteration_s == pytest.approx(10 * 4 * 0.01)
+    assert every.iteration_s == pytest.approx(4 * 0.01)
+
+
+def input_first_layer_with_long_forward(big_last: bool) -> list[Layer]:
+    """Two layers: the input layer computes long; one of the two holds the bytes (the last, or the input one)."""
+    small, big = (1_000_000,), (16_000_000,)
+    return [Layer("input", 0.4, 0.4, small if big_last else big), Layer("last", 0.01, 0.02, big if big_last else small)]
+
+
+def test_scheduling_helps_where_a_later_layers_traffic_would_delay_an_earlier_layers():
+    """The last layer's gradient is ready first and large: first in, first out, the input layer's pull waits for all
+    of it, and the next forward pass with it; ByteScheduler releases the input layer's partition ahead of the last
+    layer's remaining partitions, so the next forward overlaps them. Where the input layer holds the bytes, no later
+    traffic delays it, and scheduling gains nothing."""
+    helped = input_first_layer_with_long_forward(big_last=True)
+    base, bs = run(helped, Policy.BASELINE), run(helped, Policy.BYTESCHEDULER)
+    assert bs.iteration_s < 0.9 * base.iteration_s
+    assert bs.iteration_s >= bs.bound_s * (1 - 1e-9)
+    # the more in flight, the longer the input layer waits behind the last layer's partitions
+    assert run(helped, Policy.BYTESCHEDULER, credit_elements=1e12).iteration_s == pytest.approx(base.iteration_s,
+                                                                                               rel=0.01)
+    nothing = input_first_layer_with_long_forward(big_last=False)
+    base, bs = run(nothing, Policy.BASELINE), run(nothing, Policy.BYTESCHEDULER)
+    assert bs.iteration_s >= 0.99 * base.iteration_s
+
+
+def test_priority_orders_the_ready_partitions_input_layer_first():
+    """Three layers ready at once (no compute): with a credit of one partition, the input layer's arrays go first,
+    so its next forward waits least; with reversed priorities it would wait for everything (the baseline's order
+    here, since backward hands over the last layer first)."""
+    layers = [Layer("input", 0.3, 0.0, (1_000_000,)), Layer("mid", 0.0, 0.0, (4_000_000,)),
+              Layer("last", 0.0, 0.0, (4_000_000,))]
+    bs = run(layers, Policy.BYTESCHEDULER, credit_elements=1)
+    fifo = run(layers, Policy.BASELINE)
+    # input first: its forward (0.3 s) overlaps the other layers' traffic, which the baseline cannot do
+    assert bs.iteration_s < fifo.iteration_s
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_infinite_bandwidth_leaves_only_compute_and_p3_is_untouched(layout):
+    layers = input_first_layer_with_long_forward(big_last=True)
+    p = run(layers, Policy.BYTESCHEDULER, bandwidth=float("inf"), layout=layout)
+    assert p.iteration_s == pytest.approx(p.compute_s, rel=1e-12)
+    spec = ModelInput(tuple(layers), 4, 4, GBIT, Policy.P3, layout)
+    # ByteScheduler's knobs change nothing of another policy
+    assert simulate(spec) == simulate(replace(spec, partition_elements=1, credit_elements=1))
+
+
+def test_knobs_out_of_range_are_refused():
+    layers = (Layer("a", 0, 0, (10,)),)
+    for bad in ({"partition_elements": 0}, {"credit_elements": 0}):
+        with pytest.raises(ValueError, match="ByteScheduler"):
+            ModelInput(layers, 2, 2, GBIT, Policy.BYTESCHEDULER, **bad)
+
+
+# --- the gate of its predicted verdicts -------------------------------------------------------------------------
+
+def claim_at_a_bandwidth():
+    from reprokit.study.paper.claims import repository_study
+
+    entry = repository_study("sosp19-bytescheduler")
+    return entry, replace(entry.claims[0], id="resnet-at-10gbit", bandwidth="10gbit", cluster_size=4)
+
+
+def check(errors, gpu="v100", model="resnet"):
+    """A check inside the model's assumptions of baseline and bytescheduler with these iteration-time errors."""
+    rows = [{"model": model, "bandwidth": "10gbit", "variant": v, "dilation": 40.0, "n": 3,
+             "iteration_time_error": e} for v, e in zip(("baseline", "bytescheduler"), errors)]
+    speedup = (1 + errors[0]) / (1 + errors[1]) - 1
+    return {"against": f"a check at {gpu}", "hosts": 4, "links": "fair", "compute": "emulated", "gpu": gpu,
+            "cores": "shared", "tcp": "cubic", "configurations": rows,
+            "speedups": [{"model": model, "bandwidth": "10gbit", "variant": "bytescheduler", "dilation": 40.0,
+                          "error": round(speedup, 4)}]}
+
+
+def test_the_stored_record_withholds_bytescheduler_at_the_v100_naming_its_missed_check():
+    from reprokit.study.analysis.labelled import predicted_stated
+    from reprokit.study.whatif.model_check import ModelValidation
+
+    entry, at = claim_at_a_bandwidth()
+    said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored(), entry.gpu)
+    assert said.startswith("not given: the iteration model is not validated (emulated runs of ByteScheduler")
+    assert "speedup within 15% in 0 of 1" in said
+    assert brief == "not given: model not validated at the V100"
+
+
+def test_a_check_that_holds_at_the_papers_gpu_lets_the_machinery_predict_bytescheduler():
+    from reprokit.study.analysis.labelled import predicted_stated
+    from reprokit.study.whatif.model_check import ModelValidation
+
+    entry, at = claim_at_a_bandwidth()
+    stored = ModelValidation.stored()
+    holding = replace(stored, checks=(check((-0.04, 0.05)),))
+    said, brief = predicted_stated(at, entry.tolerance, holding, entry.gpu)
+    assert not said.startswith(("not given", "not possible")) and "(predicted)" in said
+    assert brief.endswith(("replicated", "inconclusive"))
+    missing = replace(stored, checks=(check((-0.04, -0.26)),))  # as the stored check: bytescheduler 26% off
+    assert predicted_stated(at, entry.tolerance, missing, entry.gpu)[0].startswith("not given")
+    elsewhere = replace(stored, checks=(check((-0.04, 0.05), gpu="p4000"),))  # a check at another GPU vouches not
+    assert "no check inside the model's assumptions ran at the v100" in predicted_stated(
+        at, entry.tolerance, elsewhere, entry.gpu)[0]
+    other_network = replace(stored, checks=(check((-0.04, 0.05), model="vgg"),))
+    assert predicted_stated(at, entry.tolerance, other_network, entry.gpu)[0].startswith("not given")
+
+
+def test_ck_predict_predicts_the_studys_own_variant_or_those_asked_and_says_it_is_not_validated():
+    from reprokit.core.errors import UserError
+    from reprokit.study.paper.claims import repository_study
+    from reprokit.study.whatif.predict import predict, request_from, table
+
+    options = {"model": "resnet", "bandwidths": "10gbit", "workers": "4"}
+    entry = repository_study("sosp19-bytescheduler")
+    request = request_from(options, entry)
+    assert request.variants == ("bytescheduler",) and [c.label for c in request.computes] == ["V100"]
+    [row] = predict(request)
+    assert row.variant == "bytescheduler" and row.speedup == row.baseline.iteration_s / row.predicted.iteration_s
+    text = table(request, [row])
+    assert text.startswith("PREDICTED by the iteration model (not measured)")
+    assert "predicted bytescheduler/baseline speedup" in text and "NOT VALIDATED for bytescheduler: emulated runs" in text
+    both = request_from({**options, "variants": "p3,bytescheduler"}, entry)
+    assert [r.variant for r in predict(both)] == ["p3", "bytescheduler"]
+    p3_study = request_from(options, repository_study("sysml19-p3"))
+    assert p3_study.variants == ("p3",) and "NOT VALIDATED" not in table(p3_study, predict(p3_study))
+    with pytest.raises(UserError, match="no policy for 'baseline-worker-update'; it predicts p3, "):
+        request_from({**options, "variants": "baseline-worker-update"}, entry)
