@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from support.ckcli import CkCli
 
-from reprokit.engines.base import InstalledEngine
-from reprokit.engines.registry import get_engine
+from reprokit.engines.base import InstalledEngine, get_engine
 from reprokit.run.plan import RolePlan, layout_roles
 from reprokit.run.procscan import run_processes
 from reprokit.run.settings import resolve

@@ -12,9 +12,8 @@ from reprokit.data.fetch import extract_zip
 from reprokit.engines.artifact.command import WorkerSlot, count_records, worker_slots
 from reprokit.engines.artifact.config import Cuda, ZipSource, build_env, detect_cuda, make_args, request_from_env
 from reprokit.engines.artifact.install import InstallError, Steps, apply_patches, fetch_zip, make_deps
-from reprokit.engines.base import InstalledEngine, JobData, P3Knobs, RoleCommand, RunJob
+from reprokit.engines.base import InstalledEngine, JobData, P3Knobs, RoleCommand, RunJob, get_engine
 from reprokit.engines.choice import select_engine
-from reprokit.engines.registry import get_engine
 from support.loopback import FileServer
 
 

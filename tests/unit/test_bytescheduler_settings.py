@@ -4,8 +4,8 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.engine_side import program_module
+from reprokit.engines.base import engine_switches, get_engine
 from reprokit.engines.bytescheduler import ByteSchedulerVariant
-from reprokit.engines.registry import engine_switches, get_engine
 from reprokit.run.settings import resolve
 from reprokit.vocabulary import Variant
 

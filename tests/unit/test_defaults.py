@@ -6,7 +6,7 @@ import json
 from reprokit.core.paths import PROGRAM_DIR
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
 from reprokit.engine_side import program_module
-from reprokit.engines.registry import get_engine
+from reprokit.engines.base import get_engine
 from reprokit.engines.stock import FINISH_LINE
 from reprokit.run.settings import PROFILE_NETWORK, resolve
 from reprokit.vocabulary import PsVan

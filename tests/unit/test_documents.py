@@ -4,8 +4,7 @@ import json
 
 from reprokit.cluster.hosts import parse
 from reprokit.data.recordio import Part, RecordioManifest
-from reprokit.engines.base import InstalledEngine
-from reprokit.engines.registry import get_engine
+from reprokit.engines.base import InstalledEngine, get_engine
 from reprokit.run.result import Result
 from reprokit.run.settings import resolve
 from reprokit.run.spec import RunData, build_spec

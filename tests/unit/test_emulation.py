@@ -6,7 +6,7 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.emulation import profile as em
-from reprokit.engines.registry import get_engine
+from reprokit.engines.base import get_engine
 from reprokit.run.settings import resolve
 from reprokit.study.profiles import emulation_profiles, layer_profiles
 

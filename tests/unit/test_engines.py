@@ -3,8 +3,16 @@ import pytest
 
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.artifact.installed import ENV_PREFIX, ArtifactEnv
-from reprokit.engines.base import ARTIFACT, EMBEDDED, EngineKind, InstalledEngine
-from reprokit.engines.registry import engine_switches, engines, get_engine, register_engine
+from reprokit.engines.base import (
+    ARTIFACT,
+    EMBEDDED,
+    EngineKind,
+    InstalledEngine,
+    engine_switches,
+    engines,
+    get_engine,
+    register_engine,
+)
 
 
 def test_three_engines_are_registered_each_with_the_variants_it_runs():

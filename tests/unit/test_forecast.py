@@ -6,7 +6,7 @@ import sys
 from dataclasses import replace
 
 from reprokit.engines.artifact.command import IMAGENET_TRAIN_IMAGES
-from reprokit.engines.registry import get_engine
+from reprokit.engines.base import get_engine
 from reprokit.run.forecast import EpochForecast, epoch_batches, forecast_message
 from reprokit.run.settings import resolve
 from reprokit.run.spec import RunData

@@ -6,8 +6,7 @@ import pytest
 from reprokit.cluster.hosts import parse
 from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting, shell_hazard
-from reprokit.engines.base import InstalledEngine
-from reprokit.engines.registry import engine_switches, get_engine
+from reprokit.engines.base import InstalledEngine, engine_switches, get_engine
 from reprokit.run.settings import (
     ROLES_PER_CORE,
     absolute_outputs,

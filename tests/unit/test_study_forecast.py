@@ -8,9 +8,10 @@ import pytest
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.store.records import Store
+from reprokit.study.store.sweep_plan import Forecast
 from reprokit.study.sweep import runner as study_runner
 from reprokit.study.sweep.driver import reproduce
-from reprokit.study.sweep.forecast import Forecast, forecast, hindcast
+from reprokit.study.sweep.forecast import forecast, hindcast
 from reprokit.vocabulary import RunStatus
 from support.study_data import ALL_MODELS, EMBEDDED, records, study
 

@@ -95,7 +95,7 @@ def _check_job(launcher: Launcher, name: str, i: CkDict) -> CkDict:
         print(f"cluster: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     python = "" if all(h.python for h in cluster.hosts) else find_engine("p3", "embedded").python
     port = resolve_port(str(i.get("port", "")), "--port") or 0
-    checks = check_job(launcher, cluster, python, runs_folder(str(i.get("tmp_dir", ""))), os.environ, port)
+    checks = check_job(launcher.preflight, cluster, python, runs_folder(str(i.get("tmp_dir", ""))), os.environ, port)
     print(table(launcher.name, checks), flush=True)
     failed = [c for c in checks if not c.ok]
     if failed:

@@ -114,7 +114,7 @@ def make_spec(i: CkDict, run_dir: Path | None = None) -> RunSpec:
         print(f"p3: hosts from {cluster.allocation}: {', '.join(cluster.names)}", flush=True)
     # The run reads the hosts spelled out, so it uses exactly the hosts planned here.
     return build_spec(settings, engine, data, cluster, run_dir=str(run_dir) if run_dir else None,
-                      launcher=launcher.name)
+                      launcher=launcher.name, inside_job=launcher.inside_job)
 
 
 # ck run options the run inside a submitted job must not repeat: the submission, our run folder, our output file.

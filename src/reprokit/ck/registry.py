@@ -8,9 +8,8 @@ from reprokit.ck.errors import access
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown
 from reprokit.data.registered import EnvEntry
-from reprokit.engines.base import ARTIFACT, InstalledEngine
+from reprokit.engines.base import ARTIFACT, InstalledEngine, engines_on
 from reprokit.engines.choice import select_engine
-from reprokit.engines.registry import engines_on
 from reprokit.run.settings import IMAGE_SCRIPT, RunSettings
 
 

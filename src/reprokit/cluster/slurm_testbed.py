@@ -300,13 +300,3 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def client_of(state: Path) -> list[str]:
-    """The Slurm client prefix recorded in testbed ``state``'s testbed.json; refused when it runs no Slurm."""
-    from reprokit.cluster.testbed import TestbedState
-
-    described = TestbedState.read(state)
-    if described is None or described.scheduler is None:
-        raise UserError(f"the testbed in {state} runs no Slurm; create it with --scheduler=slurm")
-    return list(described.scheduler.client)

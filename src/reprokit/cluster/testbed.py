@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reprokit.cluster import slurm_testbed
 from reprokit.cluster.slurm_testbed import SlurmState
 from reprokit.core.errors import UserError
 from reprokit.core.paths import SRC_DIR
@@ -275,8 +276,6 @@ def create(name: str, num_hosts: int, state_dir: Path, rate: str | None = None,
     if cpus is not None and not shutil.which("taskset"):
         raise UserError("--cpus_per_host needs taskset; install Debian's util-linux")
     if scheduler == "slurm":
-        from reprokit.cluster import slurm_testbed
-
         slurm_testbed.require_tools()
     destroy(name, state_dir)
     state = state_dir.resolve()
@@ -416,8 +415,6 @@ def slurm_testbed_of(environ: Mapping[str, str]) -> TestbedState | None:
 def destroy(name: str, state_dir: Path) -> list[str]:
     """Stop everything running in the testbed's namespaces and delete them. Safe to repeat."""
     check_name(name)
-    from reprokit.cluster import slurm_testbed
-
     removed = _own_namespaces(name)
     own_pids = {int(pid) for ns in removed for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split()
                 if pid.isdigit()}

@@ -7,8 +7,7 @@ from reprokit.core.errors import UserError
 from reprokit.core.values import shown
 from reprokit.engines.artifact.engine import ARTIFACT_NAME_PREFIX
 from reprokit.engines.artifact.installed import BASELINE_PACKAGE_HINT, P3_PACKAGES_HINT
-from reprokit.engines.base import ARTIFACT, EMBEDDED, InstalledEngine
-from reprokit.engines.registry import builds, engines, get_engine
+from reprokit.engines.base import ARTIFACT, EMBEDDED, InstalledEngine, builds, engines, get_engine
 
 ENGINE_KINDS = (EMBEDDED, ARTIFACT)
 ENGINE_CHOICES = ("", *ENGINE_KINDS)  # "": the artifact when one is registered, else embedded

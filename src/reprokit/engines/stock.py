@@ -21,10 +21,10 @@ from reprokit.engines.base import (
     RunJob,
     SchedulerKnobs,
     ScriptKnobs,
+    register_engine,
 )
 from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.engines.mxnet import sockeye_in_engine
-from reprokit.engines.registry import register_engine
 from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, Variant
 
 # Beside the training scripts but not part of a run: CK's hooks run in CK's process; layer_profile.py is run once,

@@ -14,19 +14,15 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.preflight import checks_table
 from reprokit.core.errors import UserError
 from reprokit.run.plan import RolePlan
-
-if TYPE_CHECKING:
-    from reprokit.run.launchers import Launcher
 
 
 @dataclass
@@ -43,14 +39,20 @@ class JobHostCheck:
         return not self.problems
 
 
+# A launcher's ``preflight`` (cluster, python, probe folder, port, environment) -> each host's checks. Taken as a
+# callable, not the Launcher, because the launchers call this module's checks: the arrows run launchers -> jobcheck.
+Preflight = Callable[[ClusterConfig, str, Path, int, Mapping[str, str]], dict[str, JobHostCheck]]
+
+
 def _probe_plan(cluster: ClusterConfig, python: str, port: int) -> RolePlan:
     return RolePlan(run_id=uuid.uuid4().hex, hosts=cluster.names, roles=[], scheduler_host=cluster.names[0],
                     scheduler_port=port, command=[python], worker_threads=0, timeout_s=60)
 
 
-def check_job(launcher: Launcher, cluster: ClusterConfig, python: str, runs: Path, environ: Mapping[str, str],
+def check_job(preflight: Preflight, cluster: ClusterConfig, python: str, runs: Path, environ: Mapping[str, str],
               port: int = 0) -> list[JobHostCheck]:
-    """Every host of ``cluster`` checked for a launcher inside a job (srun, oarsh); ``runs``: where run folders go."""
+    """Every host of ``cluster`` checked by a launcher's ``preflight`` inside a job (srun, oarsh); ``runs``: where
+    run folders go."""
     try:
         runs.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="preflight-", dir=runs))
@@ -59,7 +61,7 @@ def check_job(launcher: Launcher, cluster: ClusterConfig, python: str, runs: Pat
                         f"there: give another with --tmp_dir=DIR") from None
     try:
         (folder / "p3-run.json").write_text("{}\n")
-        checks = launcher.preflight(cluster, python, folder, port, environ)
+        checks = preflight(cluster, python, folder, port, environ)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return [checks[h] for h in cluster.names]

@@ -31,7 +31,7 @@ from typing import Any, Protocol, TextIO, TypeVar
 from reprokit.cluster.ports import hold_port
 from reprokit.core.errors import UserError
 from reprokit.core.paths import disk_error
-from reprokit.engines.registry import engine_switches
+from reprokit.engines.base import engine_switches
 from reprokit.run.console import ConsoleFilter
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.plan import Role, RolePlan

@@ -11,17 +11,15 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TextIO
+from typing import ClassVar, TextIO
 
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown
+from reprokit.run.jobcheck import JobHostCheck, check_oarsh, check_srun
 from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.spec import RunSpec
-
-if TYPE_CHECKING:
-    from reprokit.run.jobcheck import JobHostCheck
 
 Watch = Callable[[Role, str], None] | None
 ALLOCATION_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")
@@ -157,8 +155,6 @@ class SrunLauncher(Launcher):
         return run_srun(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
     def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
-        from reprokit.run.jobcheck import check_srun
-
         return check_srun(cluster, python, folder, port, environ)
 
 
@@ -194,8 +190,6 @@ class OarshLauncher(Launcher):
         return run_oarsh(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
     def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
-        from reprokit.run.jobcheck import check_oarsh
-
         return check_oarsh(cluster, python, folder, port)
 
 

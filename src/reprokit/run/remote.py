@@ -32,7 +32,7 @@ from reprokit.cluster.prepare import HostNeeds, PreparedHost, Steps, prepare_hos
 from reprokit.cluster.ssh import Connection, SshError
 from reprokit.cluster.transfer import Transfer
 from reprokit.core.errors import UserError
-from reprokit.engines.registry import engine_switches
+from reprokit.engines.base import engine_switches
 from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit, supervise
 from reprokit.run.plan import Role, RolePlan
 from reprokit.run.settings import TIMELINE_FILE, check_roles_fit

@@ -162,11 +162,13 @@ class RunSpec:
 
 
 def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cluster: ClusterConfig | None = None,
-               run_dir: str | None = None, launcher: str = "") -> RunSpec:
+               run_dir: str | None = None, launcher: str = "", inside_job: bool = False) -> RunSpec:
     """The run's role plan and command from plain values: settings, engine, data and the cluster (None: here).
 
     ``run_dir``: the run folder, where relative output paths of a run on this machine go (default: here).
-    ``launcher``: how the roles start (run/launchers.py); "" for ssh with a cluster, local without."""
+    ``launcher``: how the roles start (run/launchers.py); "" for ssh with a cluster, local without.
+    ``inside_job``: that launcher's ``inside_job`` (the hosts are a job's nodes, addressed by their node names);
+    given by the caller, which holds the launcher, since the launchers import run specs."""
     if cluster is None:
         settings = with_local_outputs(settings, run_dir or os.getcwd())
         num_workers, num_servers = local_layout(settings)
@@ -180,9 +182,6 @@ def build_spec(settings: RunSettings, engine: InstalledEngine, data: RunData, cl
                         worker_threads=settings.worker_threads or worker_threads_per_host(num_workers),
                         timeout_s=settings.timeout_s)
     else:
-        from reprokit.run.launchers import get_launcher  # launchers hold run specs: imported when one is planned
-
-        inside_job = bool(launcher) and get_launcher(launcher).inside_job
         absolute_outputs(settings)
         plan = RolePlan(
             run_id=uuid.uuid4().hex,

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown, whole_number
-from reprokit.engines.base import ARTIFACT
-from reprokit.engines.registry import builds
+from reprokit.engines.base import ARTIFACT, builds
 
 # numpy 1.23.5: the newest numpy with the aliases (np.bool, ...) that MXNet's python code uses; pyyaml: the
 # bundled Sockeye's config.py imports yaml.

@@ -21,8 +21,8 @@ from reprokit.engines.base import (
     RunJob,
     SchedulerKnobs,
     ScriptKnobs,
+    register_engine,
 )
-from reprokit.engines.registry import register_engine
 from reprokit.engines.stock import FINISH_LINE, P3_VAN_EXIT_GRACE_S, engine_files
 from reprokit.vocabulary import PsVan, Variant
 

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from reprokit.core.errors import UserError
-from reprokit.engines.base import ARTIFACT
-from reprokit.engines.registry import builds
+from reprokit.engines.base import ARTIFACT, builds
 
 ENV_PREFIX = "CK_ENV_TOOL_SYSML19_P3"  # the seed's soft:tool.p3 prefix
 MANIFEST = "artifact.json"  # written by the installer; what soft:tool.p3 detects

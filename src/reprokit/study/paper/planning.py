@@ -5,8 +5,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from reprokit.engines.base import EMBEDDED
-from reprokit.engines.registry import engines_on
+from reprokit.engines.base import EMBEDDED, engines_on
 from reprokit.vocabulary import Variant
 
 

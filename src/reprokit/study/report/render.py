@@ -57,7 +57,7 @@ from reprokit.study.report.timeline import (
     view_summary,
 )
 from reprokit.study.store.records import Provenance, Record, Store
-from reprokit.study.sweep.choice import BandwidthChoice
+from reprokit.study.store.sweep_plan import BandwidthChoice
 from reprokit.study.whatif.sensitivity import (
     SPEED_POINTS,
     TITLE as SENSITIVITY_TITLE,

@@ -60,8 +60,7 @@ from reprokit.study.paper.planning import RunConfig, plan_runs
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.paper.target import Target
 from reprokit.study.store import identity
-from reprokit.study.sweep.choice import BandwidthChoice
-from reprokit.study.sweep.forecast import Forecast
+from reprokit.study.store.sweep_plan import BandwidthChoice, Forecast
 from reprokit.vocabulary import RunStatus
 
 RECORD_FORMAT = "reprokit-study-run/1"

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, shaped_bps
+from reprokit.study.store.sweep_plan import BandwidthChoice
 
 BYTES_PER_PARAMETER = 4  # float32 gradients and weights
 MAX_SHAPED = "10gbit"  # above this, a tc limit does not bind on a namespace testbed of a few cores
@@ -40,57 +39,6 @@ def rate_name(bits_per_s: float) -> str:
         if bits_per_s >= factor:
             return f"{float(f'{bits_per_s / factor:.2g}'):g}{unit}"
     return "1kbit"
-
-
-@dataclass(frozen=True)
-class BandwidthChoice:
-    """A model's bandwidths, and everything they were chosen from (stored in the sweep plan)."""
-    model: str
-    probe_run: str  # the probe's run folder, relative to the store's root
-    image_shape: str
-    compute_s_per_iter: float  # t_c, measured unshaped
-    comm_s_per_iter: float  # t_0, measured unshaped
-    parameters: int
-    parameters_source: str
-    hosts: int
-    bytes_per_iter: int  # 2 x 4 bytes x parameters: a worker's push and pull
-    wire_bytes_per_iter: float  # the share that leaves each host through its shaped egress
-    ratios: tuple[float, ...]  # the targets
-    bandwidths: tuple[str, ...]  # chosen, most compute-bound first
-    predicted: tuple[float, ...]  # the predicted ratio at each chosen bandwidth
-    notes: tuple[str, ...] = ()
-    probe_seconds: float | None = None  # how long the probe took, ck included (forecast.py); None: not timed
-
-    @property
-    def unshaped_ratio(self) -> float:
-        return self.comm_s_per_iter / self.compute_s_per_iter
-
-    def summary(self) -> str:
-        chosen = ", ".join(f"{b} ({r:.2f})" for b, r in zip(self.bandwidths, self.predicted))
-        return (f"{self.model}: unshaped baseline probe: compute {self.compute_s_per_iter:.3f} s, communication "
-                f"{self.comm_s_per_iter:.3f} s per iteration; {self.parameters:,} parameters at {self.image_shape} -> "
-                f"{self.wire_bytes_per_iter / 1e6:.1f} MB per host and iteration on the wire; bandwidths (predicted "
-                f"communication/computation) for targets {', '.join(f'{r:g}' for r in self.ratios)}: {chosen}"
-                + (f"; {'; '.join(self.notes)}" if self.notes else ""))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "probe_run": self.probe_run, "image_shape": self.image_shape,
-                "compute_s_per_iter": self.compute_s_per_iter, "comm_s_per_iter": self.comm_s_per_iter,
-                "parameters": self.parameters, "parameters_source": self.parameters_source, "hosts": self.hosts,
-                "bytes_per_iter": self.bytes_per_iter, "wire_bytes_per_iter": self.wire_bytes_per_iter,
-                "ratios": list(self.ratios), "bandwidths": list(self.bandwidths), "predicted": list(self.predicted),
-                "notes": list(self.notes), "probe_seconds": self.probe_seconds}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BandwidthChoice:
-        return cls(model=str(d["model"]), probe_run=str(d["probe_run"]), image_shape=str(d["image_shape"]),
-                   compute_s_per_iter=float(d["compute_s_per_iter"]), comm_s_per_iter=float(d["comm_s_per_iter"]),
-                   parameters=int(d["parameters"]), parameters_source=str(d["parameters_source"]),
-                   hosts=int(d["hosts"]), bytes_per_iter=int(d["bytes_per_iter"]),
-                   wire_bytes_per_iter=float(d["wire_bytes_per_iter"]), ratios=tuple(map(float, d["ratios"])),
-                   bandwidths=tuple(map(str, d["bandwidths"])), predicted=tuple(map(float, d["predicted"])),
-                   notes=tuple(map(str, d.get("notes", []))),
-                   probe_seconds=None if d.get("probe_seconds") is None else float(d["probe_seconds"]))
 
 
 def _measured(result: Mapping[str, object], key: str, model: str) -> float:

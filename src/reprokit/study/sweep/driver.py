@@ -58,9 +58,10 @@ from reprokit.study.store.records import (
     Sweep,
     now_iso,
 )
+from reprokit.study.store.sweep_plan import BandwidthChoice, Forecast
 from reprokit.study.sweep import runner as study_runner
-from reprokit.study.sweep.choice import BandwidthChoice, choose
-from reprokit.study.sweep.forecast import Forecast, forecast
+from reprokit.study.sweep.choice import choose
+from reprokit.study.sweep.forecast import forecast
 from reprokit.study.sweep.options import (
     EngineCheck,
     Resume,

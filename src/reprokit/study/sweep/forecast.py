@@ -27,20 +27,17 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from reprokit.engines.base import EMBEDDED
 from reprokit.run import settings as run_settings
+from reprokit.study.paper.claims import Matrix
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE, shaped_bps
 from reprokit.study.paper.target import Target
-from reprokit.study.sweep.choice import BandwidthChoice
-from reprokit.study.sweep.progress import duration_text
-
-if TYPE_CHECKING:  # the store keeps a sweep's Forecast: it imports this module (and claims.py the store)
-    from reprokit.study.paper.claims import Matrix
-    from reprokit.study.store.records import Record
+from reprokit.study.store.records import Record
+from reprokit.study.store.sweep_plan import BandwidthChoice, Forecast, duration_text
 
 # The run settings that set how long a run takes; runs that differ in any are no estimate for each other.
 SIZE_KEYS = ("NUM_BATCHES", "BATCH_SIZE", "IMAGE_SHAPE", "NUM_EPOCHS", "NUM_WORKERS", "NUM_SERVERS",
@@ -52,45 +49,6 @@ HistoryKey = tuple[str, str, str, tuple[str, ...]]  # model, engine, bandwidth, 
 
 def run_size(env: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(env.get(key, "")) for key in SIZE_KEYS)
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """What the sweep's remaining runs will take, and from what."""
-    runs: int  # runs still to do
-    seconds: float  # of the runs with an estimate
-    unknown: int  # runs without an estimate
-    budget_s: float | None  # what the matrix aims at, the time already spent included; None: no budget
-    basis: tuple[str, ...]  # per model and engine: how many runs, how long each, from what
-    spent_s: float = 0.0  # already spent on this sweep before these runs (its baseline probes)
-
-    @property
-    def over_budget(self) -> bool:
-        return self.budget_s is not None and self.spent_s + self.seconds > self.budget_s
-
-    def line(self) -> str:
-        """One line for the console: the total first, then how it was estimated, then the budget."""
-        total = f"about {duration_text(self.seconds)}" if self.runs > self.unknown else "no estimate"
-        spent = f" after {duration_text(self.spent_s)} of probes" if self.spent_s else ""
-        unknown = (f"; {self.unknown} run(s) without an estimate (no earlier run, probe or study figure for them)"
-                   if self.unknown else "")
-        budget = ""
-        if self.budget_s is not None:
-            budget = (f"; MORE than the {duration_text(self.budget_s)} this matrix aims at: it runs anyway (fewer "
-                      f"runs: --models=, --variants=)" if self.over_budget
-                      else f"; within the {duration_text(self.budget_s)} this matrix aims at")
-        return f"{self.runs} run(s), {total}{spent} ({'; '.join(self.basis) or 'nothing to estimate from'}){unknown}{budget}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "seconds": self.seconds, "unknown": self.unknown,
-                "budget_s": self.budget_s, "basis": list(self.basis), "spent_s": self.spent_s}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Forecast:
-        budget = d.get("budget_s")
-        return cls(runs=int(d["runs"]), seconds=float(d["seconds"]), unknown=int(d["unknown"]),
-                   budget_s=None if budget is None else float(budget), basis=tuple(map(str, d["basis"])),
-                   spent_s=float(d.get("spent_s", 0.0)))
 
 
 def history(records: Sequence[Record], target: Target, profile: str) -> dict[HistoryKey, list[float]]:

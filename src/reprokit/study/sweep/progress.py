@@ -6,12 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-
-def duration_text(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+from reprokit.study.store.sweep_plan import duration_text
 
 
 class Progress:
