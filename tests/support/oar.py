@@ -24,6 +24,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,7 +71,7 @@ def _sshd_config(folder: Path, index: int) -> Path:
         "MaxSessions 64",
         "ClientAliveInterval 3",
         "ClientAliveCountMax 3",
-        "LogLevel ERROR",
+        "LogLevel VERBOSE",  # a refused key says why (seen once in CI: oar@h1: Permission denied (publickey))
         "",
     ]))
     return config
@@ -124,7 +125,13 @@ def oar_job(name: str, state: Path, hosts: int, job_id: int = 4242, cores: int =
         nodefile.write_text("".join(f"{node}\n" * cores for node in nodes))
         environ = {"OAR_JOB_ID": str(job_id), "OAR_JOBID": str(job_id), "OAR_NODEFILE": str(nodefile),
                    "OAR_NODE_FILE": str(nodefile), "OAR_JOB_KEY_FILE": str(folder / "job_key")}
-        yield in_namespace(name, 1, folder, []), environ
+        try:
+            yield in_namespace(name, 1, folder, []), environ
+        except BaseException:
+            # A test that failed in the job shows why its nodes' sshd refused or dropped a session (captured stderr).
+            for log in sorted(folder.glob("sshd-h*.log")):
+                print(f"{log.name}: {log.read_text(errors='replace')[-1500:]}", file=sys.stderr)
+            raise
     finally:
         for pid in pids:
             try:
