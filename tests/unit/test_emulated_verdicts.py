@@ -253,7 +253,8 @@ def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_a
 def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error():
     from dataclasses import replace
 
-    from reprokit.study.analysis.labelled import predicted_speedup, predicted_verdict
+    from reprokit.study.analysis.labelled import predicted_verdict
+    from reprokit.study.whatif.claim_speedup import predicted_speedup
 
     vgg = claim("vgg-15gbit")
     free, costly = predicted_speedup(vgg), predicted_speedup(vgg, "p4000", 0.0, 2.6e-9, 42e-6)

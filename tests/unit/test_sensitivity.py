@@ -6,7 +6,7 @@ import pytest
 
 from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.analysis.labelled import predicted_speedup
+from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.predict import predict, request_from
 from reprokit.study.whatif.sensitivity import (
     PREDICTED_LINE,

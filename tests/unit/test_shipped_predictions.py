@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from reprokit.study.report.ship_predictions import what_reports_ask
 from reprokit.study.whatif import iteration_model, shipped_predictions as sp
 from reprokit.study.whatif.iteration_model import Layer, ModelInput, Policy
 
@@ -12,12 +13,12 @@ pytestmark = pytest.mark.parallel
 
 def test_the_shipped_predictions_are_of_this_model_and_cover_everything_a_report_asks(monkeypatch):
     assert json.loads(sp.SHIPPED.read_text())["model_version"] == sp.model_version(), (
-        "the model changed: python -m reprokit.study.whatif.shipped_predictions")
+        "the model changed: python -m reprokit.study.report.ship_predictions")
     simulated = []
     monkeypatch.setattr(iteration_model, "simulate", lambda spec: simulated.append(spec))
-    sp.what_reports_ask()
+    what_reports_ask()
     assert simulated == [], f"{len(simulated)} predictions a report asks are not shipped: python -m " \
-                            f"reprokit.study.whatif.shipped_predictions"
+                            f"reprokit.study.report.ship_predictions"
 
 
 def test_a_shipped_prediction_is_what_the_model_says_and_any_other_input_is_simulated():

@@ -82,7 +82,7 @@ def test_report_json_holds_every_configuration_speedup_and_verdict(report):
 
 
 def test_report_asks_whether_the_verdict_depends_on_the_gpu_and_predicts_p3_on_todays_hardware(report):
-    from reprokit.study.analysis.labelled import predicted_speedup
+    from reprokit.study.whatif.claim_speedup import predicted_speedup
 
     out, paths = report
     assert (out / "plots" / "sensitivity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

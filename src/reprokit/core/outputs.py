@@ -1,5 +1,6 @@
 """Files we write where a user pointed us: the destination checked before any work, and every file created afresh
-or replaced atomically, so that nothing is ever written through a link someone planted there."""
+or replaced atomically, so that nothing is ever written through a link someone planted there; and a figure's text
+kept literal."""
 from __future__ import annotations
 
 import io
@@ -76,6 +77,12 @@ def save_figure(fig: Any, path: Path, **options: Any) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format=path.suffix.lstrip(".") or "png", **options)
     replace_file(path, buffer.getvalue())
+
+
+def figure_text(text: object) -> str:
+    """Text for matplotlib without mathtext: a '$' from record content would be parsed as math. (Here, beside
+    save_figure, because both the report's figures and the what-if model's draw it.)"""
+    return str(text).replace("$", r"\$")
 
 
 def create_once(path: Path, payload: bytes, mode: int = 0o644) -> bool:

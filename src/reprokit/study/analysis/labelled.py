@@ -17,7 +17,6 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,10 @@ from reprokit.study.analysis.verdict import (
     measured_at_all,
 )
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance
-from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
-from reprokit.study.whatif.compute import gpu_layers
-from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput, Policy
+from reprokit.study.whatif.claim_speedup import predicted_speedup
+from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.whatif.model_check import ModelValidation
-from reprokit.study.whatif.shipped_predictions import simulate
 
 EXPLANATION = ("An emulated verdict comes from runs of the real communication stack in which each device's compute "
                "is replaced by waits of its measured or sourced duration (times k, with every bandwidth divided by "
@@ -86,26 +83,6 @@ def emulation_status(check: Mapping[str, Any]) -> str:
                       for m in missed)
     return (f"not given: the emulation's self-check is outside {tolerance:.0%} (real/emulated throughput {shown}; "
             f"docs/explanation/emulation.md)")
-
-
-@cache  # a report asks for every claim at a bandwidth over a GPU's range; each prediction simulates two policies
-def predicted_speedup(claim: Claim, gpu_name: str = "", images_per_sec: float = 0.0, stack_s_per_byte: float = 0.0,
-                      stack_s_per_message: float = 0.0, fifo_bytes: float = 0.0) -> float:
-    """The model's speedup of the claim's variant over its baseline at the claim's bandwidth and cluster size (a
-    worker and a server on each machine), each worker's compute the GPU's profile (the paper's by default) at batch
-    32, run at ``images_per_sec`` (its central figure when 0)."""
-    assert claim.bandwidth and claim.cluster_size
-    machines = claim.cluster_size
-    name = gpu_name or paper_gpu().name
-    central = gpu(name).throughput(claim.model).per_sec
-    layers = gpu_layers(name, claim.model, DEFAULT_SHAPE[claim.model], PAPER_BATCH_SIZE,
-                        central / (images_per_sec or central))
-
-    def iteration_s(policy: Policy) -> float:
-        return simulate(ModelInput(layers, machines, machines, shaped_bps(str(claim.bandwidth)),
-                                   policy, stack_s_per_byte=stack_s_per_byte,
-                                   stack_s_per_message=stack_s_per_message, fifo_bytes=fifo_bytes)).iteration_s
-    return iteration_s(VARIANT_POLICY[claim.versus]) / iteration_s(VARIANT_POLICY[claim.variant])
 
 
 @dataclass(frozen=True)

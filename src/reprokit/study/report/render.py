@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import jinja2
 
 from reprokit.core.jsonfile import write_json
-from reprokit.core.outputs import replace_file, save_figure as save_figure_file
+from reprokit.core.outputs import figure_text, replace_file, save_figure as save_figure_file
 from reprokit.emulation.gpus import paper_gpu
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ENGINE_KINDS
@@ -51,7 +51,6 @@ from reprokit.study.report.timeline import (
     TimelinePair,
     TimelinePlot,
     pick_pair,
-    plain,
     plot_pair,
     timeline_traces,
     view_summary,
@@ -174,7 +173,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
             engine, variant, *versus = key
             over = f"/{'baseline' if versus[0] == BASELINE else 'worker-update baseline'}" if versus else ""
             ax.errorbar(xs, values, yerr=err, capsize=3, alpha=1.0 if s_index == 0 else 0.55,
-                        label=plain(f"{series_label(engine, variant, named)}{over} ({setup})"), **style(*key))
+                        label=figure_text(f"{series_label(engine, variant, named)}{over} ({setup})"), **style(*key))
 
     def by_ratio(frame: pd.DataFrame, s_index: int, setup: str) -> int:
         """Speedup against the baseline's measured communication/computation at each bandwidth."""
@@ -185,11 +184,11 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
                    [hi - v if _num(hi) is not None else 0 for v, hi in zip(values, group["ci_high"])]]
             ax_r.errorbar(group["comm_to_compute"].tolist(), values, yerr=err, capsize=3,
                           alpha=1.0 if s_index == 0 else 0.55,
-                          label=plain(f"{series_label(engine, variant, named)}/baseline ({setup})"
+                          label=figure_text(f"{series_label(engine, variant, named)}/baseline ({setup})"
                                       + (", at the stock baseline's ratio" if engine != EMBEDDED else "")),
                           **style(engine, variant))
             for x, y, b in zip(group["comm_to_compute"], values, group["bandwidth"]):
-                ax_r.annotate(plain(b), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
+                ax_r.annotate(figure_text(b), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
             shown += len(group)
         return shown
 
@@ -205,7 +204,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     unmeasured = [c for c in claims if c.bandwidth in claim_only]
     for claim in claims:
         if claim.bandwidth in claim_only:
-            ax_s.annotate(plain(f"claimed at {claim.bandwidth}, not measured\n({claim.id})"),
+            ax_s.annotate(figure_text(f"claimed at {claim.bandwidth}, not measured\n({claim.id})"),
                           (x_of[claim.bandwidth], claim.speedup), textcoords="offset points", xytext=(0, -10),
                           ha="center", va="top", fontsize=6, color="0.4")
         elif claim.bandwidth:
@@ -216,11 +215,11 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
                            & (summary["engine"] == analysis.decided.get(claim.id, EMBEDDED))]
             if not base.empty and _num(base["geometric_mean"].iloc[0]) is not None:
                 ax_t.plot([x], [base["geometric_mean"].iloc[0] * claim.speedup], marker="*", markersize=15,
-                          color="crimson", linestyle="none", label=plain(f"claimed {claim.variant} ({claim.id})"))
+                          color="crimson", linestyle="none", label=figure_text(f"claimed {claim.variant} ({claim.id})"))
         else:
             for ax in (ax_s, ax_r):
                 ax.axhline(claim.speedup, color="crimson", linestyle="--", linewidth=1,
-                           label=plain(f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})"))
+                           label=figure_text(f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})"))
     if unmeasured:
         ax_s.plot([x_of[c.bandwidth] for c in unmeasured if c.bandwidth], [c.speedup for c in unmeasured], marker="*",
                   markersize=13, linestyle="none", markerfacecolor="none", markeredgecolor="0.5", color="0.5",
@@ -233,7 +232,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     for ax, ylabel in ((ax_t, "throughput (samples/s)"), (ax_s, "speedup over baseline")):
         names = ticks[ax]
         ax.set_xticks([x_of[b] for b in names],
-                      [plain(b) + ("\n(claim only)" if b in claim_only else "") for b in names])
+                      [figure_text(b) + ("\n(claim only)" if b in claim_only else "") for b in names])
         ax.set_xlim(-0.6, max(x_of[b] for b in names) + 0.6)
         ax.set_xlabel("bandwidth per host")
         ax.set_ylabel(ylabel)
@@ -241,7 +240,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
         ax.legend(fontsize=7, loc="best")
     missing = not_measured(analysis.summary, model, named)
     if missing:
-        ax_t.text(0.02, 0.02, plain(f"not measured: {', '.join(missing)}"), transform=ax_t.transAxes, fontsize=7,
+        ax_t.text(0.02, 0.02, figure_text(f"not measured: {', '.join(missing)}"), transform=ax_t.transAxes, fontsize=7,
                   color="0.35", va="bottom")
     if ratio_points:
         from matplotlib.ticker import NullFormatter, NullLocator
@@ -263,7 +262,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     ax_r.set_xlabel("baseline's measured communication / computation per iteration")
     ax_r.set_ylabel("speedup over baseline")
     ax_r.grid(alpha=0.3)
-    title = plain(model)
+    title = figure_text(model)
     ax_t.set_title(f"{title}: throughput, geometric mean and {study.tolerance.confidence:.0%} interval", fontsize=9)
     ax_s.set_title(f"{title}: speedup and the paper's claims", fontsize=9)
     ax_r.set_title(f"{title}: speedup against the measured ratio", fontsize=9)

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from reprokit.core.errors import UserError
-from reprokit.core.outputs import save_figure
+from reprokit.core.outputs import figure_text, save_figure
 from reprokit.engine_side import program_module
 from reprokit.engines.base import EMBEDDED
 from reprokit.run.settings import TIMELINE_FILE
@@ -211,11 +211,6 @@ def pick_pair(speedups: pd.DataFrame, records: list[Record], traces: Traces, wan
 
 # --- the picture ---------------------------------------------------------------------------------
 
-def plain(text: object) -> str:
-    """Text for matplotlib without mathtext: a '$' from record content would be parsed as math."""
-    return str(text).replace("$", r"\$")
-
-
 @dataclass(frozen=True)
 class TimelinePlot:
     png: Path
@@ -257,7 +252,7 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
                 markersize=4)
         ax.set_xlim(0, right)
         ax.set_xlabel("seconds from the iteration's first gradient ready")
-        ax.set_title(plain(f"{view.label}: iteration {view.iteration} of {view.iterations}; forward waited "
+        ax.set_title(figure_text(f"{view.label}: iteration {view.iteration} of {view.iterations}; forward waited "
                            f"{view.comm_wait_s:.3f} s, communication {view.comm_s:.3f} s"), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     from matplotlib.ticker import MaxNLocator
@@ -272,7 +267,7 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
                Line2D([], [], marker=".", color="tab:green", linestyle="none", label="gradient ready (where recorded)")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     ratio = f", communication/computation {pair.comm_to_compute:.2f}" if pair.comm_to_compute is not None else ""
-    fig.suptitle(plain(f"{pair.model} at {pair.bandwidth} ({pair.setup}, {pair.profile} profile{ratio}): "
+    fig.suptitle(figure_text(f"{pair.model} at {pair.bandwidth} ({pair.setup}, {pair.profile} profile{ratio}): "
                        f"p3/baseline {pair.speedup:.2f}x; worker {pair.baseline_trace.stem.rsplit('-', 1)[-1]}"),
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from reprokit.core.outputs import figure_text
 from reprokit.emulation.gpus import Gpu, gpu, gpus, paper_gpu
-from reprokit.study.analysis.labelled import predicted_speedup
 from reprokit.study.paper.claims import Claim, Study, Tolerance
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
-from reprokit.study.report.timeline import plain
+from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.whatif.model_check import ModelValidation
 from reprokit.study.whatif.predict import PredictRequest, predict, request_from
@@ -207,7 +207,7 @@ def draw(curves: Sequence[ClaimSensitivity]) -> Figure:
         for index, ((label, x), color) in enumerate(zip(c.marks, ("black", "tab:purple"))):
             ax.axvline(x, color=color, linestyle="--", linewidth=0.9)
             said = f"{label} (the paper's GPU)" if index == 0 else label  # marks[0] is the paper's
-            ax.text(x, 0.98, f" {plain(said)}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+            ax.text(x, 0.98, f" {figure_text(said)}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
                     ha="right", fontsize=7, color=color)
         if c.emulated:
             values = [p.speedup for p in c.emulated]
@@ -216,7 +216,7 @@ def draw(curves: Sequence[ClaimSensitivity]) -> Figure:
             ax.errorbar([p.x for p in c.emulated], values, yerr=err, fmt="o", color="tab:orange", capsize=3,
                         label=f"emulated ({c.confidence:.0%} interval)")
             for p in c.emulated:
-                ax.annotate(plain(gpu(p.gpu).label), (p.x, p.speedup), textcoords="offset points", xytext=(4, 4),
+                ax.annotate(figure_text(gpu(p.gpu).label), (p.x, p.speedup), textcoords="offset points", xytext=(4, 4),
                             fontsize=6)
         ax.axhline(1.0, color="0.3", linewidth=0.6)
         ax.set_xscale("log")
@@ -226,10 +226,10 @@ def draw(curves: Sequence[ClaimSensitivity]) -> Figure:
         ticks = [t for t in (0.25, 0.5, 1, 2, 4, 8, 16, 32) if low <= t <= high]
         ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(plain(f"compute speed per GPU, times the {c.paper_gpu}'s {c.images_per_sec:g} img/s of "
+        ax.set_xlabel(figure_text(f"compute speed per GPU, times the {c.paper_gpu}'s {c.images_per_sec:g} img/s of "
                             f"{c.model}"))
-        ax.set_ylabel(plain(f"speedup, {c.variant} / {c.versus}"))
-        ax.set_title(plain(f"{c.claim} at {c.bandwidth}: predicted (line), emulated (points)"), fontsize=9)
+        ax.set_ylabel(figure_text(f"speedup, {c.variant} / {c.versus}"))
+        ax.set_title(figure_text(f"{c.claim} at {c.bandwidth}: predicted (line), emulated (points)"), fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)  # below: the marks' names on top
     fig.suptitle(TITLE, fontsize=10)

@@ -6,7 +6,7 @@ a minute on every `ck report` and at the end of every sweep. They depend on noth
 release (gpus.json, the study's claims, the validation record and the model), so they are computed when the release
 is made and kept beside this file:
 
-    python -m reprokit.study.whatif.shipped_predictions   # rewrites shipped_predictions.json
+    python -m reprokit.study.report.ship_predictions   # rewrites shipped_predictions.json
 
 A shipped prediction is used only for the same input (ModelInput's repr: every layer's times and sizes, the policy,
 the bandwidth, the costs) to the same model (the hash of iteration_model.py's source): it is exactly what
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -27,7 +26,7 @@ from reprokit.study.whatif import iteration_model
 from reprokit.study.whatif.iteration_model import ModelInput, Prediction
 
 SHIPPED = Path(__file__).with_name("shipped_predictions.json")
-_asked: dict[str, Prediction] = {}  # every prediction this process gave, shipped or simulated (main writes them)
+_asked: dict[str, Prediction] = {}  # every prediction this process gave, shipped or simulated (write_asked ships them)
 
 
 @cache
@@ -67,34 +66,10 @@ def simulate(spec: ModelInput) -> Prediction:
     return found
 
 
-def what_reports_ask() -> None:
-    """Everything a report of the P3 study predicts with the stored validation record."""
-    from reprokit.study.analysis.labelled import predicted_verdict
-    from reprokit.study.paper.claims import repository_study
-    from reprokit.study.whatif.model_check import ModelValidation
-    from reprokit.study.whatif.sensitivity import hardware_map, sensitivity
-
-    study = repository_study("sysml19-p3")
-    validation = ModelValidation.stored()
-    for claim in study.claims:
-        if claim.bandwidth:
-            predicted_verdict(claim, study.tolerance, validation)
-    sensitivity(study)
-    hardware_map(study)
-
-
-def main() -> int:
-    # Run as __main__, this file is a second module: the one the report's code imports keeps what was asked.
-    from reprokit.study.whatif import shipped_predictions as imported
-
-    imported.what_reports_ask()
-    asked = imported._asked
+def write_asked() -> int:
+    """Ship every prediction this process gave (SHIPPED rewritten); how many. The writer
+    (report/ship_predictions.py) first asks what a report asks: it stands above the analysis and this model."""
     SHIPPED.write_text(json.dumps({"model_version": model_version(),
-                                   "predictions": {k: asdict(v) for k, v in sorted(asked.items())}},
+                                   "predictions": {k: asdict(v) for k, v in sorted(_asked.items())}},
                                   separators=(",", ":")) + "\n")
-    print(f"wrote {SHIPPED}: {len(asked)} predictions of model {model_version()}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return len(_asked)
