@@ -32,6 +32,11 @@ def unit_of(model: str) -> str:
     return "sentences" if model in SENTENCE_MODELS else "images"
 
 
+def rate_label(unit: str) -> str:
+    """How figures name a unit's rate: img/s or sent/s."""
+    return "img/s" if unit == "images" else "sent/s"
+
+
 def _figure_key(unit: str) -> str:
     return f"{unit}_per_sec"
 
@@ -80,7 +85,7 @@ class Throughput:
     @property
     def short_unit(self) -> str:
         """How figures name it: img/s or sent/s."""
-        return "img/s" if self.unit == "images" else "sent/s"
+        return rate_label(self.unit)
 
     def seconds_per_image_range(self) -> tuple[float, float]:
         """Compute per image at the fast end and the slow end of the range."""

@@ -14,7 +14,7 @@ from typing import TextIO
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import output_folder, replace_file, save_figure
 from reprokit.core.values import decimal, shown, whole_number
-from reprokit.emulation.gpus import gpu, measured_path, paper_gpu, unit_of
+from reprokit.emulation.gpus import gpu, measured_path, paper_gpu, rate_label, unit_of
 from reprokit.emulation.profile import check_name
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.paper.claims import Study
@@ -134,7 +134,7 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
         per_sec = decimal(given_rate, "--images_per_sec", "--images_per_sec=100", 1e-6, 1e9)
         unit = unit_of(model)  # --images_per_sec is Sockeye's sentence pairs per second
         computes: tuple[Compute, ...] = (Compute(
-            f"{per_sec:g} {'img' if unit == 'images' else 'sent'}/s", profile.model_layers(batch / per_sec),
+            f"{per_sec:g} {rate_label(unit)}", profile.model_layers(batch / per_sec),
             f"given: {per_sec:g} {unit}/s at batch {batch} per worker"),)
     else:
         factor = 1.0 if scale in (None, "") else decimal(scale, "--compute_scale", "--compute_scale=0.5", 1e-6, 1e6)
