@@ -89,6 +89,9 @@ def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid
             request_from(predict_options(gpu=bad), study())
     with pytest.raises(UserError, match="give --gpu or --images_per_sec, not both"):
         request_from(predict_options(gpu="v100", images_per_sec="100"), study())
+    # A GPU without a figure of the model: its own models named, not the run's COMPUTE_PROFILE setting.
+    with pytest.raises(UserError, match=r"^the GPU profile v100 states no throughput of sockeye \(it has resnet, "):
+        request_from(predict_options(gpu="v100", model="sockeye"), study())
 
 
 def test_a_measured_profile_gives_the_model_the_compute_its_run_measured(tmp_path):

@@ -177,7 +177,7 @@ def gpu_compute(name: str, model: str, image_shape: str, batch: int, scale: floa
     """A GPU's compute (a name of gpus.json, or measured:FILE) at ``batch``, times ``scale``; refusals in one line."""
     measured = measured_path(name)
     if measured is None:
-        gpu(name)  # one line listing the valid names
+        gpu(name).throughput(model)  # one line listing the valid names, or the models this GPU has figures of
     else:
         check_name(name, "--gpu")  # one line naming --gpu when the file is missing
     try:
