@@ -21,9 +21,14 @@ demo: setup
 # The whole suite in two parts: the end-to-end and fault tests one at a time (they train with real MXNet on both
 # cores, share the machine's namespaces, and many time what they detect), then the tests marked `parallel` (the
 # unit tests and the ck-command-only modules) on two workers (pytest-xdist); both parts always run, and the first
-# failure's code is make's.
+# failure's code is make's. The serial tier's failures are repeated at the very end, so that a log's last lines
+# (all a CI page may keep) name every failed test of both tiers.
+SERIAL_LOG := $(VENV)/serial-tier.log
 test: setup testbed-deps lint
-	$(VPY) -m pytest -m "not parallel"; first=$$?; $(VPY) -m pytest -n 2 -m parallel; second=$$?; \
+	set -o pipefail; $(VPY) -m pytest -m "not parallel" 2>&1 | tee $(SERIAL_LOG); first=$$?; \
+	  $(VPY) -m pytest -n 2 -m parallel; second=$$?; \
+	  if [ $$first != 0 ]; then echo "make test: the serial tier failed (exit $$first):"; \
+	    grep -E '^(FAILED|ERROR) |^=+ .* in [0-9.]+s' $(SERIAL_LOG) || tail -n 20 $(SERIAL_LOG); fi; \
 	  exit $$(( first != 0 ? first : second ))
 
 # ruff over the framework, the engine-side scripts, tests and benchmarks; mypy over the framework and the
