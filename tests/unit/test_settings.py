@@ -5,7 +5,7 @@ import pytest
 
 from reprokit.cluster.hosts import parse
 from reprokit.core.errors import UserError
-from reprokit.core.values import plain_setting, shell_hazard
+from reprokit.core.values import LONGEST_SETTING, plain_setting, shell_hazard
 from reprokit.engines.base import InstalledEngine, engine_switches, get_engine
 from reprokit.run.settings import (
     ROLES_PER_CORE,
@@ -303,3 +303,9 @@ def test_the_priority_ablation_is_p3s_alone():
     assert priority_arg(VARIANT="p3") == "1"
     assert priority_arg(VARIANT="baseline", P3_PRIORITY="0") == "1"  # the baseline keeps the trainer's priorities
     assert settings(VARIANT="baseline", P3_PRIORITY="0").p3_priority is True
+
+
+def test_a_setting_longer_than_a_path_is_refused_before_stock_ck_echoes_it():
+    plain_setting("DATA", "d" * LONGEST_SETTING, "why")
+    with pytest.raises(UserError, match=r"DATA='dddd.*\(4097 characters\) is too long for a setting \(at most 4096"):
+        plain_setting("DATA", "d" * (LONGEST_SETTING + 1), "why")

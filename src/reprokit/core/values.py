@@ -8,6 +8,8 @@ from reprokit.core.errors import UserError
 
 SHOWN_CHARACTERS = 80  # of a user's value quoted in a message: a 6 MB value must not make a 6 MB message
 SHOWN_PATH_CHARACTERS = 240  # a path is quoted whole up to this: the user must find it to fix it
+LONGEST_SETTING = 4096  # characters of a value written into a script: a path's longest (PATH_MAX); stock CK echoes
+# every setting of the script it prepares, so a longer one would flood the console before any check of ours
 
 
 def shown(value: object, limit: int = SHOWN_CHARACTERS, quoted: bool = True) -> str:
@@ -115,6 +117,9 @@ def plain_setting(name: str, value: object, why: str, spaces_quoted: bool = Fals
         raise UserError(f"setting name {shown(name)} is not a name; {why}, so names may only hold letters, digits "
                         f"and _ (not starting with a digit): rename it")
     text = str(value)
+    if len(text) > LONGEST_SETTING:
+        raise UserError(f"{shown(name, quoted=False)}={shown(text)} is too long for a setting (at most "
+                        f"{LONGEST_SETTING} characters, a path's longest; {why}): give a shorter value")
     hazard = shell_hazard(text, spaces_quoted)
     if hazard is not None:
         raise UserError(f"{shown(name, quoted=False)}={shown(text)} holds {hazard}; {why}, so it is refused before "
