@@ -5,8 +5,8 @@
 
 For each model, n pairs of `ck run program:p3` (smoke profile: 2 workers, 1 server here), every run with TIMELINE=1
 so both carry the same probes: a real run, whose workers measure each layer's compute (measured-compute.json,
-p3_timeline.py), then an emulated run (COMPUTE=emulated) waiting exactly that profile. The emulated run must follow
-its real one, so the order is not interleaved: the question is whether emulating a run's own profile gives that
+reprokit.wire.p3_timeline), then an emulated run (COMPUTE=emulated) waiting exactly that profile. The emulated run
+must follow its real one, so the order is not interleaved: the question is whether emulating a run's own profile gives that
 run's throughput (a profile from another run carries that run's noise: the real runs' compute varied by 10%
 between runs here). The waits are busy by default (COMPUTE_WAIT=busy): this machine's compute holds a core and the
 engine's CPU thread, and the real run's communication competes with it for both; asleep (--wait sleep, as for a GPU host) the emulated

@@ -1,5 +1,5 @@
 #! /bin/bash
-# A deterministic synthetic corpus in IWSLT15 en-vi's layout (program/p3/synthetic_corpus.py), into
+# A deterministic synthetic corpus in IWSLT15 en-vi's layout (src/reprokit/wire/synthetic_corpus.py), into
 # $INSTALL_DIR/corpus; NOT IWSLT15 (registered with the tag synthetic). --env.TRAIN_PAIRS=N sizes it.
 set -euo pipefail
 : "${INSTALL_DIR:?INSTALL_DIR is empty: refusing to install (check env_set in the os entry)}"

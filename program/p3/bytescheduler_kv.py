@@ -14,7 +14,7 @@ engine's path), imported only when a function here is called.
   and the push-pull tasks ByteScheduler's core receives. ``check()`` raises SchedulerError when some
   pushpull bypassed the scheduler.
 
-Each worker logs one line at the end (``Scheduled.line``; its format: bytescheduler_line.py). train.py calls
+Each worker logs one line at the end (``Scheduled.line``; its format: reprokit.wire.bytescheduler_line). train.py calls
 ``start(kv)`` and ``finish(scheduled)``, which end the role at once with one ``SchedulerError:`` line (the line the
 launcher quotes) when the scheduler is missing, unpatched or was bypassed.
 """
@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-from bytescheduler_line import MANIFEST, PACKAGE_HINT, PATCHES, format_line  # shipped beside this file
+from reprokit.wire.bytescheduler_line import MANIFEST, PACKAGE_HINT, PATCHES, format_line  # in reprokit/wire/
 
 
 class SchedulerError(Exception):

@@ -38,7 +38,7 @@ import time
 import mxnet as mx
 
 from engine_probe import Engine  # shipped beside this file
-from p3_timeline import CommMeter, format_comm_line
+from reprokit.wire.p3_timeline import CommMeter, format_comm_line  # shipped beside this file, in reprokit/wire/
 
 
 def timeline_path(path, rank):

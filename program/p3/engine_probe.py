@@ -1,6 +1,6 @@
 """Probes inside MXNet's dependency engine: a Python callback when some NDArrays are ready, through ctypes.
 
-The timeline (p3_timeline.py) needs to know when backward wrote a gradient,
+The timeline (reprokit.wire.p3_timeline) needs to know when backward wrote a gradient,
 when the kvstore put a weight back and when forward finished reading a layer.
 The engine knows; a probe is a synchronous engine operation reading (or
 writing) those arrays, ordered by the engine like any other, whose

@@ -8,7 +8,7 @@ encoder-decoder, 2:2 LSTM layers, 512 hidden units, 512:512 embeddings, MLP
 attention 512, bucket width 10) and a dist kvstore. What this launcher adds:
 
 - the corpus: the IWSLT15 folder given by --data-dir, or a synthetic corpus it
-  writes into the worker's folder (synthetic_corpus.py);
+  writes into the worker's folder (reprokit.wire.synthetic_corpus);
 - Sockeye's Speedometer period (its constant MEASURE_SPEED_EVERY) set from
   --disp-batches, so short runs report; the log lines are Sockeye's own;
 - two fixes that make Sockeye 1.18 run with a dist kvstore at all: servers load
@@ -32,7 +32,7 @@ import os
 import sys
 
 import role_exit  # shipped beside this file; standard library only
-import role_van
+from reprokit.wire import role_van  # shipped beside this file, in reprokit/wire/; standard library only
 
 role_van.check()  # before MXNet starts a server or scheduler role: one van for the whole job
 ROLE = os.environ.get("DMLC_ROLE", "worker")
@@ -56,8 +56,8 @@ else:
     kvstore_server._init_kvstore_server_module()  # serves until the job ends, then exits
     sys.exit(f"sockeye_run: MXNet did not start the {ROLE} role (DMLC_ROLE={ROLE})")
 
-import synthetic_corpus  # noqa: E402  shipped beside this file
 from comm_probes import flatten_priorities, instrument_modules, mechanism  # noqa: E402
+from reprokit.wire import synthetic_corpus  # noqa: E402  shipped beside this file, in reprokit/wire/
 
 # The original workflow's Sockeye architecture (see the program's README).
 ARCHITECTURE = ["--encoder", "rnn", "--decoder", "rnn", "--num-layers", "2:2", "--rnn-cell-type", "lstm",

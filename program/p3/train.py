@@ -31,7 +31,7 @@ import os
 import time
 
 import role_exit  # shipped beside this file; standard library only
-import role_van
+from reprokit.wire import role_van  # shipped beside this file, in reprokit/wire/; standard library only
 
 role_van.check()  # before MXNet starts a server or scheduler role: one van for the whole job
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.core.shipping import stage, wire_files
 from support.bytescheduler import ensure_installed, install, source_url
 from support.ckcli import REPO_ROOT, own_ck
 
@@ -39,6 +40,7 @@ def test_installs_from_its_sources_with_our_patches_for_the_engine(ck, tmp_path)
     # The engine's own interpreter imports it through the .pth file, patched, with its pins and its numpy kept.
     python = engine_python(ck)
     program = str(REPO_ROOT / "program" / "p3")
+    stage(wire_files(), tmp_path)  # bytescheduler_kv imports reprokit.wire, shipped beside the scripts as a run ships it
     found = json.loads(in_engine(python, (
         f"import json, sys; sys.path.insert(0, {program!r}); import bytescheduler_kv, numpy, bayes_opt, mxnet; "
         "print(json.dumps({**bytescheduler_kv.check_install(), 'numpy': numpy.__version__, "

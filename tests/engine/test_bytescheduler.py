@@ -18,7 +18,8 @@ LATE_KEY = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import mxnet as mx  # the scheduler and server roles serve here and exit
-import bytescheduler_kv, bytescheduler_line
+import bytescheduler_kv
+from reprokit.wire import bytescheduler_line  # shipped into the job's folder (support.engine_job)
 from engine_probe import Engine
 scheduled = bytescheduler_kv.Scheduled.wrap(mx.kv.create("dist_sync"))
 kv = scheduled.kv

@@ -5,6 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from reprokit.core.shipping import stage, wire_files
 from reprokit.run.jobprep import FREE_PORT_CODE
 
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
@@ -19,12 +20,13 @@ def free_port():
 
 
 def one_worker_job(python, tmp_path, script_text, args, env=None, timeout=180):
-    """Runs ``script_text`` as ``python script P3_DIR *args`` in each role, in ``tmp_path``; returns the worker's last
-    line, parsed.
+    """Runs ``script_text`` as ``python script P3_DIR *args`` in each role, in ``tmp_path`` (where reprokit.wire is
+    shipped, as a run ships it beside the scripts); returns the worker's last line, parsed.
 
     The worker may leave without saying goodbye (os._exit), so the scheduler and the server are ended here."""
     script = tmp_path / "job.py"
     script.write_text(script_text)
+    stage(wire_files(), tmp_path)
     common = {**os.environ, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()),
               "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1", "DMLC_NODE_HOST": "127.0.0.1", "OMP_NUM_THREADS": "1",
               **(env or {})}

@@ -68,15 +68,15 @@ def verdict_of(analysis, claim_id):
 
 
 def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
-    """A worker's Chrome trace as program/p3/p3_timeline.py writes it (its own CommMeter), for a small net
+    """A worker's Chrome trace as reprokit.wire.p3_timeline writes it (its own CommMeter), for a small net
     of 3 layers: the baseline sends the output layer's gradients first (FIFO), p3 the input layer's first.
     ``slow`` stretches the communication. Returns the meter (its per-iteration figures)."""
-    from reprokit.engine_side import program_module
+    from reprokit.wire.p3_timeline import CommMeter
 
     names = ["net_conv0_weight", "net_conv0_bias", "net_conv1_weight", "net_conv1_bias", "net_dense0_weight",
              "net_dense0_bias"]
     n = len(names)
-    meter = program_module("p3_timeline").CommMeter(
+    meter = CommMeter(
         n, names, ready_params={0, n - 1}, keep_trace=True, pid=0,
         label=f"worker 0 ({variant})")
     for k in range(iterations):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reprokit.core.errors import UserError
+from reprokit.core.shipping import shipped_name
 from reprokit.data.fetch import extract_zip
 from reprokit.engines.artifact.command import WorkerSlot, count_records, worker_slots
 from reprokit.engines.artifact.config import Cuda, ZipSource, build_env, detect_cuda, make_args, request_from_env
@@ -486,7 +487,8 @@ def test_an_emulated_run_on_their_builds_is_our_train_py_in_their_interpreter_wi
                  emulated=True)
     run = get_engine(build.build).role_command(build, job)
     assert run.command == [build.python, "train.py", *args]
-    assert {"train.py", "emulated_compute.py", "comm_probes.py", "role_van.py"} <= {Path(f).name for f in run.files}
+    assert {"train.py", "emulated_compute.py", "comm_probes.py", "reprokit/__init__.py", "reprokit/wire/role_van.py"} \
+        <= {shipped_name(f) for f in run.files}
     assert run.extra_env == {}  # stock MXNet's knobs (DMLC_PS_VAN_TYPE=p3, slice threshold) would mean nothing there
     assert run.finish_pattern == FINISH_LINE and run.finish_grace_s is not None  # their roles may hang at exit
 

@@ -3,13 +3,11 @@ and arguments, and a run whose scheduler was bypassed failing from its workers' 
 import pytest
 
 from reprokit.core.errors import UserError
-from reprokit.engine_side import program_module
 from reprokit.engines.base import engine_switches, get_engine
 from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.run.settings import resolve
 from reprokit.vocabulary import Variant
-
-LINE = program_module("bytescheduler_line")
+from reprokit.wire import bytescheduler_line as LINE
 
 
 def test_knobs_default_to_the_authors_and_apply_to_the_variant_only():

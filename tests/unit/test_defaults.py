@@ -1,15 +1,16 @@
-"""Each default has one source, the core's: the engine-side scripts (stdlib + MXNet only, so they cannot import it)
-require what the run always passes, and the constants they must keep are pinned to the core's here."""
+"""Each default has one source, the core's: the engine-side scripts (stdlib, MXNet and reprokit.wire only, so they
+cannot import the core) require what the run always passes, and the constants they must keep are pinned to the
+core's here."""
 import ast
 import json
 
 from reprokit.core.paths import PROGRAM_DIR
 from reprokit.data.imagenet import IMAGENET_TRAIN_IMAGES
-from reprokit.engine_side import program_module
 from reprokit.engines.base import get_engine
 from reprokit.engines.stock import FINISH_LINE
 from reprokit.run.settings import PROFILE_NETWORK, resolve
 from reprokit.vocabulary import PsVan
+from reprokit.wire import role_van
 
 
 def module_constants(path):
@@ -43,7 +44,7 @@ def test_what_the_run_always_passes_has_no_default_on_the_engine_side():
 def test_engine_side_constants_are_the_cores():
     assert module_constants(PROGRAM_DIR / "train.py")["IMAGENET_TRAIN_IMAGES"] == IMAGENET_TRAIN_IMAGES
     assert module_constants(PROGRAM_DIR / "train.py")["PROFILE_NETWORK"] == PROFILE_NETWORK
-    assert program_module("role_van").DEFAULT_VAN == PsVan.ZMQ
+    assert role_van.DEFAULT_VAN == PsVan.ZMQ
     for script, printed in (("train.py", f'"{FINISH_LINE}%d sha256=%s params=%d"'),
                             ("sockeye_run.py", f'f"{FINISH_LINE}{{rank}} sha256=')):
         assert printed in (PROGRAM_DIR / script).read_text()  # the line engines.stock.FINISH_LINE waits for

@@ -1,18 +1,23 @@
-"""Imports only go down: ck -> study -> run -> engines -> cluster/data -> model -> core, and code loaded by path
-goes through one loader. Code shipped to the engine's interpreter imports the standard library, MXNet (with
-numpy), Sockeye and ByteScheduler (its variant) only; what the framework loads of it, the standard library only."""
+"""Imports only go down: ck -> study -> run -> engines -> cluster/data -> model -> core, and nothing of ours is loaded
+by path. Code shipped to the engine's interpreter imports the standard library, MXNet (with numpy), Sockeye,
+ByteScheduler (its variant), its siblings in program/p3 and reprokit.wire only; reprokit.wire, which the framework
+imports too, the standard library only."""
 import ast
 import sys
 import tomllib
 from pathlib import Path
 
 from reprokit.core.paths import PROGRAM_DIR, SRC_DIR
+from reprokit.core.shipping import WIRE_DIR, shipped_name, wire_files
+from reprokit.engines.stock import engine_files
 
 PACKAGE = SRC_DIR / "reprokit"
 # Higher may import lower or equal; anything else under reprokit (errors, values, files, paths, ...) is core (0).
 LAYERS = {"ck": 6, "study": 5, "run": 4, "engines": 3, "cluster": 2, "data": 2, "vocabulary": 1, "model": 1}
-# Loading code by path: the one loader, and im2rec from MXNet's own tools (in the engine's interpreter).
-LOADERS = {"reprokit.engine_side", "reprokit.data.recordio"}
+# Loading code by path: none of ours (the framework imports reprokit.wire as the engine's interpreter does). The one
+# exception is not our code: data/recordio.py runs MXNet's own im2rec tool, a script of the engine's prefix (not a
+# package), loaded by path inside the engine's interpreter.
+LOADERS = {"reprokit.data.recordio"}
 ENGINE_SIDE_THIRD_PARTY = {"mxnet", "numpy", "sockeye", "bytescheduler"}  # bytescheduler: its variant only
 
 
@@ -53,32 +58,45 @@ def test_every_import_under_src_goes_down_or_stays_level():
     assert upward == []
 
 
-def test_code_is_loaded_by_path_only_through_the_one_loader():
+def test_nothing_of_ours_is_loaded_by_path():
     loading = {module_name(p) for p in PACKAGE.rglob("*.py") if "spec_from_file_location" in p.read_text()}
     assert loading == LOADERS
 
 
-def test_engine_side_code_imports_the_standard_library_mxnet_sockeye_and_bytescheduler_only():
+def shared(name: str) -> bool:
+    return name == "reprokit.wire" or name.startswith("reprokit.wire.")
+
+
+def test_engine_side_code_imports_the_standard_library_mxnet_sockeye_bytescheduler_and_reprokit_wire_only():
     ours = {p.stem for p in PROGRAM_DIR.glob("*.py")}
     allowed = set(sys.stdlib_module_names) | ENGINE_SIDE_THIRD_PARTY | ours
     foreign = {f"{p.name}: {name}" for p in PROGRAM_DIR.glob("*.py") if p.name != "ck_hooks.py"
-               for name in imported(p, p.stem) if name.split(".")[0] not in allowed}
+               for name in imported(p, p.stem) if name.split(".")[0] not in allowed and not shared(name)}
     assert foreign == set()
 
 
-def test_what_the_framework_loads_of_the_engine_side_imports_the_standard_library_only():
-    """engine_side.program_module loads these into the framework's interpreter, which has no MXNet."""
-    loaded = set()
-    for path in PACKAGE.rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        loaded |= {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
-                   and getattr(node.func, "id", getattr(node.func, "attr", "")) == "program_module"
-                   and node.args and isinstance(node.args[0], ast.Constant)}
-    assert loaded >= {"p3_timeline", "synthetic_corpus"}
-    for name in loaded:
-        path = PROGRAM_DIR / f"{name}.py"
-        outside = [n for n in imported(path, name) if n.split(".")[0] not in sys.stdlib_module_names]
-        assert outside == [], f"{path.name} imports {outside}"
+def test_reprokit_wire_imports_the_standard_library_only():
+    """The framework imports it, in an interpreter without MXNet; the engine's, beside the scripts, without the rest
+    of reprokit (so reprokit/__init__.py, shipped with it, imports nothing either)."""
+    outside = {f"{path.name}: {name}" for path in wire_files()
+               for name in imported(path, module_name(path))
+               if name.split(".")[0] not in sys.stdlib_module_names and not shared(name)}
+    assert outside == set()
+    assert imported(PACKAGE / "__init__.py", "reprokit") == []
+
+
+def test_every_run_ships_reprokit_wire_under_its_import_path():
+    shipped = {shipped_name(f) for f in engine_files()}
+    assert {f"reprokit/wire/{p.name}" for p in WIRE_DIR.glob("*.py")} | {"reprokit/__init__.py"} <= shipped
+    assert "train.py" in shipped and "sockeye_run.py" in shipped  # the scripts land flat, beside it
+
+
+def test_the_framework_imports_no_engine_side_script():
+    """What both sides read is in reprokit.wire; program/p3's scripts (MXNet's side) stay out of the framework."""
+    scripts = {p.stem for p in PROGRAM_DIR.glob("*.py")}
+    found = {f"{module_name(p)}: {name}" for p in PACKAGE.rglob("*.py")
+             for name in imported(p, module_name(p)) if name.split(".")[0] in scripts}
+    assert found == set()
 
 
 def test_ruffs_banned_imports_in_each_layers_folder_are_the_layers_above_it():

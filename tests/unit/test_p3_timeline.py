@@ -1,12 +1,16 @@
-"""P3's communication measurements (program/p3/p3_timeline.py), without MXNet."""
+"""P3's communication measurements (reprokit.wire.p3_timeline), without MXNet."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "program" / "p3"))
-from p3_timeline import CommMeter, format_comm_line, forward_reach_times, layer_groups, parse_comm_line, union_length  # noqa: E402
+from reprokit.wire.p3_timeline import (
+    CommMeter,
+    format_comm_line,
+    forward_reach_times,
+    layer_groups,
+    parse_comm_line,
+    union_length,
+)
 
 
 def test_union_length():

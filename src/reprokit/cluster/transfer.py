@@ -23,6 +23,7 @@ import paramiko
 from reprokit.cluster import rundir
 from reprokit.cluster.ssh import Connection
 from reprokit.core.errors import UserError
+from reprokit.core.shipping import shipped_name
 
 PROBE_TIMEOUT_S = 10.0
 TRANSFER_TIMEOUT_S = 60.0  # without progress, per file
@@ -59,7 +60,12 @@ def _owned_by_the_remote_user(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def _names(files: list[Path]) -> str:
-    return ", ".join(f.name for f in files)
+    return ", ".join(shipped_name(f) for f in files)
+
+
+def _folders(files: list[Path]) -> list[str]:
+    """The folders the shipped names need under the run folder (``reprokit``, ``reprokit/wire``), parents first."""
+    return sorted({str(parent) for f in files for parent in Path(shipped_name(f)).parents if str(parent) != "."})
 
 
 def _last_line(text: str, default: str = "no output") -> str:
@@ -77,7 +83,8 @@ class Transfer(ABC):
         return self.conn.endpoint.label
 
     def put(self, files: list[Path], remote_dir: str) -> None:
-        """Copy ``files`` into the host's folder ``remote_dir`` under their own names, each replaced atomically."""
+        """Copy ``files`` into the host's folder ``remote_dir`` under their shipped names (``core.shipping``: the
+        package reprokit.wire in its folders), each replaced atomically."""
         files = [Path(f) for f in files]
         if not files:
             return
@@ -138,8 +145,13 @@ class SftpTransfer(Transfer):
         self.sftp = sftp
 
     def _put(self, files: list[Path], remote_dir: str) -> None:
+        for folder in _folders(files):
+            try:
+                self.sftp.mkdir(f"{remote_dir}/{folder}")
+            except OSError:  # there already (paramiko says no more than "Failure"): the put below says if not
+                pass
         for local in files:
-            remote = f"{remote_dir}/{local.name}"
+            remote = f"{remote_dir}/{shipped_name(local)}"
             partial = _partial(remote)
             try:
                 # SFTP writes are pipelined and a server may drop a failed one silently (internal-sftp on a
@@ -148,8 +160,8 @@ class SftpTransfer(Transfer):
                 self.sftp.put(str(local), partial, confirm=False)
                 written = self.sftp.stat(partial).st_size
                 if written != size:
-                    raise TransferError(f"{self.label}: cannot copy {local.name} to {remote_dir}: only {written} of "
-                                        f"{size} bytes arrived")
+                    raise TransferError(f"{self.label}: cannot copy {shipped_name(local)} to {remote_dir}: only "
+                                        f"{written} of {size} bytes arrived")
                 self.sftp.posix_rename(partial, remote)
             except BaseException:
                 try:
@@ -174,20 +186,22 @@ class ExecTransfer(Transfer):
     kind = "exec"
 
     def _put(self, files: list[Path], remote_dir: str) -> None:
-        sums = " ".join(shlex.quote(f"{_sha256(f)}  {f.name}") for f in files)
-        names = " ".join(shlex.quote(f.name) for f in files)
+        sums = " ".join(shlex.quote(f"{_sha256(f)}  {shipped_name(f)}") for f in files)
+        names = " ".join(shlex.quote(shipped_name(f)) for f in files)
+        folders = "".join(f' "$d"/{shlex.quote(folder)}' for folder in _folders(files))
         script = (f"d={shlex.quote(remote_dir)}; t=$d/{shlex.quote(_partial('.files'))}; "
                   'rc=1; mkdir -p "$t" && tar -xf - -C "$t" && cd "$t" && '
                   'if command -v sha256sum >/dev/null 2>&1; then c="sha256sum -c"; '
                   'elif command -v shasum >/dev/null 2>&1; then c="shasum -a 256 -c"; '
                   'else echo "neither sha256sum nor shasum is installed" >&2; false; fi && '
                   f'printf "%s\\n" {sums} | $c >/dev/null && '
-                  f'{{ rc=0; for n in {names}; do mv -f "$t/$n" "$d/$n" || {{ rc=1; break; }}; done; }}; '
+                  f'{{ rc=0; {f"mkdir -p{folders} || rc=1; " if folders else ""}'
+                  f'[ $rc = 0 ] && for n in {names}; do mv -f "$t/$n" "$d/$n" || {{ rc=1; break; }}; done; }}; '
                   'cd / && rm -rf "$t"; exit $rc')
         with tempfile.TemporaryFile() as stream:
             with tarfile.open(fileobj=stream, mode="w", format=tarfile.USTAR_FORMAT) as tar:
                 for local in files:
-                    tar.add(str(local), arcname=local.name, recursive=False, filter=_owned_by_the_remote_user)
+                    tar.add(str(local), arcname=shipped_name(local), recursive=False, filter=_owned_by_the_remote_user)
             stream.seek(0)
             result = self.conn.run(script, timeout=TRANSFER_TIMEOUT_S, stdin=stream)
         if result.exit_code != 0:

@@ -4,7 +4,7 @@ The corpus is a folder with the files Stanford's NMT page publishes (FILES).
 Two kinds are told apart, because results must say which one a run read:
 
 - ``iwslt15``: the real corpus, downloaded file by file from BASE_URL;
-- ``iwslt15-synthetic``: program/p3/synthetic_corpus.py's deterministic corpus in
+- ``iwslt15-synthetic``: reprokit.wire.synthetic_corpus's deterministic corpus in
   the same layout, a few hundred KB; never IWSLT15.
 
 A run without a registered corpus generates the synthetic one per worker
@@ -29,7 +29,7 @@ from reprokit.core.values import whole_number
 from reprokit.data.fetch import download, fresh_staging, swap_in
 from reprokit.data.imagenet import read_marker, write_marker
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
-from reprokit.engine_side import program_module
+from reprokit.wire import synthetic_corpus
 
 BASE_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
 FILES = ("train.en", "train.vi", "tst2012.en", "tst2012.vi", "tst2013.en", "tst2013.vi", "vocab.en", "vocab.vi")
@@ -96,10 +96,9 @@ def fetch(base_url: str, dest: Path, progress: Callable[[str], None] | None = No
 
 def make_synthetic(dest: Path, train_pairs: int | None = None, seed: int = 1) -> Corpus:
     """The synthetic corpus (the generator every Sockeye worker uses without data) in ``dest/corpus``."""
-    generator = program_module("synthetic_corpus")
     staging = fresh_staging(dest)
     try:
-        generator.write_corpus(str(staging), train_pairs or generator.DEFAULT_TRAIN_PAIRS, seed)
+        synthetic_corpus.write_corpus(str(staging), train_pairs or synthetic_corpus.DEFAULT_TRAIN_PAIRS, seed)
         write_marker(staging, KIND_SYNTHETIC, seed=seed)
         pairs = check_corpus(staging)
         swap_in(staging, dest / CORPUS_DIR)

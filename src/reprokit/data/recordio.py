@@ -216,7 +216,10 @@ def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = pri
 
 
 def load_im2rec() -> ModuleType:
-    """MXNet's own tools/im2rec.py from the engine's site-packages, imported as a module."""
+    """MXNet's own tools/im2rec.py from the engine's site-packages, imported as a module.
+
+    The one module loaded by path (tests/unit/test_import_direction.py's LOADERS): im2rec is not ours but MXNet's, a
+    script in the wheel's tools/ folder, not part of any package the engine's interpreter could import by name."""
     try:
         import cv2  # noqa: F401  (im2rec and mx.recordio.pack_img encode with OpenCV)
     except ImportError:

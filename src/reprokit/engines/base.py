@@ -135,7 +135,7 @@ class RunJob:
 class RoleCommand:
     """What every role of a run runs, and how the run ends when the roles linger after training."""
     command: list[str]  # every role's
-    files: list[str] = field(default_factory=list)  # copied into each role's working folder first
+    files: list[str] = field(default_factory=list)  # copied into each role's working folder first (core.shipping)
     extra_env: dict[str, str] = field(default_factory=dict)
     role_args: dict[str, list[str]] = field(default_factory=dict)  # "worker#k" -> appended for that worker only
     finish_pattern: str = ""  # what a worker logs when its training is over; "": the roles exit by themselves

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from reprokit.core.paths import PROGRAM_DIR
+from reprokit.core.shipping import wire_files
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.base import (
     EMBEDDED,
@@ -42,8 +43,9 @@ NO_SLICING_THRESHOLD = P3Knobs.MAX_SLICE_SIZE + 1
 
 
 def engine_files() -> list[Path]:
-    """Shipped into every role's working folder: the training scripts and everything beside them they import."""
-    return sorted(p for p in PROGRAM_DIR.glob("*.py") if p.name not in NOT_SHIPPED)
+    """Shipped into every role's working folder: the training scripts, everything beside them they import, and the
+    package reprokit.wire they import too (in its folders there: core.shipping)."""
+    return [*sorted(p for p in PROGRAM_DIR.glob("*.py") if p.name not in NOT_SHIPPED), *wire_files()]
 
 
 @register_engine("stock")

@@ -19,7 +19,6 @@ COMMAND``) whose COMMAND is the SSH launcher's role wrapper (``remote.role_comma
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -32,6 +31,7 @@ from typing import Any, TextIO
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.ports import PORT_CHOICE_CODE
 from reprokit.core.errors import UserError
+from reprokit.core.shipping import stage
 from reprokit.run.launch import Outcome, OutputSink, StopRequest, describe_exit, supervise
 from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
@@ -63,9 +63,7 @@ def free_port():
 def prepare_in_job(plan: RolePlan, run_dir: Path, probe: Callable[[], dict[str, dict[str, Any]]]) -> None:
     """Stage the plan's files into ``run_dir``, probe every node, check the roles fit its cores, and fill in the
     scheduler's port and each host's threads from what the probe found. UserError when any step fails."""
-    for local in plan.files:
-        if Path(local).resolve() != (run_dir / Path(local).name).resolve():
-            shutil.copy2(local, run_dir / Path(local).name)
+    stage(plan.files, run_dir)
     found = probe()
     check_roles_fit(Counter(r.host for r in plan.roles if r.kind is not RoleKind.SCHEDULER),
                     {h: int(found[h]["cores"]) for h in plan.hosts})

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from typing import Any, Protocol, TextIO, TypeVar
 from reprokit.cluster.ports import hold_port
 from reprokit.core.errors import UserError
 from reprokit.core.paths import disk_error
+from reprokit.core.shipping import stage
 from reprokit.engines.base import engine_switches
 from reprokit.run.console import ConsoleFilter
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
@@ -465,9 +465,7 @@ def teardown(procs: list[RoleProcess]) -> None:
 def run_local(plan: RolePlan, run_dir: Path, console: TextIO = sys.stdout,
               stop: StopRequest | None = None, watch: Callable[[Role, str], None] | None = None) -> Outcome:
     sink = OutputSink(console, run_dir / "logs", plan.finish_pattern, watch)
-    for local in plan.files:
-        if Path(local).resolve() != (run_dir / Path(local).name).resolve():
-            shutil.copy2(local, run_dir / Path(local).name)
+    stage(plan.files, run_dir)
 
     def start(role: Role) -> RoleProcess:
         return LocalRoleProcess(role, plan.argv(role), local_environment(plan, role), run_dir, sink)

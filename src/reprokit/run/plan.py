@@ -47,7 +47,7 @@ class RolePlan:
     worker_threads: int
     timeout_s: int
     extra_env: dict[str, str] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)  # copied into each role's working folder first
+    files: list[str] = field(default_factory=list)  # copied into each role's working folder first (core.shipping)
     addresses: dict[str, str] = field(default_factory=dict)  # host -> address the roles use; default: the name
     interfaces: dict[str, str] = field(default_factory=dict)  # host -> DMLC_INTERFACE
     host_threads: dict[str, int] = field(default_factory=dict)  # host -> OMP threads per worker there

@@ -12,11 +12,11 @@ from reprokit.core.errors import say_failure
 from reprokit.core.jsonfile import write_json
 from reprokit.core.schema import fields_of
 from reprokit.emulation.profile import EMULATED
-from reprokit.engine_side import program_module
 from reprokit.run import speedometer
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
 from reprokit.vocabulary import PS_VAN_VARIABLE, PsVan, RunStatus, Variant
+from reprokit.wire.p3_timeline import parse_comm_line
 
 if TYPE_CHECKING:
     from reprokit.run.settings import RunSettings
@@ -307,9 +307,8 @@ def _mechanism(comm: dict[str, Any]) -> dict[str, Any]:
 
 def _last_comm_line(text: str) -> dict[str, Any] | None:
     """The worker's p3-comm line (its communication summary), or None (an older engine, or a failed run)."""
-    parse = program_module("p3_timeline").parse_comm_line
     found = [parsed for line in text.splitlines() if "p3-comm:" in line
-             for parsed in [parse(line)] if parsed is not None]
+             for parsed in [parse_comm_line(line)] if parsed is not None]
     return found[-1] if found else None
 
 

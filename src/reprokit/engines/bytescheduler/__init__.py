@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reprokit.core.errors import UserError
-from reprokit.core.paths import PROGRAM_DIR
+from reprokit.core.paths import PROGRAM_DIR, SRC_DIR
 from reprokit.core.values import whole_number
-from reprokit.engine_side import program_module
 from reprokit.vocabulary import Variant
+from reprokit.wire import bytescheduler_line  # the worker's bytescheduler: line, the patches' names (one copy)
 
-LINE = program_module("bytescheduler_line")  # the worker's bytescheduler: line, the patches' names (one copy)
 CHECK_TIMEOUT_S = 120
 SCHEDULER_OPTION = "--scheduler"  # train.py's: the kvstore's scheduler (bytescheduler, or none)
 
@@ -39,14 +38,14 @@ class ByteSchedulerVariant:
 
     variant = Variant.BYTESCHEDULER
     # Its two knobs, as ByteScheduler's core reads them from the worker's environment (docs/scheduling.md).
-    KNOBS = (Knob("BYTESCHEDULER_PARTITION", LINE.DEFAULT_PARTITION, "parameters per partition"),
-             Knob("BYTESCHEDULER_CREDIT", LINE.DEFAULT_CREDIT, "parameters in flight"))
+    KNOBS = (Knob("BYTESCHEDULER_PARTITION", bytescheduler_line.DEFAULT_PARTITION, "parameters per partition"),
+             Knob("BYTESCHEDULER_CREDIT", bytescheduler_line.DEFAULT_CREDIT, "parameters in flight"))
     # What else of ByteScheduler's environment changes what runs: a role never inherits them (run/plan.py).
     SWITCHES = ("BYTESCHEDULER_PARTITION", "BYTESCHEDULER_CREDIT", "BYTESCHEDULER_CREDIT_TUNING",
                 "BYTESCHEDULER_PARTITION_TUNING", "BYTESCHEDULER_TIMELINE", "BYTESCHEDULER_DEBUG",
                 "BYTESCHEDULER_ROOT_IP", "BYTESCHEDULER_ROOT_PORT")
     HIGH = 2**31 - 1
-    PACKAGE_HINT = LINE.PACKAGE_HINT
+    PACKAGE_HINT = bytescheduler_line.PACKAGE_HINT
 
     # ------------------------------------------------------------------ settings
 
@@ -84,15 +83,16 @@ class ByteSchedulerVariant:
     def in_engine(cls, python: str) -> dict[str, Any]:
         """The engine's ByteScheduler, checked as every worker checks it (bytescheduler_kv.check_install):
         installed and patched; a UserError naming what is missing and the install command otherwise."""
-        code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import bytescheduler_kv\n"
+        # argv: program/p3 and src (for reprokit.wire, which bytescheduler_kv imports), first on the path
+        code = ("import json, sys; sys.path[:0] = sys.argv[1:3]; import bytescheduler_kv\n"
                 "try:\n    print(json.dumps(bytescheduler_kv.check_install()))\n"
                 "except bytescheduler_kv.SchedulerError as exc:\n    print(json.dumps({'refused': str(exc)}))\n")
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="reprokit-bytescheduler-") as folder:  # it writes ByteScheduler.log
             try:
-                out = subprocess.run([python, "-c", code, str(PROGRAM_DIR)], capture_output=True, text=True,
-                                     timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=folder)
+                out = subprocess.run([python, "-c", code, str(PROGRAM_DIR), str(SRC_DIR)], capture_output=True,
+                                     text=True, timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=folder)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise UserError(f"cannot run {python} to look for ByteScheduler: {exc}") from None
         lines = out.stdout.strip().splitlines()
@@ -118,18 +118,18 @@ class ByteSchedulerVariant:
         """The result's ``bytescheduler`` (the knobs, commit, and per worker what went through the scheduler) from
         every worker's line, and why the run fails ("" when it does not): a worker that logged none, or whose
         pushpulls did not all reach the scheduler."""
-        lines = [[parsed for line in text.splitlines() for parsed in [LINE.parse_line(line)] if parsed]
-                 for text in worker_texts]
+        parse = bytescheduler_line.parse_line
+        lines = [[parsed for line in text.splitlines() for parsed in [parse(line)] if parsed] for text in worker_texts]
         missing = [rank for rank, found in enumerate(lines) if not found]
         if missing:
-            return None, (f"worker#{missing[0]} logged no '{LINE.LINE_PREFIX}' line: ByteScheduler did not run there "
-                          f"(or the worker ended before training did)")
+            return None, (f"worker#{missing[0]} logged no '{bytescheduler_line.LINE_PREFIX}' line: ByteScheduler did "
+                          f"not run there (or the worker ended before training did)")
         last = [found[-1] for found in lines]
         bypassed = [(rank, w) for rank, w in enumerate(last) if not 0 < w["pushpulls"] <= w["tasks"]]
         if bypassed:
             rank, w = bypassed[0]
             return None, (f"worker#{rank}: ByteScheduler's core received {w['tasks']} of {w['pushpulls']} pushpulls: "
-                          f"the scheduler was bypassed (patch {LINE.PATCHES['pushpull']})")
+                          f"the scheduler was bypassed (patch {bytescheduler_line.PATCHES['pushpull']})")
         first = last[0]
         return {"partition": first["partition"], "credit": first["credit"], "credit_tuning": bool(first["credit_tuning"]),
                 "commit": first["commit"], "pushpulls": [w["pushpulls"] for w in last],

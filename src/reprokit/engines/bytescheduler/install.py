@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reprokit.core.errors import UserError
-from reprokit.core.paths import PROGRAM_DIR
-from reprokit.engine_side import program_module
+from reprokit.core.paths import PROGRAM_DIR, SRC_DIR
 from reprokit.engines.artifact.config import GitSource, patches_of
 from reprokit.engines.artifact.install import (
     PIP_TIMEOUT_S,
@@ -43,6 +42,7 @@ from reprokit.engines.artifact.install import (
     apply_patches,
     fetch_git,
 )
+from reprokit.wire import bytescheduler_line  # the engine side's names (MANIFEST, PACKAGE_HINT), one copy
 
 SITE = "site-packages"  # INSTALL_DIR/site-packages: bytescheduler and its pinned dependencies
 STAGING = "site-packages.partial"
@@ -54,8 +54,7 @@ PATCH_PREFIX = "BYTESCHEDULER"  # BYTESCHEDULER_PATCHES, BYTESCHEDULER_PATCH_DIR
 # `test`, the name of Python's own test package: it is removed.
 STRAY_PACKAGES = ("test",)
 CHECK_TIMEOUT_S = 300
-KV = program_module("bytescheduler_line")  # the engine side's names (MANIFEST, PACKAGE_HINT), one copy
-PACKAGE_HINT = KV.PACKAGE_HINT
+PACKAGE_HINT = bytescheduler_line.PACKAGE_HINT
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ def request_from_env(env: Mapping[str, str]) -> Request:
 CHECK = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = sys.argv[2:4]  # program/p3, and src for reprokit.wire, as a run ships them
 import numpy, bytescheduler_kv
 try:
     found = bytescheduler_kv.check_install()
@@ -108,7 +107,8 @@ def check(python: str, site: Path, steps: Steps) -> dict[str, Any]:
     workdir = site.parent / "check"  # bytescheduler's import writes ByteScheduler.log into the working folder
     workdir.mkdir(exist_ok=True)
     try:
-        out = steps.run("check", [python, "-c", CHECK, str(site), str(PROGRAM_DIR)], workdir, CHECK_TIMEOUT_S)
+        out = steps.run("check", [python, "-c", CHECK, str(site), str(PROGRAM_DIR), str(SRC_DIR)], workdir,
+                        CHECK_TIMEOUT_S)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     found: dict[str, Any] = json.loads(out.splitlines()[-1])
@@ -170,7 +170,7 @@ def install(request: Request, console: TextIO = sys.stdout) -> Path:
                     "missing": missing, "patches": patches, "pip_packages": request.pip_packages,
                     "numpy": found["numpy"], "hook": found["hook"], "engine_python": request.python,
                     "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        (staging / KV.MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        (staging / bytescheduler_line.MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         shutil.rmtree(old, ignore_errors=True)
         if final.exists():
             final.rename(old)
@@ -204,7 +204,7 @@ def installed_version(site: Path) -> str:
 def installed_commit(site: Path) -> str:
     """The byteps commit a site folder's bytescheduler was installed from (its manifest); "" when not ours."""
     try:
-        return str(json.loads((site / KV.MANIFEST).read_text()).get("commit", ""))
+        return str(json.loads((site / bytescheduler_line.MANIFEST).read_text()).get("commit", ""))
     except (OSError, ValueError):
         return ""
 

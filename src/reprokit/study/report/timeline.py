@@ -1,10 +1,9 @@
 """Per-layer timelines of a run pair (baseline and p3) from the workers' Chrome traces, for the report.
 
 A run with TIMELINE=1 leaves ``timeline-worker-<rank>.json`` in its run folder,
-written by program/p3/p3_timeline.py (``CommMeter.chrome_trace``; that module
-is the one definition of the events, loaded here with
-``engine_side.program_module``). For communication iteration ``k`` the trace
-holds, per parameter (lane ``100 + i``, in forward order): a ``comm`` span from
+written by reprokit.wire.p3_timeline (``CommMeter.chrome_trace``; that module
+is the one definition of the events, imported here as the workers import it).
+For communication iteration ``k`` the trace holds, per parameter (lane ``100 + i``, in forward order): a ``comm`` span from
 its gradient ready (or the iteration's first gradient, where the baseline
 records none) to its weights in place, with ``forward_reached_us`` (when
 forward ``k + 1`` reached its layer); on lane 1 the ``forward+backward
@@ -32,12 +31,12 @@ import pandas as pd
 
 from reprokit.core.errors import UserError
 from reprokit.core.outputs import figure_text, save_figure
-from reprokit.engine_side import program_module
 from reprokit.engines.base import EMBEDDED
 from reprokit.run.settings import TIMELINE_FILE
 from reprokit.study.analysis.analyse import setup_label
 from reprokit.study.paper.rates import same_rate
 from reprokit.study.store.records import Record, Store
+from reprokit.wire.p3_timeline import layer_groups, union_length
 
 TRACE_GLOB = TIMELINE_FILE.format(rank="*")
 PARAM_LANE = 100  # p3_timeline: parameter i is drawn on thread 100 + i
@@ -95,7 +94,6 @@ class IterationView:
 
 def read_iteration(trace: Path, label: str, iteration: int | None = None) -> IterationView:
     """One iteration of a worker's trace (by default a middle one: the first is warm-up)."""
-    timeline = program_module("p3_timeline")
     try:
         events = json.loads(trace.read_text())["traceEvents"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -118,7 +116,7 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
     k = iteration if iteration in complete else complete[len(complete) // 2]
     params = comm[k]
     order = [names[i] for i in range(len(names))]
-    groups = timeline.layer_groups(order)
+    groups = layer_groups(order)
     t0 = min(p["_start"] for p in params.values())
 
     def sec(us: float) -> float:
@@ -138,7 +136,7 @@ def read_iteration(trace: Path, label: str, iteration: int | None = None) -> Ite
     return IterationView(
         label=label, iteration=k, iterations=len(complete), layers=tuple(layers),
         compute=(sec(span[0]), sec(span[1])) if span else None,
-        comm_wait_s=timeline.union_length((layer.forward_reached, layer.weights_in_place) for layer in layers),
+        comm_wait_s=union_length((layer.forward_reached, layer.weights_in_place) for layer in layers),
         comm_s=max(layer.weights_in_place for layer in layers) - min(layer.comm_start for layer in layers))
 
 

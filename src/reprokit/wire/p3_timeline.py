@@ -44,16 +44,18 @@ import json
 import math
 import re
 import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 LOG_PREFIX = "p3-comm:"
 # The one log line the framework parses (see format_comm_line).
 COMM_LINE = re.compile(r"p3-comm:((?:\s+\w+=\S+)+)\s*$")
 
 
-def union_length(intervals):
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     """Total length covered by (start, end) intervals; empty or reversed ones count 0."""
     spans = sorted((a, b) for a, b in intervals if b > a)
-    total, cur_a, cur_b = 0.0, None, None
+    total, cur_a, cur_b = 0.0, 0.0, None  # cur_a is read only once cur_b is set
     for a, b in spans:
         if cur_b is None or a > cur_b:
             if cur_b is not None:
@@ -66,9 +68,10 @@ def union_length(intervals):
     return total
 
 
-def layer_groups(names):
+def layer_groups(names: Iterable[str]) -> list[int]:
     """A layer number per parameter: consecutive parameters whose names differ only after the last '_'."""
-    groups, last = [], None
+    groups: list[int] = []
+    last = None
     for name in names:
         key = name.rsplit("_", 1)[0] if "_" in name else name
         groups.append(groups[-1] + (key != last) if groups else 0)
@@ -76,7 +79,7 @@ def layer_groups(names):
     return groups
 
 
-def forward_reach_times(start, forward_end):
+def forward_reach_times(start: float, forward_end: Sequence[float]) -> list[float]:
     """``E_g`` for every layer (in forward order): when the forward pass could turn to it."""
     reach = []
     for g, end in enumerate(forward_end):
@@ -91,11 +94,12 @@ def forward_reach_times(start, forward_end):
 class _Iteration:
     __slots__ = ("grad_ready", "weight_ready", "forward_end", "forward_pushed")
 
-    def __init__(self, n, layers):
-        self.grad_ready = {}
-        self.weight_ready = [None] * n
-        self.forward_end = [None] * layers
-        self.forward_pushed = None
+    def __init__(self, n: int, layers: int) -> None:
+        self.grad_ready: dict[int, float] = {}
+        # Seconds, None until recorded: read only once the iteration is complete (CommMeter._complete).
+        self.weight_ready: list[Any] = [None] * n
+        self.forward_end: list[Any] = [None] * layers
+        self.forward_pushed: float | None = None
 
 
 class CommMeter:
@@ -108,11 +112,13 @@ class CommMeter:
     events are kept as well.
     """
 
-    def __init__(self, num_params, names=None, ready_params=None, keep_trace=False, pid=0, label="worker"):
+    def __init__(self, num_params: int, names: Iterable[str] | None = None, ready_params: Iterable[int] | None = None,
+                 keep_trace: bool = False, pid: int = 0, label: str = "worker") -> None:
         self.n = num_params
         self.names = list(names) if names else [f"param{i}" for i in range(num_params)]
         self.groups = layer_groups(self.names)  # layer of each parameter
-        self.layers = [[] for _ in range(self.groups[-1] + 1 if self.groups else 0)]  # parameters of each layer
+        # parameters of each layer
+        self.layers: list[list[int]] = [[] for _ in range(self.groups[-1] + 1 if self.groups else 0)]
         for i, g in enumerate(self.groups):
             self.layers[g].append(i)
         self.ready_params = set(range(num_params) if ready_params is None else ready_params)
@@ -120,46 +126,48 @@ class CommMeter:
         self.pid = pid
         self.label = label
         self._lock = threading.Lock()
-        self._its = {}
-        self.waits, self.comms, self.computes = [], [], []  # per finished iteration
+        self._its: dict[int, _Iteration] = {}
+        self.waits: list[float] = []  # per finished iteration
+        self.comms: list[float] = []
+        self.computes: list[float] = []
         self.profile_layers = ready_params is None  # every gradient recorded: each layer's compute can be measured
         self.layer_sums = [[0.0, 0.0] for _ in self.layers]  # forward, backward seconds summed over iterations
         self.profiled = 0
-        self.events = []
+        self.events: list[dict[str, Any]] = []
         self.skipped = 0
 
-    def _it(self, k):
+    def _it(self, k: int) -> _Iteration:
         it = self._its.get(k)
         if it is None:
             it = self._its[k] = _Iteration(self.n, len(self.layers))
         return it
 
     # -- records (any thread) --
-    def forward_pushed(self, k, t):
+    def forward_pushed(self, k: int, t: float) -> None:
         with self._lock:
             self._it(k).forward_pushed = t
 
-    def forward_end(self, k, g, t):
+    def forward_end(self, k: int, g: int, t: float) -> None:
         """Forward ``k`` finished reading layer ``g`` (see ``layers``)."""
         with self._lock:
             self._it(k).forward_end[g] = t
 
-    def grad_ready(self, k, i, t):
+    def grad_ready(self, k: int, i: int, t: float) -> None:
         with self._lock:
             self._it(k).grad_ready[i] = t
 
-    def weight_ready(self, k, i, t):
+    def weight_ready(self, k: int, i: int, t: float) -> None:
         with self._lock:
             self._it(k).weight_ready[i] = t
 
     # -- reduction --
-    def _complete(self, k):
+    def _complete(self, k: int) -> bool:
         it, nxt = self._its.get(k), self._its.get(k + 1)
         return (it is not None and nxt is not None
                 and None not in it.weight_ready and None not in nxt.forward_end
                 and self.ready_params <= set(it.grad_ready) and self.ready_params <= set(nxt.grad_ready))
 
-    def collect(self, final=False):
+    def collect(self, final: bool = False) -> None:
         """Reduce every iteration whose records are complete; with ``final``, drop the rest."""
         with self._lock:
             for k in sorted(self._its):
@@ -172,7 +180,7 @@ class CommMeter:
                         self.skipped += 1  # incomplete records (e.g. the run stopped mid-iteration)
                 self._its.clear()
 
-    def _reduce(self, k):
+    def _reduce(self, k: int) -> None:
         it, nxt = self._its[k], self._its[k + 1]
         b_end = max(it.grad_ready.values())
         start = b_end if nxt.forward_pushed is None else max(b_end, nxt.forward_pushed)
@@ -191,7 +199,7 @@ class CommMeter:
             self._trace_iteration(k, it, start, reach, arrived, max(nxt.grad_ready.values()), first_ready)
         del self._its[k]
 
-    def _add_layer_times(self, it, start, arrived):
+    def _add_layer_times(self, it: _Iteration, start: float, arrived: list[float]) -> None:
         """Forward and backward seconds of each layer in iteration ``it`` (see the module's docstring). Layers that
         end together (MXNet runs operators in bulks) give their time to the first of them."""
         previous = start
@@ -204,7 +212,7 @@ class CommMeter:
             previous = max(previous, ready)
         self.profiled += 1
 
-    def layer_profile(self, sizes):
+    def layer_profile(self, sizes: Sequence[int]) -> dict[str, Any] | None:
         """Mean forward and backward seconds per layer over the measured iterations, with the layer's array sizes
         (``sizes``: elements per parameter); None without per-layer records or measured iterations."""
         self.collect()
@@ -215,7 +223,7 @@ class CommMeter:
              "forward_s": sums[0] / self.profiled, "backward_s": sums[1] / self.profiled}
             for params, sums in zip(self.layers, self.layer_sums)]}
 
-    def summary(self):
+    def summary(self) -> dict[str, Any]:
         """Per-iteration means over the reduced iterations (None when there are none)."""
         self.collect()
         n = len(self.waits)
@@ -228,11 +236,12 @@ class CommMeter:
                 "compute_s_per_iter": sum(self.computes) / n, "iterations": n}
 
     # -- trace --
-    def _us(self, t):
+    def _us(self, t: float) -> int:
         return int(round(t * 1e6))
 
-    def _event(self, name, cat, ts, dur=None, tid=0, args=None, ph=None):
-        event = {"name": name, "cat": cat, "ph": ph or ("X" if dur is not None else "i"), "ts": self._us(ts),
+    def _event(self, name: str, cat: str, ts: float, dur: float | None = None, tid: int = 0,
+               args: dict[str, Any] | None = None, ph: str | None = None) -> None:
+        event: dict[str, Any] = {"name": name, "cat": cat, "ph": ph or ("X" if dur is not None else "i"), "ts": self._us(ts),
                  "pid": self.pid, "tid": tid}
         if dur is not None:
             event["dur"] = max(0, self._us(ts + dur) - self._us(ts))
@@ -242,7 +251,8 @@ class CommMeter:
             event["args"] = args
         self.events.append(event)
 
-    def _trace_iteration(self, k, it, start, reach, arrived, next_b_end, first_ready):
+    def _trace_iteration(self, k: int, it: _Iteration, start: float, reach: list[float], arrived: list[float],
+                         next_b_end: float, first_ready: float) -> None:
         self._event(f"forward+backward {k + 1}", "compute", start, next_b_end - start, tid=1,
                     args={"iteration": k + 1})
         for g, (e, w) in enumerate(zip(reach, arrived)):
@@ -261,7 +271,7 @@ class CommMeter:
                 if ready is not None:
                     self._event("gradient ready", "backward", ready, tid=lane, args={"iteration": k})
 
-    def chrome_trace(self, other=None):
+    def chrome_trace(self, other: dict[str, Any] | None = None) -> dict[str, Any]:
         """The trace format MXNet's profiler writes (chrome://tracing and Perfetto open it); ``other`` goes in its
         ``otherData`` (the format's place for metadata)."""
         self.collect(final=True)
@@ -272,39 +282,40 @@ class CommMeter:
                   "args": {"name": f"{i:03d} {name}"}} for i, name in enumerate(self.names)]
         meta += [{"name": "thread_sort_index", "ph": "M", "pid": self.pid, "tid": 100 + i,
                   "args": {"sort_index": 100 + i}} for i in range(self.n)]
-        trace = {"traceEvents": meta + sorted(self.events, key=lambda e: e["ts"]), "displayTimeUnit": "ms"}
+        trace: dict[str, Any] = {"traceEvents": meta + sorted(self.events, key=lambda e: e["ts"]), "displayTimeUnit": "ms"}
         if other:
             trace["otherData"] = other
         return trace
 
-    def write_trace(self, path, other=None):
+    def write_trace(self, path: str, other: dict[str, Any] | None = None) -> None:
         with open(path, "w") as out:
             json.dump(self.chrome_trace(other), out)
 
 
-def format_comm_line(summary, **extra):
+def format_comm_line(summary: dict[str, Any], **extra: object) -> str:
     """``p3-comm: comm_wait_s_per_iter=F overlap=F comm_s_per_iter=F compute_s_per_iter=F iterations=N [k=v ...]``
 
     Figures are floats (``nan`` when no iteration could be measured); ``extra``
     keys (e.g. rank, variant, timeline) follow, values without spaces.
     """
-    def fmt(value):
+    def fmt(value: object) -> str:
         if value is None:
             return "nan"
         return f"{value:.6f}" if isinstance(value, float) else str(value)
 
-    fields = [("comm_wait_s_per_iter", summary["comm_wait_s_per_iter"]), ("overlap", summary["overlap"]),
-              ("comm_s_per_iter", summary["comm_s_per_iter"]), ("compute_s_per_iter", summary["compute_s_per_iter"]),
-              ("iterations", summary["iterations"])] + sorted(extra.items())
+    fields: list[tuple[str, object]] = [
+        ("comm_wait_s_per_iter", summary["comm_wait_s_per_iter"]), ("overlap", summary["overlap"]),
+        ("comm_s_per_iter", summary["comm_s_per_iter"]), ("compute_s_per_iter", summary["compute_s_per_iter"]),
+        ("iterations", summary["iterations"])] + sorted(extra.items())
     return LOG_PREFIX + "".join(f" {key}={fmt(value).replace(' ', '_')}" for key, value in fields)
 
 
-def parse_comm_line(line):
+def parse_comm_line(line: str) -> dict[str, Any] | None:
     """The fields of a ``p3-comm:`` line: floats for the figures (None for nan), int iterations, strings otherwise."""
     match = COMM_LINE.search(line)
     if not match:
         return None
-    out = {}
+    out: dict[str, Any] = {}
     for pair in match.group(1).split():
         key, value = pair.split("=", 1)
         if key == "iterations":

@@ -10,15 +10,18 @@ stops at once with one line. Every role logs the van it runs::
 
 so the run's result can show that every role of the job really ran it.
 """
+from __future__ import annotations
+
 import os
 import sys
+from collections.abc import Mapping, Sequence
 
 VAN_OPTION = "--ps-van"
 DEFAULT_VAN = "zmq"  # ps-lite's TCP van when DMLC_PS_VAN_TYPE is unset
 LINE_PREFIX = "ps-van:"
 
 
-def expected_van(argv):
+def expected_van(argv: Sequence[str]) -> str:
     """The van after ``--ps-van`` in ``argv`` (``--ps-van=NAME`` too); ps-lite's default when absent."""
     for i, arg in enumerate(argv):
         if arg == VAN_OPTION and i + 1 < len(argv):
@@ -28,7 +31,7 @@ def expected_van(argv):
     return DEFAULT_VAN
 
 
-def check(argv=None, environ=None):
+def check(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> str:
     """Log this role's van, or stop the role (exit 3) when it is not the run's."""
     argv = sys.argv if argv is None else argv
     environ = os.environ if environ is None else environ
