@@ -1,6 +1,7 @@
 """Constructed study entries and result records for the study tests (no ck, no MXNet)."""
 import json
 
+from reprokit.engine_side import program_module
 from reprokit.study.paper import claims as studies
 from reprokit.study.paper.target import Target
 from reprokit.study.store.records import Origin, Record, RecordConfig
@@ -71,8 +72,6 @@ def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
     """A worker's Chrome trace as program/p3/p3_timeline.py writes it (its own CommMeter), for a small net
     of 3 layers: the baseline sends the output layer's gradients first (FIFO), p3 the input layer's first.
     ``slow`` stretches the communication. Returns the meter (its per-iteration figures)."""
-    from reprokit.engine_side import program_module
-
     names = ["net_conv0_weight", "net_conv0_bias", "net_conv1_weight", "net_conv1_bias", "net_dense0_weight",
              "net_dense0_bias"]
     n = len(names)

@@ -11,7 +11,7 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.store.bundle import export, import_bundle
-from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Store, write_once
+from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Record, Store, write_once
 from support.study_data import ALL_MODELS, records, study
 
 
@@ -65,8 +65,6 @@ STORED_RECORD = {  # as `ck reproduce` writes a record (provenance shortened)
 
 
 def test_a_records_result_reads_as_a_result_whatever_keys_it_has():
-    from reprokit.study.store.records import Record
-
     bare = Record.from_dict({**STORED_RECORD, "result": {"throughput_samples_per_sec": 3.0, "engine_own_key": 1}})
     assert not bare.run_result.run_success and bare.run_result.throughput_samples_per_sec == 3.0  # no run_success
     assert Record.from_dict({**STORED_RECORD, "status": "failed", "result": None}).run_result is None
@@ -88,8 +86,6 @@ def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(t
 
 
 def test_a_records_provenance_reads_typed_and_writes_back_as_stored():
-    from reprokit.study.store.records import Record
-
     data = json.loads(json.dumps(STORED_RECORD))
     data["provenance"].update(duration_s=61.5, started_at="2026-01-01T10:00:00+0100 (1767258000.000)",
                               env_overrides={"COMPUTE": "emulated", "DILATION": "20", "COMPUTE_PROFILE": "p4000"},

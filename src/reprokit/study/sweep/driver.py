@@ -37,6 +37,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from reprokit.cluster import testbed
 from reprokit.cluster.testbed import testbed_of
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
@@ -68,8 +69,10 @@ from reprokit.study.sweep.options import (
     SweepRequest,
     check_runs,
     given,
+    report_dir,
     resume_of,
     sweep_request,
+    timeline_config,
 )
 from reprokit.study.sweep.progress import Progress
 from reprokit.vocabulary import RunStatus
@@ -374,7 +377,6 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
     """tc shaping of the testbed's hosts; None for targets whose links the sweep cannot shape."""
     if not target.shaping or target.testbed is None:
         return None
-    from reprokit.cluster import testbed as testbed
 
     name, hosts, sharing = target.testbed, len(target.hosts), target.link_sharing
 
@@ -391,8 +393,6 @@ def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_mo
 
     A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
     """
-    from reprokit.study.sweep.options import report_dir, timeline_config
-
     sweep, target = open_sweep(options, study, store, program_models, machine_config, console,
                                artifact_builds=artifact_builds, engine_check=engine_check)
     check_can_shape(target)
@@ -407,7 +407,7 @@ def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_mo
     if summary.stopped:
         raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
                         f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
-    from reprokit.study.report.render import write_report  # pandas, scipy, matplotlib: not for a refusal (a second)
+    from reprokit.study.report.render import write_report  # noqa: PLC0415  pandas, scipy, matplotlib: not for a refusal
 
     paths = write_report(study, store, program_models, report_dir(options, store.root), console,
                          timeline_config=timeline_config(options))

@@ -74,7 +74,7 @@ class RunOutcome:
 
 def _typed(result: dict[str, Any] | None) -> Result | None:
     """A run's result typed (store.typed_result); None if it wrote none."""
-    from reprokit.study.store.records import typed_result  # here: the guard (python -m ...runner) needs no store
+    from reprokit.study.store.records import typed_result  # noqa: PLC0415  the guard (-m ...runner) needs no store
 
     return None if result is None else typed_result(result)
 
