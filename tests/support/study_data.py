@@ -4,7 +4,7 @@ import json
 from reprokit.engine_side import program_module
 from reprokit.study.paper import claims as studies
 from reprokit.study.paper.target import Target
-from reprokit.study.store.records import Origin, Record, RecordConfig
+from reprokit.study.store.records import Origin, Provenance, Record, RecordConfig
 
 STUDY_META = studies.repository_meta("sysml19-p3")
 ALL_MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
@@ -56,9 +56,8 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
                 result=result if value is not None else None,
-                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated", "DILATION": str(dilation),
-                                                                         "COMPUTE_PROFILE": gpu}}
-                                                      if emulated else {})},
+                provenance=Provenance(engine=engine_name, env_overrides={"COMPUTE": "emulated", "DILATION": str(dilation),
+                                                                         "COMPUTE_PROFILE": gpu} if emulated else None),
             ))
     return out
 

@@ -31,7 +31,7 @@ from reprokit.study.analysis.labelled import (
 )
 from reprokit.study.report.render import UNMEASURED_CLAIMS, draw_model, render, write_report
 from reprokit.study.report.timeline import read_iteration
-from reprokit.study.store.records import Store
+from reprokit.study.store.records import Provenance, Store
 from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.model_check import ModelValidation
 from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
@@ -46,9 +46,9 @@ def constructed_records():
             + records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
             + records("vgg", "4gbit", [30.0, None, 31.0], [40.0, 41.0, 39.0])
             + records("resnet", "native", [80.0, 82.0], [60.0, 61.0], target=EMBEDDED, profile="smoke"))
-    provenance = {"repo_revision": "abc123", "ck_version": "2.6.4", "python_version": "3.11.7",
-                  "engine": "mxnet-1.9.1-cpu", "mxnet_version": "1.9.1", "engine_python_version": "3.11.7",
-                  "controller_host": "h"}
+    provenance = Provenance(repo_revision="abc123", ck_version="2.6.4", python_version="3.11.7",
+                            engine="mxnet-1.9.1-cpu", mxnet_version="1.9.1", engine_python_version="3.11.7",
+                            controller_host="h")
     return [replace(r, provenance=provenance) for r in runs]
 
 
