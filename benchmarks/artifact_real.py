@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -137,7 +138,6 @@ def main() -> int:
                              f"anand-mxnet.git (local copies of github anandj91/p3 and anandj91/anand-mxnet)")
     work = args.work or Path(tempfile.mkdtemp(prefix="artifact-real-"))
     work.mkdir(parents=True, exist_ok=True)
-    import os
 
     env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
     if ck(env, "where", f"repo:{REPO_ALIAS}", check=False).returncode != 0:

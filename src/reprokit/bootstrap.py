@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +79,6 @@ def ensure_pull_updates_it() -> None:
     CK's pull would fail and then prompt. Written into CK's registration only
     (`ck update repo` would also rewrite the tracked .ckr.json).
     """
-    import tempfile
-
     loaded = ck("load", f"repo:{REPO_ALIAS}", "--out=json")
     meta = json.loads(loaded.stdout).get("dict", {}) if loaded.returncode == 0 else {}
     upstream = git_upstream(REPO_ROOT)
@@ -159,8 +158,6 @@ def ensure_installed(package: str, tags: str, what: str) -> None:
 def isolated_ck(prefix: str, work: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """A folder with its own CK_REPOS/CK_TOOLS, bootstrapped (for benchmarks): ``work`` (reused as it is, e.g. with
     the authors' builds registered), else a new temporary one; returns it and the env."""
-    import tempfile
-
     work = Path(tempfile.mkdtemp(prefix=prefix)) if work is None else work
     env = {**os.environ, "CK_REPOS": str(work / "repos"), "CK_TOOLS": str(work / "tools")}
     subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=env, check=True, stdin=subprocess.DEVNULL,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.engines.artifact.config import detect_cuda
+from reprokit.engines.artifact.config import detect_cuda, patches_of
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, make_zip, standin_settings, write_patches
 from support.ckcli import REPO_ROOT, CkCli, own_ck
 from support.loopback import FileServer
@@ -101,8 +101,6 @@ def test_github_package_clones_builds_and_registers_the_p3_build(artifact_ck, st
 
 
 def test_packages_carry_our_patches_and_the_original_zenodo_address():
-    from reprokit.engines.artifact.config import patches_of
-
     for package in ("sysml19-p3-github", "sysml19-p3-zenodo", "sysml19-p3-baseline-github"):
         install_env = json.loads((REPO_ROOT / "package" / package / ".cm" / "meta.json").read_text())
         names = [p.name for p in patches_of({**install_env["customize"]["install_env"],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.engines.artifact.installed import MANIFEST, Manifest
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, standin_settings, write_patches
 from support.ckcli import CkCli, own_ck
 
@@ -191,8 +192,6 @@ def test_the_study_sweeps_our_engine_and_the_authors_build_side_by_side(ck, arti
 def registered_build(cli: CkCli, folder: Path, python: str, commit: str) -> None:
     """An install of the P3 build, as `ck install` leaves it (artifact/artifact.json, src/), registered by `ck detect`,
     whose interpreter is ``python``."""
-    from reprokit.engines.artifact.installed import MANIFEST, Manifest
-
     root = folder / "artifact"
     (root / "src").mkdir(parents=True)
     manifest = Manifest(build="p3", package="sysml19-p3-github", source={}, commit=commit, version="1.1.0", cuda="",

@@ -2,9 +2,10 @@
 import importlib.util
 import json
 import subprocess
+import sys
 from pathlib import Path
 
-from support.ckcli import bootstrap
+from support.ckcli import CkCli, bootstrap
 
 
 def engine_envs(ck):
@@ -55,10 +56,6 @@ def test_detect_finding_nothing_says_so_in_one_line(bare_ck, tmp_path):
 def test_a_failed_engine_install_ends_with_our_line_naming_the_step_and_registers_nothing(tmp_path):
     """As `make setup` leaves CK: pip's own error, then our line last (not CK's `package installation failed!`),
     and no half-built prefix or env entry left behind."""
-    import sys
-
-    from support.ckcli import CkCli
-
     cli = CkCli(tmp_path / "ck")
     setup = subprocess.run([sys.executable, "-m", "reprokit.bootstrap", "--repo-only"], env=cli.env, cwd=tmp_path,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)

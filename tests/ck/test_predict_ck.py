@@ -1,3 +1,5 @@
+import subprocess
+
 """`ck predict study:sysml19-p3` through the real ck CLI (stdin closed): the predicted table and its plot."""
 STUDY = "study:sysml19-p3"
 
@@ -40,8 +42,6 @@ def test_predict_refuses_bad_input_in_one_line(bare_ck, tmp_path):
 
 
 def test_predict_into_a_reader_that_closes_at_once_ends_quietly_with_1(bare_ck, tmp_path):
-    import subprocess
-
     proc = subprocess.Popen([bare_ck.exe, "predict", STUDY, "--model=resnet", "--bandwidths=1gbit", "--workers=4",
                              f"--out_dir={tmp_path / 'predicted'}", f"--store={tmp_path / 'store'}"],
                             env=bare_ck.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from reprokit.run.procscan import run_processes
 from support.runs import wait_for
+from support.testbed import make_testbed
 
 TINY = ["--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
 STUDY = "study:sysml19-p3"
@@ -178,10 +180,6 @@ def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp
     """Needs root, iproute2 and sshd (CI has them): a 2-host testbed, links shaped per configuration; then an
     emulated sweep (--emulate) into the same store: its links at the bandwidth divided by k, its runs kept out of
     every measured figure and shown as the claim's emulated figure."""
-    import subprocess
-
-    from support.testbed import make_testbed
-
     make_testbed(ck, "stb2", 2)
     store = tmp_path / "store"
 
@@ -241,10 +239,6 @@ def test_sweep_on_a_testbed_shapes_each_bandwidth_and_restores_the_links(ck, tmp
 def test_quick_on_a_testbed_probes_chooses_bandwidths_records_timelines_and_draws_them(ck, tmp_path):
     """Needs root: `--quick` on a 2-host testbed (resnet, 1 repetition, tiny runs): a baseline probe on the unshaped
     links, bandwidths chosen from it and stored in the sweep, timelines on repetition 1, the report's timeline plot."""
-    import subprocess
-
-    from support.testbed import make_testbed
-
     make_testbed(ck, "stq2", 2)
     store = tmp_path / "store"
     try:

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.ck import program
 from reprokit.core.errors import UserError
 from reprokit.core.paths import SRC_DIR
+from reprokit.run.folders import new_run_folder
+from reprokit.run.launch import OutputSink
+from reprokit.run.plan import Role
+from reprokit.study.store.records import write_once
 from support.faults import expect, finishes, one_clear_line
 from support.runs import fake_plan, no_process_left, wait_for, write_spec
 
@@ -39,8 +44,6 @@ def fill(folder: Path) -> None:
 
 
 def test_a_run_folder_on_a_full_disk_is_refused_before_it_is_made(tiny_disk):
-    from reprokit.run.folders import new_run_folder
-
     with pytest.raises(UserError) as refused:
         new_run_folder(tiny_disk / "tmp")
     one_clear_line(str(refused.value), "the run folder", "MB free on", "free space on")
@@ -48,8 +51,6 @@ def test_a_run_folder_on_a_full_disk_is_refused_before_it_is_made(tiny_disk):
 
 
 def test_the_study_store_on_a_full_disk_names_the_store_not_the_bundle(tiny_disk):
-    from reprokit.study.store.records import write_once
-
     fill(tiny_disk)
     with pytest.raises(UserError) as refused:
         write_once(tiny_disk / "records" / "r1.json", {"value": "x" * 10000})
@@ -58,8 +59,6 @@ def test_the_study_store_on_a_full_disk_names_the_store_not_the_bundle(tiny_disk
 
 
 def test_an_overlong_record_name_is_refused_naming_it(tmp_path):
-    from reprokit.study.store.records import write_once
-
     with pytest.raises(UserError) as refused:
         write_once(tmp_path / "records" / ("r" * 300 + ".json"), {"value": 1})
     one_clear_line(str(refused.value), "the study store", "shorten the name")
@@ -67,11 +66,6 @@ def test_an_overlong_record_name_is_refused_naming_it(tmp_path):
 
 def test_a_log_the_launcher_cannot_write_ends_the_run_with_one_line(tiny_disk):
     """Mid-run: the role keeps being read (it never blocks on a full pipe) and the run fails naming the log."""
-    import sys
-
-    from reprokit.run.launch import OutputSink
-    from reprokit.run.plan import Role
-
     role = Role("worker", 0, "127.0.0.1")
     sink = OutputSink(None, tiny_disk / "logs")
     fill(tiny_disk)
@@ -85,8 +79,6 @@ def test_a_disk_filling_mid_run_ends_it_with_the_disk_line_alone(tiny_disk, caps
     """The launcher, then ck's postprocess, as `ck run` calls them: the disk fills while workers log, so neither the
     logs nor the result can be written. The launcher's line names the disk; the postprocess, which finds no result,
     must not add a second line blaming the launcher (as if it had been stopped)."""
-    from reprokit.ck import program
-
     run_dir = tiny_disk / "run"
     run_dir.mkdir()
     plan = fake_plan("--report-forever", "0.05", timeout_s=120)

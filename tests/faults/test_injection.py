@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.data.iwslt import make_synthetic
 from support.ckcli import REPO_ROOT, CkCli, own_ck
 from support.faults import expect, not_injected, one_clear_line
 
@@ -149,8 +150,6 @@ def test_arguments_after_the_double_dash_are_refused_before_the_run_script_runs(
 def test_soft_detection_refuses_shell_syntax_in_what_it_writes_into_the_env_script(repo_ck, tmp_path, option):
     """Tags and the version go into the env script's comment lines, variables into its export lines; the
     script is sourced by every later run and install that uses the entry."""
-    from reprokit.data.iwslt import make_synthetic
-
     make_synthetic(tmp_path / "data" / "plain", train_pairs=30)
     marker = tmp_path / "MARKER"
     proc = repo_ck("detect", "soft:dataset.iwslt15.en-vi", f"--search_dirs={tmp_path / 'data'}", "--quiet",

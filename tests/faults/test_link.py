@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.run.procscan import run_processes
+from reprokit.cluster.slurm import CANCEL_WAIT_S, UNANSWERED_S
+from reprokit.run.procscan import kill_run_processes, run_processes
 from support.faults import FaultFailure, expect, finishes, no_orphans, no_traceback, one_clear_line
 from support.oar import oar_job
 from support.runs import long_run, wait_for
@@ -137,9 +138,6 @@ def test_a_lost_slurm_controller_is_named_at_once_and_ck_run_submit_ends_within_
     """slurmctld killed while `ck run --submit` follows its job: scontrol stops answering, which is said at once;
     after UNANSWERED_S of silence the job is given up (scancel fails too: named, with 'check squeue') and the command
     ends, in one line naming slurmctld."""
-    from reprokit.cluster.slurm import CANCEL_WAIT_S, UNANSWERED_S
-    from reprokit.run.procscan import kill_run_processes
-
     require_slurm()
     name = "sgctl"
     proc = ck("testbed", f"cluster:{name}", "--hosts=2", "--scheduler=slurm", timeout=120)

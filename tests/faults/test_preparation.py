@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from reprokit.cluster.hosts import load
 from reprokit.cluster.rundir import RUNS_ROOT
+from reprokit.cluster.ssh import Connection, resolve
+from reprokit.cluster.transfer import TransferError, choose
+from reprokit.run.lifeline import LAUNCHER_FILE
+from reprokit.run.remote import REMOTE_SILENCE_S, WATCHDOG_GRACE_S
 from support.faults import FaultFailure, expect, no_traceback, one_clear_line
 from support.runs import long_run, role_pid, wait_for
 from support.testbed import add_machine_variant, host_mount, in_host, make_testbed
@@ -172,9 +177,6 @@ def test_run_folders_are_removed_after_a_run_that_failed(ck, testbed, tmp_path):
 def test_run_folders_are_removed_when_the_launcher_is_killed_or_stopped_for_good(ck, testbed, tmp_path, sig):
     """The launcher cannot clean up: each host's janitor sees its channel close (SIGKILL, and SIGSTOP once ck's
     Python has killed the stopped launcher) or fall silent (SIGSTOP)."""
-    from reprokit.run.lifeline import LAUNCHER_FILE
-    from reprokit.run.remote import REMOTE_SILENCE_S, WATCHDOG_GRACE_S
-
     with long_run(ck, tmp_path, f"--target={NAME}", "--env.PROFILE=smoke", "--env.WORKER_THREADS=1",
                   watch_log="worker-2.log") as (run, run_id):
         folder = f"{RUNS_ROOT}/{run_id}"
@@ -199,10 +201,6 @@ def test_run_folders_are_removed_when_the_launcher_is_killed_or_stopped_for_good
 @pytest.mark.parametrize("index,kind", [(1, "sftp"), (3, "exec")])
 def test_a_copy_cut_short_by_a_full_disk_fails_naming_host_file_and_cause_and_leaves_no_file(
         testbed, tmp_path, index, kind):
-    from reprokit.cluster.hosts import load
-    from reprokit.cluster.ssh import Connection, resolve
-    from reprokit.cluster.transfer import TransferError, choose
-
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(1 << 20))
     small = tmp_path / "small.txt"

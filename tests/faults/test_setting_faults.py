@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+from reprokit.cluster import rundir
+from reprokit.cluster.hosts import load
+from reprokit.cluster.ssh import Connection, resolve
+from reprokit.core.errors import UserError
 from reprokit.run.settings import ROLES_PER_CORE
 from support.faults import expect, one_clear_line
 from support.testbed import make_testbed
@@ -89,11 +93,6 @@ def test_a_cluster_run_checks_each_hosts_cores_and_folders_before_any_role_start
 
 @pytest.mark.root
 def test_the_output_folder_check_on_a_host_passes_where_a_file_can_be_written_and_leaves_nothing(testbed2, tmp_path):
-    from reprokit.cluster import rundir
-    from reprokit.cluster.hosts import load
-    from reprokit.cluster.ssh import Connection, resolve
-    from reprokit.core.errors import UserError
-
     _, state = testbed2
     cluster = load(str(state / "hosts.json"))
     conn = Connection(resolve(cluster.hosts[0], cluster)).open()

@@ -4,14 +4,17 @@ it was interrupted, and nobody printed a traceback."""
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from reprokit.run.lifeline import LAUNCHER_FILE
 from reprokit.run.procscan import is_running, process_identity
+from reprokit.run.progress import STOPPED_LIMIT_S
 from support.faults import expect, finishes, no_orphans, no_traceback, one_clear_line
-from support.runs import long_run, run_processes, wait_for
+from support.runs import long_run, run_processes, wait_for, worker_pid
+from support.testbed import make_testbed
 
 pytestmark = pytest.mark.fault("signal")
 
@@ -146,8 +149,6 @@ def test_ctrl_c_in_a_ck_action_of_ours_is_one_line(ck, tmp_path):
                          ids=["SIGINT-ck", "SIGKILL-launcher"])
 def test_a_signal_stops_the_run_on_every_host_of_a_testbed(ck, tmp_path, sig, target):
     """On a cluster too: the launcher tears the remote roles down, or, killed, its closed connections do."""
-    from support.testbed import make_testbed
-
     name = "sgsig"  # this test's own testbed: rk-sgsig-h1, rk-sgsig-h2
     make_testbed(ck, name, 2)
     try:
@@ -171,11 +172,6 @@ def test_a_stopped_launcher_or_worker_ends_the_run_named_within_the_stopped_limi
     """SIGSTOP: no exit, no output. ck would wait for a stopped launcher forever, and synchronous training for a
     stopped worker until RUN_TIMEOUT; each is named and the run ended STOPPED_LIMIT_S after it was stopped. Records
     the seconds from SIGSTOP to ck's exit (``fault_to_exit_s``, for benchmarks/fault_totals.py)."""
-    import time
-
-    from reprokit.run.progress import STOPPED_LIMIT_S
-    from support.runs import worker_pid
-
     with long_run(ck, tmp_path, "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1") as (run, run_id):
         launcher = launcher_of(tmp_path)
         victim = int(launcher.split(":")[0]) if target == "launcher" else worker_pid(run_id, 1)

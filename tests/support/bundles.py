@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reprokit.study.store import identity
 from reprokit.study.store.bundle import BUNDLE_FORMAT, _signed_bytes
-from reprokit.study.store.records import Store
+from reprokit.study.store.records import Provenance, Store
 from support.study_data import records
 
 STUDY = "sysml19-p3"
@@ -35,7 +35,7 @@ def filled_store(root: Path, host: str, values=((100.0, 101.0, 99.0), (126.0, 12
         (run / "logs" / "worker-0.log").write_text(f"Speed: 1 samples/sec from {host}\n")
         store.put_record(replace(record, record_id=record_id, sweep_id=sweep, origin=origin,
                                  run_folder=str(run.relative_to(root)),
-                                 provenance={"repo_revision": "abc", "controller_host": host}))
+                                 provenance=Provenance(repo_revision="abc", controller_host=host)))
     return store
 
 

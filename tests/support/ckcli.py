@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,15 +14,11 @@ class CkCli:
     """The real ck CLI of the framework's environment, in isolated CK_REPOS/CK_TOOLS, stdin closed."""
 
     def __init__(self, root: Path):
-        import os
-
         self.root = root
         self.exe = str(Path(sys.executable).with_name("ck"))
         self.env = {**os.environ, "CK_REPOS": str(root / "repos"), "CK_TOOLS": str(root / "tools")}
 
     def __call__(self, *args: str, timeout: float = 600, check: bool = False):
-        import subprocess
-
         proc = subprocess.run([self.exe, *args], env=self.env, stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=timeout, cwd=self.root)
         if check and proc.returncode != 0:
@@ -30,8 +28,6 @@ class CkCli:
     def popen(self, *args: str, new_session: bool = False, prefix: tuple[str, ...] = (), env: dict | None = None):
         """Start ck in the background; new_session puts it in its own process group, as a terminal would.
         ``prefix``: what ck runs under (``salloc -N2``, an OAR job's node); ``env``: in place of ours."""
-        import subprocess
-
         return subprocess.Popen([*prefix, self.exe, *args], env=env or self.env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=self.root,
                                 start_new_session=new_session)
@@ -46,8 +42,6 @@ class CkCli:
 
 
 def bootstrap(ck: CkCli) -> None:
-    import subprocess
-
     proc = subprocess.run([sys.executable, "-m", "reprokit.bootstrap"], env=ck.env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr

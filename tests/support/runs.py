@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from support.ckcli import CkCli
 
+import os
+import signal
+
 from reprokit.engines.base import InstalledEngine, get_engine
 from reprokit.run.plan import RolePlan, layout_roles
 from reprokit.run.procscan import run_processes
@@ -84,9 +87,6 @@ def long_run(ck: "CkCli", run_dir: Path, *args: str, watch_log: str = "worker-1.
              prefix: tuple[str, ...] = (), env: dict | None = None):
     """`ck run program:p3` for 1000 batches; yields (process, run_id) once that worker trains, kills it on exit.
     ``prefix``, ``env``: see CkCli.popen."""
-    import os
-    import signal
-
     run = ck.popen("run", "program:p3", "--cmd_key=resnet", f"--tmp_dir={run_dir}", "--env.NUM_BATCHES=1000",
                    "--treat_return_code_as_exit_code=yes", *args, new_session=new_session, prefix=prefix, env=env)
     def stop() -> None:
@@ -123,9 +123,6 @@ def kill_worker_1_of(start, run_dir: Path, log_path: Path) -> tuple[str, float, 
     """``start(log)``: a long run on a testbed (1000 batches) writing to ``log``. Once worker#1 (on 10.77.0.2)
     trains, SIGKILL it and wait for the run's end; returns (the run's output, seconds from the kill to the end, the
     run id, its exit code). The run is killed if it outlives the test."""
-    import os
-    import signal
-
     with open(log_path, "w") as log:
         run = start(log)
         try:

@@ -3,7 +3,8 @@ import json
 
 from reprokit.study.paper import claims as studies
 from reprokit.study.paper.target import Target
-from reprokit.study.store.records import Origin, Record, RecordConfig
+from reprokit.study.store.records import Origin, Provenance, Record, RecordConfig
+from reprokit.wire.p3_timeline import CommMeter
 
 STUDY_META = studies.repository_meta("sysml19-p3")
 ALL_MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
@@ -55,9 +56,8 @@ def records(model, bandwidth, baseline, p3, target=TESTBED4, profile="paper", va
                 status="ok" if value is not None else "failed",
                 failure_reason=None if value is not None else "worker#1 on 10.77.0.2 was killed by SIGKILL",
                 result=result if value is not None else None,
-                provenance={"engine": engine_name, **({"env_overrides": {"COMPUTE": "emulated", "DILATION": str(dilation),
-                                                                         "COMPUTE_PROFILE": gpu}}
-                                                      if emulated else {})},
+                provenance=Provenance(engine=engine_name, env_overrides={"COMPUTE": "emulated", "DILATION": str(dilation),
+                                                                         "COMPUTE_PROFILE": gpu} if emulated else None),
             ))
     return out
 
@@ -71,8 +71,6 @@ def write_trace(path, variant, iterations=4, start=1000.0, slow=1.0):
     """A worker's Chrome trace as reprokit.wire.p3_timeline writes it (its own CommMeter), for a small net
     of 3 layers: the baseline sends the output layer's gradients first (FIFO), p3 the input layer's first.
     ``slow`` stretches the communication. Returns the meter (its per-iteration figures)."""
-    from reprokit.wire.p3_timeline import CommMeter
-
     names = ["net_conv0_weight", "net_conv0_bias", "net_conv1_weight", "net_conv1_bias", "net_dense0_weight",
              "net_dense0_bias"]
     n = len(names)

@@ -2,20 +2,37 @@
 import hashlib
 import io
 import json
+import struct
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import reprokit.engines.artifact.config as artifact
+import reprokit.run.launch as launch
 from reprokit.core.errors import UserError
+from reprokit.core.paths import REPO_ROOT
 from reprokit.core.shipping import shipped_name
 from reprokit.data.fetch import extract_zip
 from reprokit.engines.artifact.command import WorkerSlot, count_records, worker_slots
-from reprokit.engines.artifact.config import Cuda, ZipSource, build_env, detect_cuda, make_args, request_from_env
-from reprokit.engines.artifact.install import InstallError, Steps, apply_patches, fetch_zip, make_deps
+from reprokit.engines.artifact.config import (
+    Cuda,
+    GitSource,
+    ZipSource,
+    build_env,
+    detect_cuda,
+    make_args,
+    request_from_env,
+)
+from reprokit.engines.artifact.install import InstallError, Steps, apply_patches, fetch_git, fetch_zip, make_deps
 from reprokit.engines.base import InstalledEngine, JobData, P3Knobs, RoleCommand, RunJob, get_engine
 from reprokit.engines.choice import select_engine
+from reprokit.engines.stock import FINISH_LINE
+from reprokit.run.settings import resolve
+from reprokit.run.spec import check_emulation_on
 from support.loopback import FileServer
+from support.runs import fake_plan, no_process_left
 
 
 def fake_toolkit(root: Path, cudnn: bool = False) -> Path:
@@ -82,8 +99,6 @@ def test_deps_folder_links_the_system_zmq_and_protobuf_only_for_a_tree_with_ps_l
 
 
 def test_ccache_goes_first_on_path_not_into_cxx(tmp_path, monkeypatch):
-    import reprokit.engines.artifact.config as artifact
-
     wrappers = tmp_path / "ccache"
     wrappers.mkdir()
     monkeypatch.setattr(artifact, "CCACHE_WRAPPERS", wrappers)
@@ -94,8 +109,6 @@ def test_ccache_goes_first_on_path_not_into_cxx(tmp_path, monkeypatch):
 
 
 def _git_tree(root: Path) -> Path:
-    import subprocess
-
     root.mkdir(parents=True)
     (root / "a.txt").write_text("one\n")
     for args in (["init", "-q"], ["add", "a.txt"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
@@ -139,8 +152,6 @@ def test_patch_folder_is_the_packages_own_unless_given(tmp_path):
 
 def test_one_copy_of_each_patch_serves_every_package_that_names_it(tmp_path):
     """The baseline and Zenodo packages take the P3 package's patches; the baseline only those its meta lists."""
-    from reprokit.core.paths import REPO_ROOT
-
     base = {"INSTALL_DIR": str(tmp_path), "PACKAGE_URL": "u", "USE_CUDA": "0"}
     applied = {}
     for package in ("sysml19-p3-github", "sysml19-p3-zenodo", "sysml19-p3-baseline-github"):
@@ -193,9 +204,6 @@ def _zip_bytes(names: list[str]) -> bytes:
 
 
 def test_an_unreachable_clone_names_the_offline_way(tmp_path):
-    from reprokit.engines.artifact.config import GitSource
-    from reprokit.engines.artifact.install import fetch_git
-
     steps = Steps(tmp_path / "log.txt", io.StringIO())
     with pytest.raises(InstallError) as err:
         fetch_git(GitSource(str(tmp_path / "no-such-repository")), tmp_path / "clone", steps, step="sockeye",
@@ -351,8 +359,6 @@ def test_cuda_build_gives_each_local_worker_its_own_gpu_on_the_registered_data(t
 
 
 def _recordio(path: Path, sizes: list[int]) -> Path:
-    import struct
-
     with open(path, "wb") as out:
         for size in sizes:
             out.write(struct.pack("<II", 0xCED7230A, size) + b"x" * size + b"\0" * (-size % 4))
@@ -453,9 +459,6 @@ def test_image_and_sockeye_runs_carry_the_line_their_training_ends_with(tmp_path
 
 def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(run_dir):
     """As the authors' builds do here: a worker trains, logs its end of training, then waits forever at exit."""
-    import reprokit.run.launch as launch
-    from support.runs import fake_plan, no_process_left
-
     plan = fake_plan("--hang", "worker#1", timeout_s=20)
     plan.finish_pattern, plan.finish_grace_s, plan.finish_note = r"worker#\d started", 1.0, "as expected here"
     outcome = launch.run_local(plan, run_dir, console=io.StringIO())
@@ -476,9 +479,6 @@ def test_run_whose_worker_hangs_after_its_training_ends_cleanly_after_the_grace(
 
 @pytest.mark.parametrize("build", [P3, BASELINE])
 def test_an_emulated_run_on_their_builds_is_our_train_py_in_their_interpreter_without_stock_knobs(build):
-    from reprokit.engines.stock import FINISH_LINE
-    from reprokit.run.settings import resolve
-
     settings = resolve("resnet", {"COMPUTE": "emulated", "VARIANT": build.build.value}, "smoke")
     args = settings.train_args(get_engine(build.build))
     job = RunJob(variant=build.build.value, model="resnet", batch_size=32, image_shape="3,32,32", num_epochs=1,
@@ -494,9 +494,6 @@ def test_an_emulated_run_on_their_builds_is_our_train_py_in_their_interpreter_wi
 
 
 def test_busy_waits_are_refused_on_their_builds_and_allowed_on_stock_mxnet():
-    from reprokit.run.settings import resolve
-    from reprokit.run.spec import check_emulation_on
-
     busy = resolve("resnet", {"COMPUTE": "emulated", "COMPUTE_WAIT": "busy"}, "smoke")
     check_emulation_on(STOCK, busy)
     check_emulation_on(P3, resolve("resnet", {"COMPUTE": "emulated"}, "smoke"))

@@ -5,6 +5,10 @@ from dataclasses import replace
 
 import pytest
 
+from reprokit.core.errors import UserError
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
+from reprokit.study.analysis.labelled import predicted_stated
+from reprokit.study.paper.claims import repository_study
 from reprokit.study.whatif.iteration_model import (
     BYTESCHEDULER_CREDIT,
     BYTESCHEDULER_PARTITION,
@@ -17,6 +21,8 @@ from reprokit.study.whatif.iteration_model import (
     messages,
     simulate,
 )
+from reprokit.study.whatif.model_check import ModelValidation
+from reprokit.study.whatif.predict import predict, request_from, table
 
 GBIT = 1e9
 
@@ -26,8 +32,6 @@ def run(layers, policy, bandwidth=GBIT, workers=4, layout=Layout.COLOCATED, **kw
 
 
 def test_the_variant_is_the_policy_and_its_defaults_are_the_variants_knobs():
-    from reprokit.engines.bytescheduler import ByteSchedulerVariant
-
     assert VARIANT_POLICY["bytescheduler"] is Policy.BYTESCHEDULER
     assert Policy.BYTESCHEDULER.scheduled and not Policy.BYTESCHEDULER.prioritised  # the van below it: FIFO
     assert not Policy.BYTESCHEDULER.p3_store and not Policy.BYTESCHEDULER.sliced
@@ -150,8 +154,6 @@ def test_knobs_out_of_range_are_refused():
 # --- the gate of its predicted verdicts -------------------------------------------------------------------------
 
 def claim_at_a_bandwidth():
-    from reprokit.study.paper.claims import repository_study
-
     entry = repository_study("sosp19-bytescheduler")
     return entry, replace(entry.claims[0], id="resnet-at-10gbit", bandwidth="10gbit", cluster_size=4)
 
@@ -168,9 +170,6 @@ def check(errors, gpu="v100", model="resnet"):
 
 
 def test_the_stored_record_withholds_bytescheduler_at_the_v100_naming_its_missed_check():
-    from reprokit.study.analysis.labelled import predicted_stated
-    from reprokit.study.whatif.model_check import ModelValidation
-
     entry, at = claim_at_a_bandwidth()
     said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored(), entry.gpu)
     assert said.startswith("not given: the iteration model is not validated (emulated runs of ByteScheduler")
@@ -179,9 +178,6 @@ def test_the_stored_record_withholds_bytescheduler_at_the_v100_naming_its_missed
 
 
 def test_a_check_that_holds_at_the_papers_gpu_lets_the_machinery_predict_bytescheduler():
-    from reprokit.study.analysis.labelled import predicted_stated
-    from reprokit.study.whatif.model_check import ModelValidation
-
     entry, at = claim_at_a_bandwidth()
     stored = ModelValidation.stored()
     holding = replace(stored, checks=(check((-0.04, 0.05)),))
@@ -198,10 +194,6 @@ def test_a_check_that_holds_at_the_papers_gpu_lets_the_machinery_predict_bytesch
 
 
 def test_ck_predict_predicts_the_studys_own_variant_or_those_asked_and_says_it_is_not_validated():
-    from reprokit.core.errors import UserError
-    from reprokit.study.paper.claims import repository_study
-    from reprokit.study.whatif.predict import predict, request_from, table
-
     options = {"model": "resnet", "bandwidths": "10gbit", "workers": "4"}
     entry = repository_study("sosp19-bytescheduler")
     request = request_from(options, entry)

@@ -24,8 +24,10 @@ from reprokit.data.imagenet import (
     find_train_roots,
     make_synthetic,
 )
+from reprokit.data.recordio import fetch_ready, index_records, read_manifest
 from reprokit.data.registered import EnvEntry
-from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball
+from reprokit.run.spec import RunData
+from support.loopback import FileServer, imagenet_like_tarball, imagenet_train_tarball, recordio_file
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -227,9 +229,6 @@ def test_the_train_folder_to_convert_prefers_real_imagenet(tmp_path):
 
 
 def test_index_records_writes_every_records_id_and_offset_and_refuses_a_cut_or_foreign_file(tmp_path):
-    from reprokit.data.recordio import index_records
-    from support.loopback import recordio_file
-
     rec = tmp_path / "a.rec"
     rec.write_bytes(recordio_file([3, 0, 7]))
     assert index_records(rec) == (3, 8)
@@ -244,9 +243,6 @@ def test_index_records_writes_every_records_id_and_offset_and_refuses_a_cut_or_f
 
 
 def test_the_ready_set_from_a_local_folder_is_linked_not_copied_and_swapped_in_whole(tmp_path):
-    from reprokit.data.recordio import fetch_ready, read_manifest
-    from support.loopback import recordio_file
-
     source = tmp_path / "authors"
     source.mkdir()
     (source / "imagenet1k_train.rec").write_bytes(recordio_file([0, 1, 2, 3, 4, 0]))
@@ -264,8 +260,6 @@ def test_the_ready_set_from_a_local_folder_is_linked_not_copied_and_swapped_in_w
 
 
 def test_a_registered_set_smaller_than_a_batch_per_worker_is_refused_before_launch():
-    from reprokit.run.spec import RunData
-
     images = RunData("imagenet-min", rec="t.rec", env_uid="u1", samples=12, unit="images", split=True)
     images.check_feeds_every_worker(batch_size=6, workers=2)  # 6 each: one batch each
     with pytest.raises(UserError) as err:

@@ -1,13 +1,18 @@
 """Every document that crosses a process or disk boundary is one typed class whose to_dict/from_dict round trip
 keeps it whole (docs/reference/layout.md, "Documents")."""
 import json
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from reprokit.cluster.hosts import parse
+from reprokit.core.errors import UserError
 from reprokit.data.recordio import Part, RecordioManifest
 from reprokit.engines.base import InstalledEngine, get_engine
-from reprokit.run.result import Result
+from reprokit.run.result import RESULT_FORMAT, Result
 from reprokit.run.settings import resolve
-from reprokit.run.spec import RunData, build_spec
+from reprokit.run.spec import SPEC_FORMAT, RunData, RunSpec, build_spec
 from reprokit.study.store.records import Record
 from reprokit.vocabulary import RunStatus
 from support.study_data import records
@@ -49,12 +54,6 @@ def test_a_recordio_manifest_and_a_study_record_round_trip():
 
 
 def test_the_run_spec_and_the_result_carry_their_format_and_refuse_another():
-    import pytest
-
-    from reprokit.core.errors import UserError
-    from reprokit.run.result import RESULT_FORMAT
-    from reprokit.run.spec import SPEC_FORMAT, RunSpec
-
     spec = RunSpec.refused("no such model")
     result = Result(RunStatus.FAILED, "x")
     assert spec.to_dict()["format"] == SPEC_FORMAT and result.to_dict()["format"] == RESULT_FORMAT
@@ -63,9 +62,6 @@ def test_the_run_spec_and_the_result_carry_their_format_and_refuse_another():
             document.from_dict({**data, "format": data["format"].replace("/1", "/2")})
         assert document.from_dict({k: v for k, v in data.items() if k != "format"}).to_dict() == data  # older files
     with pytest.raises(UserError, match=r"cannot read the run specification .*: format 'reprokit-run-spec/2'"):
-        import tempfile
-        from pathlib import Path
-
         folder = Path(tempfile.mkdtemp())
         (folder / "p3-run.json").write_text(json.dumps({**spec.to_dict(), "format": "reprokit-run-spec/2"}))
         RunSpec.load(folder / "p3-run.json")

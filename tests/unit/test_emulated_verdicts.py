@@ -1,11 +1,15 @@
 """Emulated runs (--emulate) in the analysis: never in a measured verdict or badge, shown as emulated verdicts."""
 import re
+from dataclasses import replace
 
 import pytest
 
+from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.analysis.labelled import emulation_status, labelled_verdicts
+from reprokit.study.analysis.labelled import emulation_status, labelled_verdicts, predicted_at, predicted_verdict
 from reprokit.study.analysis.verdict import judge_at_bandwidth
+from reprokit.study.whatif.claim_speedup import predicted_speedup
+from reprokit.study.whatif.model_check import ModelValidation
 from support.study_data import ALL_MODELS, records, study
 
 MEASURED = records("resnet", "4gbit", [10.0, 10.1, 9.9], [10.0, 10.2, 9.8], ratio=2.0)
@@ -169,16 +173,12 @@ def check(against, names, iteration_errors, speedup_errors, hosts=4, links="fair
 
 def validation(iteration_errors=(0.05, -0.08), speedup_errors=(0.12,), per_byte=2.6e-9, per_message=42e-6,
                hosts=4, links="fair", compute="emulated", cores="shared", more=(), gpu="p4000"):
-    from reprokit.study.whatif.model_check import ModelValidation
-
     return ModelValidation(0.10, 0.15, (check("real runs", ["vgg 15gbit baseline", "vgg 15gbit p3"],
                                               iteration_errors, speedup_errors, hosts, links, compute, cores, gpu),
                                         *more), per_byte, per_message)
 
 
 def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside_the_models_assumption():
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     vgg = claim("vgg-15gbit")
     uneven = check("emulated, 4 hosts, one queue each", ["vgg 15gbit baseline", "vgg 15gbit p3"], [-0.18, -0.05],
                    [-0.14], links="fifo")
@@ -208,8 +208,6 @@ def claim(claim_id):
 
 
 def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_which():
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     said = predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(iteration_errors=(0.05, 0.105)))
     assert said == ("not given: the iteration model is not validated (real runs: iteration time within 10% in 1 of 2, "
                     "speedup within 15% in 1 of 1; docs/explanation/iteration-model.md)")
@@ -218,8 +216,6 @@ def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_wh
 
 
 def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_claims_about_it():
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     names = ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"]
     sliced = check("slicing alone, fair links", names, [-0.039, -0.228], [0.244])
     checks = validation(more=(sliced,))
@@ -234,8 +230,6 @@ def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_cla
 
 
 def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_about_that_network():
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     names = ["resnet 4gbit baseline", "resnet 4gbit p3", "vgg 15gbit baseline", "vgg 15gbit p3"]
     resnet_missed = check("the authors' builds, fair links", names, [-0.156, -0.078, -0.018, 0.017], [-0.085, -0.035])
     checks = validation(more=(resnet_missed,))
@@ -251,11 +245,6 @@ def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_a
 
 
 def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error():
-    from dataclasses import replace
-
-    from reprokit.study.analysis.labelled import predicted_verdict
-    from reprokit.study.whatif.claim_speedup import predicted_speedup
-
     vgg = claim("vgg-15gbit")
     free, costly = predicted_speedup(vgg), predicted_speedup(vgg, "p4000", 0.0, 2.6e-9, 42e-6)
     assert 1.0 < free < 1.3 and costly < free  # the hosts' costs weigh on P3's many slices
@@ -275,11 +264,6 @@ def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error(
 def test_a_verdict_that_holds_over_part_of_the_gpus_range_only_is_inconclusive_and_names_where_it_flips():
     """ResNet-50 at 4gbit speeds up more the nearer compute comes to communication: a claim band just above what
     the P4000's slow end gives is missed there and reached at its fast end."""
-    from dataclasses import replace
-
-    from reprokit.emulation.gpus import gpu
-    from reprokit.study.analysis.labelled import predicted_at, predicted_verdict
-
     resnet = claim("resnet-4gbit")
     rate = gpu("p4000").throughput("resnet")
     tight = replace(study().tolerance, speedup=0.01)
@@ -301,8 +285,6 @@ def test_a_verdict_that_holds_over_part_of_the_gpus_range_only_is_inconclusive_a
 
 
 def test_no_predicted_verdict_at_a_gpu_no_check_ran_at():
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     at_v100 = validation(gpu="v100")
     assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, at_v100) == (
         "not given: the iteration model is not validated (no check inside the model's assumptions ran at the p4000 "
@@ -313,8 +295,6 @@ def test_no_predicted_verdict_at_a_gpu_no_check_ran_at():
 def test_a_check_repeated_on_cubic_is_judged_by_its_repetition_and_kept_in_the_record():
     """The authors' ResNet-50 baseline missed on this machine's bbr; the same runs on cubic (the paper's hosts' TCP)
     repeat that check: the gate judges the repetition, whichever way it goes, and the record keeps both."""
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     names = ["resnet 4gbit baseline", "resnet 4gbit p3"]
     on_bbr = check("the authors' builds, fair links", names, [-0.156, -0.078], [-0.085])
     on_cubic = {**check("the authors' builds, fair links, TCP cubic", names, [-0.011, -0.004], [-0.008]),
@@ -356,8 +336,6 @@ def test_runs_at_another_gpu_are_never_pooled_with_the_papers_and_are_shown_apar
 
 
 def test_a_check_at_the_gpu_must_have_run_the_claims_variant_not_only_its_baseline():
-    from reprokit.study.analysis.labelled import predicted_verdict
-
     baseline_only = check("the P4000's baseline", ["vgg 15gbit baseline"], [0.01], [])
     at_v100 = check("slicing alone at the V100", ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"], [0.01, 0.02],
                     [0.01], gpu="v100")

@@ -6,6 +6,7 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.emulation import profile as em
+from reprokit.emulation.gpus import gpus
 from reprokit.engines.base import get_engine
 from reprokit.run.settings import resolve
 from reprokit.study.profiles import emulation_profiles, layer_profiles
@@ -14,8 +15,6 @@ STOCK, FORK = get_engine("stock"), get_engine("p3")
 
 
 def test_every_stored_profile_is_what_its_gpus_figures_make_and_every_gpu_has_one():
-    from reprokit.emulation.gpus import gpus
-
     assert set(em.named_profiles()) == set(gpus())
     for gpu in gpus().values():
         stored = json.loads((em.PROFILES_DIR / f"{gpu.name}.json").read_text())

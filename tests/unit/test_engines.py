@@ -13,6 +13,9 @@ from reprokit.engines.base import (
     get_engine,
     register_engine,
 )
+from reprokit.run.launch import local_environment
+from reprokit.run.remote import role_command
+from support.runs import fake_plan
 
 
 def test_three_engines_are_registered_each_with_the_variants_it_runs():
@@ -60,10 +63,6 @@ def test_artifact_env_keys_are_written_and_read_by_one_class(tmp_path):
 
 
 def test_a_role_takes_the_engines_switches_from_its_plan_never_from_the_launching_shell(monkeypatch):
-    from reprokit.run.launch import local_environment
-    from reprokit.run.remote import role_command
-    from support.runs import fake_plan
-
     assert engine_switches()[:4] == ("DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "MXNET_KVSTORE_SLICE_THRESHOLD",
                                      "MXNET_UPDATE_ON_KVSTORE")
     assert {"BYTESCHEDULER_PARTITION", "BYTESCHEDULER_CREDIT", "BYTESCHEDULER_CREDIT_TUNING"} <= set(engine_switches())

@@ -1,8 +1,13 @@
 """Run folders in CK's shared program/p3/tmp: one per run, `latest` pointing at the newest, old finished ones pruned."""
 import os
+import shutil as real_shutil
 import subprocess
 import sys
+from collections import namedtuple
 
+import pytest
+
+from reprokit.core.errors import UserError
 from reprokit.run import folders
 from reprokit.run.lifeline import LAUNCHER_FILE
 from reprokit.run.procscan import process_identity
@@ -51,13 +56,6 @@ def test_refused_runs_never_evict_a_run_that_ran(tmp_path):
 
 
 def test_a_run_folder_on_a_full_filesystem_or_with_an_overlong_name_is_refused_before_it_is_made(tmp_path, monkeypatch):
-    import shutil as real_shutil
-    from collections import namedtuple
-
-    import pytest
-
-    from reprokit.core.errors import UserError
-
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(real_shutil, "disk_usage", lambda _path: usage(10 ** 9, 10 ** 9, 1024))
     with pytest.raises(UserError, match=r"the run folder: only 0\.0 MB free on .*; free space on"):

@@ -6,6 +6,9 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.emulation import gpus as g, profile as em
+from reprokit.study.whatif.compute import layers_of
+from reprokit.study.whatif.predict import predict, request_from
+from support.study_data import study
 
 pytestmark = pytest.mark.parallel
 STORED = json.loads(g.GPUS_FILE.read_text())
@@ -73,10 +76,6 @@ def predict_options(**extra):
 
 
 def test_ck_predict_takes_every_gpu_and_refuses_an_unknown_one_listing_the_valid_names():
-    from tests.support.study_data import study
-
-    from reprokit.study.whatif.predict import predict, request_from
-
     request = request_from(predict_options(gpu="p4000,v100"), study())
     assert [c.label for c in request.computes] == ["P4000", "V100"]
     p4000, v100 = (r.predicted.compute_s for r in predict(request))
@@ -98,11 +97,6 @@ def test_a_measured_profile_gives_the_model_the_compute_its_run_measured(tmp_pat
     """measured:FILE is what a run with --env.TIMELINE=1 measured of itself (measured-compute.json): the model is
     given exactly its layers at the run's batch, so with nothing to send the predicted iteration is the run's
     measured compute, and it is what the validation's checks of real runs predict from (model_check)."""
-    from tests.support.study_data import study
-
-    from reprokit.study.whatif.compute import layers_of
-    from reprokit.study.whatif.predict import predict, request_from
-
     ran = em.resolve_profile("v100", "resnet", "3,32,32", 32).scaled(em.Factor("cpu", 180.0, "a CPU's compute"))
     measured = tmp_path / "measured-compute.json"
     measured.write_text(json.dumps({**ran.to_dict(), "name": em.MEASURED_NAME}))

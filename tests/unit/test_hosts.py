@@ -1,9 +1,11 @@
 import json
+import os
 import re
 
 import pytest
 
 from reprokit.cluster.hosts import HostSpec, check_description, load, parse
+from reprokit.cluster.ssh import resolve
 from reprokit.core.errors import UserError
 
 
@@ -187,8 +189,6 @@ def test_check_description_leaves_allocations_unexpanded_but_checks_the_rest():
 
 
 def test_node_file_that_is_a_fifo_or_a_device_is_refused_without_blocking(tmp_path):
-    import os
-
     fifo = tmp_path / "nodefile"
     os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
     with pytest.raises(UserError, match=rf"nodefile {fifo} is a FIFO \(named pipe\), not a regular file"):
@@ -221,8 +221,6 @@ def test_yaml_keys_are_names_given_once_and_nesting_is_bounded(tmp_path, text, m
 def test_hosts_json_port_and_user_reach_ssh_configs_proxy_command(tmp_path):
     """ssh_config's %p and %r must expand to what hosts.json says, or the run reaches another sshd (and
     accept-new records that sshd's key under [host]:port)."""
-    from reprokit.cluster.ssh import resolve
-
     config = tmp_path / "ssh_config"
     config.write_text("Host node1\n  HostName 10.0.0.1\n  User bob\n  ProxyCommand relay %h %p %r\n")
     cluster = parse({"hosts": [{"host": "node1", "port": 2222, "user": "eve"}], "ssh_config": str(config)}, "t")

@@ -1,5 +1,8 @@
 """The discrete-event iteration model (reprokit.study.whatif.iteration_model) and the layer profiles it is fed."""
+import json
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -165,9 +168,6 @@ def test_negative_stack_costs_are_refused():
 # The layer profiles: per-layer sums against the study entry's totals, compute split by FLOPs.
 
 def study():
-    import json
-    from pathlib import Path
-
     meta = json.loads((Path(__file__).resolve().parents[2] / "study/sysml19-p3/.cm/meta.json").read_text())
     return from_meta("sysml19-p3", meta)
 
@@ -244,8 +244,6 @@ def test_the_baselines_big_array_bound_places_arrays_whole_or_split():
 def test_three_iterations_give_the_steady_state_that_more_would(policy, fifo_bytes):
     """Each iteration's communication ends before the next backward starts, so from the second on every iteration
     is the same: the default of 3 predicts what 6 do."""
-    from dataclasses import replace
-
     for bandwidth in (0.5 * GBIT, 4 * GBIT, 40 * GBIT):
         spec = ModelInput(vgg_like(), 4, 4, bandwidth, policy, fifo_bytes=fifo_bytes)
         assert spec.iterations == 3

@@ -1,12 +1,29 @@
 """Which launcher a run takes, and the srun launcher's command lines (the real runs: tests/ck/test_slurm_testbed.py)."""
 
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
 import pytest
 
+from reprokit.cluster import testbed
+from reprokit.cluster.slurm_testbed import SlurmState
 from reprokit.core.errors import UserError
+from reprokit.run import launchers, oarsh, srun
+from reprokit.run.jobprep import JobRoleProcess
+from reprokit.run.launch import OutputSink
 from reprokit.run.launchers import check_allocated, check_in_job, choose_launcher, get_launcher, launcher_names
+from reprokit.run.plan import Role
+from reprokit.run.procscan import run_processes
+from reprokit.run.remote import BEAT_ANSWER, role_command
 from reprokit.run.settings import default_profile
 from reprokit.run.spec import RunSpec
 from reprokit.run.srun import role_argv
+from support.runs import no_process_left, wait_for
 
 ALLOCATION = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[01-03]"}
 OAR_JOB = {"OAR_JOB_ID": "42", "OAR_NODEFILE": "/var/lib/oar/42"}
@@ -84,10 +101,6 @@ def test_oarsh_needs_the_hosts_to_be_nodes_of_the_job():
 def test_an_answering_role_wrapper_acknowledges_each_heartbeat_on_stderr_and_merges_the_roles_stderr(tmp_path):
     """The wrapper the oarsh and srun launchers run, by a local sh: each byte in is one line of an ACK byte on
     stderr (a line: slurmstepd hands on whole lines only)."""
-    import subprocess
-
-    from reprokit.run.remote import BEAT_ANSWER, role_command
-
     command = role_command(str(tmp_path), {"X": "1"}, ["sh", "-c", "echo out; echo err >&2; sleep 1"], answer=True)
     proc = subprocess.run(["sh", "-c", command], input=b"...", capture_output=True, timeout=30)
     assert proc.returncode == 0
@@ -106,13 +119,6 @@ def test_each_role_is_one_job_step_on_its_host_sharing_the_allocation():
 def job_role(tmp_path, argv, run_id):
     """A role as the srun and oarsh launchers start one (jobprep.JobRoleProcess), through a local sh for the job's
     program: the same wrapper, stdin, stdout and stderr."""
-    import io
-
-    from reprokit.run.jobprep import JobRoleProcess
-    from reprokit.run.launch import OutputSink
-    from reprokit.run.plan import Role
-    from reprokit.run.remote import role_command
-
     wrapper = role_command(str(tmp_path / "run"), {"REPROKIT_RUN_ID": run_id}, argv, answer=True)
     return JobRoleProcess(Role("worker", 1, "h2"), "sh", "job step", ["/bin/sh", "-c", wrapper], {},
                           OutputSink(io.StringIO(), tmp_path / "logs"))
@@ -124,10 +130,6 @@ def job_role(tmp_path, argv, run_id):
     (["sh", "-c", "exit 3"], 3, "exited with code 3")])
 def test_a_job_role_reports_its_exit_code_and_the_signal_that_killed_it(tmp_path, argv, code, said):
     """The wrapper exits with the shell's 128+N for a role killed by signal N; srun and oarsh exit with its code."""
-    import uuid
-
-    from support.runs import wait_for
-
     proc = job_role(tmp_path, argv, uuid.uuid4().hex)
     try:
         assert wait_for(lambda: proc.poll() is not None, 10)
@@ -141,14 +143,6 @@ def test_a_job_role_reports_its_exit_code_and_the_signal_that_killed_it(tmp_path
 def test_a_stopped_job_role_is_seen_stopped_at_the_next_heartbeat_and_its_teardown_closes_stdin(tmp_path):
     """The srun and oarsh launchers' roles: the watchdog reports a stopped role on its output, which the role
     process reads as stopped() (not as the role's output); closing its stdin ends the role's group."""
-    import os
-    import signal
-    import sys
-    import uuid
-
-    from reprokit.run.procscan import run_processes
-    from support.runs import no_process_left, wait_for
-
     run_id = uuid.uuid4().hex
     ticker = [sys.executable, "-c", "import time\nwhile True:\n print('tick', flush=True); time.sleep(0.2)"]
     proc = job_role(tmp_path, ticker, run_id)
@@ -180,11 +174,9 @@ def test_a_spec_says_its_launcher_and_older_specs_keep_theirs():
 
 def test_a_run_inside_an_allocation_of_the_slurm_testbed_is_on_the_testbed(tmp_path):
     conf = tmp_path / "slurm" / "slurm.conf"
-    from reprokit.cluster.slurm_testbed import SlurmState
-    from reprokit.cluster.testbed import TestbedState
 
     slurm = SlurmState("22.05.8", str(conf), "tb-ctl(10.77.0.254)", ["h1", "h2", "h3"], "debug", ["srun"], "s", 0.2)
-    TestbedState("tb", 3, scheduler=slurm).save(tmp_path)
+    testbed.TestbedState("tb", 3, scheduler=slurm).save(tmp_path)  # the module: pytest would collect a Test* name
     allocation = {"hostlist": "$SLURM_JOB_NODELIST"}
     assert default_profile(allocation, {**ALLOCATION, "SLURM_CONF": str(conf)}) == "smoke"
     assert default_profile(allocation, {**ALLOCATION, "SLURM_CONF": "/etc/slurm/slurm.conf"}) == "paper"
@@ -196,12 +188,6 @@ def test_a_run_inside_an_allocation_of_the_slurm_testbed_is_on_the_testbed(tmp_p
 def test_the_probe_finds_the_scheduler_a_port_below_the_ephemeral_range(launcher):
     """The probe cannot hold the port until the scheduler binds it, so it must not be one that a role's own
     bind(0) or outgoing connection can take meanwhile."""
-    import json
-    import subprocess
-    import sys
-
-    from reprokit.run import oarsh, srun
-
     probe, args = (srun.PROBE, ["h1", "0"]) if launcher == "srun" else (oarsh.PROBE, ["scheduler", "0"])
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     for _ in range(3):
@@ -212,8 +198,6 @@ def test_the_probe_finds_the_scheduler_a_port_below_the_ephemeral_range(launcher
 
 
 def test_a_new_launcher_is_one_class_registered_by_name():
-    from reprokit.run import launchers
-
     @launchers.register_launcher
     class Mpirun(launchers.Launcher):
         name = "mpirun-test"

@@ -5,7 +5,16 @@ import json
 from reprokit.emulation import profile as em
 from reprokit.run.result import Result
 from reprokit.study.whatif.iteration_model import Layer, ModelInput, Policy, simulate
-from reprokit.study.whatif.model_check import Configuration, ObservedRun, StackCosts, compared, recorded_errors
+from reprokit.study.whatif.model_check import (
+    Configuration,
+    ObservedRun,
+    StackCosts,
+    compared,
+    model_input,
+    recorded_errors,
+    validation_folder,
+    validation_runs,
+)
 from reprokit.vocabulary import RunStatus
 
 
@@ -60,8 +69,6 @@ def test_the_record_names_each_configuration_and_pairs_each_speedup_with_its_own
 
 
 def test_a_validation_run_is_found_again_where_the_benchmark_left_it(tmp_path):
-    from reprokit.study.whatif.model_check import validation_folder, validation_runs
-
     for model, rate, variant, rep, measured in (("vgg", "1gbit", "p3", 0, True), ("resnet", "off", "baseline", 1, True),
                                                  ("vgg", "1gbit", "baseline", 0, False)):  # an older run: no profile
         folder = validation_folder(tmp_path, model, rate, variant, rep)
@@ -79,8 +86,6 @@ def test_a_validation_run_is_found_again_where_the_benchmark_left_it(tmp_path):
 
 def test_a_bytescheduler_run_is_predicted_with_its_own_partition_and_credit(tmp_path):
     """ByteScheduler's knobs come from the run's result (its workers' bytescheduler lines), else their defaults."""
-    from reprokit.study.whatif.model_check import model_input
-
     _, profile_file = vgg_profile(tmp_path)
     knobs = {"partition": 500_000, "credit": 2_000_000, "credit_tuning": False, "commit": "", "pushpulls": [1] * 4,
              "tasks": [1] * 4, "immediate": [True, True, True, False]}

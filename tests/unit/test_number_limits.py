@@ -1,9 +1,14 @@
 """Numbers are checked where they enter, against the limits where they stop meaning anything or start costing
 without bound, before any work: one test per kind of number."""
+import copy
+import json
+
 import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import MIN_RATE_BPS, tc_rate_bps
+from reprokit.emulation import profile
+from reprokit.run.settings import resolve_port
 from reprokit.study.paper.rates import rate_bps, shaped_bps
 from reprokit.study.whatif import predict
 from support.study_data import study
@@ -33,11 +38,6 @@ def test_a_slice_that_would_cut_the_model_into_too_many_slices_is_refused_before
 
 
 def test_a_compute_profile_from_a_file_is_checked_against_the_network_and_for_plausible_layer_times(tmp_path):
-    import copy
-    import json
-
-    from reprokit.emulation import profile
-
     reference = profile.collection("p4000").find("resnet", "3,224,224").to_dict()
     wrong_arrays = copy.deepcopy(reference)
     wrong_arrays["layers"][3]["arrays"][0] += 1
@@ -58,8 +58,6 @@ def test_a_compute_profile_from_a_file_is_checked_against_the_network_and_for_pl
 
 
 def test_a_port_refusal_names_the_option_it_came_from():
-    from reprokit.run.settings import resolve_port
-
     with pytest.raises(UserError, match=r"^port must be a whole number, got 'abc'; fix it with --port=N \(1024-65535\)"):
         resolve_port("abc", "--port")
     with pytest.raises(UserError, match=r"^PS_ROOT_PORT must be at least 1024, got 80; fix it with --env.PS_ROOT_PORT=N"):

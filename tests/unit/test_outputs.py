@@ -6,6 +6,8 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
 from reprokit.core.outputs import output_file, output_folder, replace_file, save_figure
+from reprokit.study.whatif import predict
+from support.study_data import study
 
 pytestmark = pytest.mark.parallel
 
@@ -19,9 +21,9 @@ def planted(tmp_path, name):
 
 
 def test_files_replace_a_planted_link_and_never_write_through_it(tmp_path):
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  matplotlib: Agg chosen before pyplot
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: Agg chosen before pyplot
 
     for name, write in (("a.md", lambda p: replace_file(p, "new")), ("a.json", lambda p: write_json(p, {"x": 1})),
                         ("a.png", lambda p: save_figure(plt.figure(), p))):
@@ -32,9 +34,6 @@ def test_files_replace_a_planted_link_and_never_write_through_it(tmp_path):
 
 
 def test_ck_predict_writes_its_table_and_plot_beside_planted_links_not_through_them(tmp_path):
-    from reprokit.study.whatif import predict
-    from support.study_data import study
-
     table, victim = planted(tmp_path, "predicted-resnet.md")
     plot, _ = planted(tmp_path, "predicted-speedup-resnet.png")
     predict.run({"model": "resnet", "bandwidths": "4gbit", "workers": "4"}, study(), tmp_path / "out",

@@ -1,9 +1,11 @@
 import json
 import socket
+import subprocess
+import sys
 
 import pytest
 
-from reprokit.cluster.ports import check_port_free, hold_port, pick_free_port
+from reprokit.cluster.ports import HOLD_PORT_SNIPPET, check_port_free, hold_port, pick_free_port
 from reprokit.core.errors import UserError
 from reprokit.run.plan import Role, RolePlan, layout_roles, worker_threads_per_host
 from reprokit.vocabulary import RoleKind
@@ -94,11 +96,6 @@ def test_a_held_port_is_nobody_elses_but_its_role_can_still_listen_there():
 def test_a_chosen_scheduler_port_lies_below_the_range_other_roles_ports_come_from():
     """Other runs' roles bind(0) for their own ports and ZeroMQ may bind beside a held port that does not listen:
     a chosen port from the ephemeral range was once taken by another run's worker (a SIGSEGV in CI)."""
-    import subprocess
-    import sys
-
-    from reprokit.cluster.ports import HOLD_PORT_SNIPPET
-
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     for _ in range(20):
         with hold_port(0, "0.0.0.0") as held:

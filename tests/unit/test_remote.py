@@ -1,8 +1,10 @@
 """The remote role wrapper, run by a real /bin/sh exactly as sshd runs a session's command."""
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -10,7 +12,7 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.run.procscan import run_processes
-from reprokit.run.remote import role_command, sweep_command
+from reprokit.run.remote import STOPPED_MARK, StoppedReports, role_command, sweep_command
 from support.runs import no_process_left, wait_for
 
 HOSTILE = {
@@ -139,11 +141,6 @@ def test_a_role_that_hears_no_heartbeat_stops_on_its_own_and_one_that_does_keeps
 def test_the_watchdog_reports_a_stopped_role_at_each_heartbeat_and_falls_silent_once_it_resumes(tmp_path):
     """A stopped role neither exits nor writes: its watchdog says so on the role's stdout, one STOPPED_MARK per
     heartbeat while it stays stopped, nothing else; StoppedReports turns that into the role's state."""
-    import os
-    import threading
-
-    from reprokit.run.remote import STOPPED_MARK, StoppedReports
-
     run_id = uuid.uuid4().hex
     ticker = [sys.executable, "-c", "import time\nwhile True:\n print('tick', flush=True); time.sleep(0.2)"]
     proc = subprocess.Popen(["/bin/sh", "-c", role_command(str(tmp_path / "r"), {"REPROKIT_RUN_ID": run_id}, ticker)],

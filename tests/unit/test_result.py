@@ -4,6 +4,7 @@ import pytest
 
 from reprokit.run import result as unified
 from reprokit.run.launch import Outcome
+from reprokit.run.settings import resolve
 from reprokit.vocabulary import RunStatus
 from support.runs import fake_plan, fake_spec
 
@@ -137,8 +138,6 @@ def test_a_role_that_refused_its_van_is_the_reason_of_the_failure(tmp_path):
 
 
 def emulated_spec(wait):
-    from reprokit.run.settings import resolve
-
     base = spec()
     settings = resolve("resnet", {"BATCH_SIZE": "16", "VARIANT": "baseline", "COMPUTE": "emulated",
                                   "COMPUTE_WAIT": wait, "DILATION": "20"}, default_profile="smoke")

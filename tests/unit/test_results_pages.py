@@ -26,8 +26,8 @@ def test_the_committed_pages_are_what_their_summaries_generate(tmp_path):
 def test_a_page_names_every_record_with_its_figure_and_states_the_speedup(tmp_path):
     runs = (records("resnet", "4gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], emulated=True)
             + records("vgg", "15gbit", [5.0, None], [6.0, 6.1], emulated=True))
-    runs[0] = replace(runs[0], provenance={**runs[0].provenance.to_dict(), "repo_revision": "a" * 40, "repo_dirty": True})
-    runs[1] = replace(runs[1], provenance={**runs[1].provenance.to_dict(), "repo_revision": "b" * 40, "repo_dirty": False})
+    runs[0] = replace(runs[0], provenance=replace(runs[0].provenance, repo_revision="a" * 40, repo_dirty=True))
+    runs[1] = replace(runs[1], provenance=replace(runs[1].provenance, repo_revision="b" * 40, repo_dirty=False))
     summary = summarise(study(), runs, ALL_MODELS, "t", "A test page")
     [page, _] = render_pages([summary], tmp_path)
     text = page.read_text()
@@ -45,8 +45,8 @@ def test_a_page_puts_the_forecast_beside_the_recorded_time_per_configuration(tmp
     env = {"COMPUTE": "emulated", "COMPUTE_PROFILE": "p4000", "DILATION": "20", "NUM_BATCHES": "20"}
     t, timed = 0.0, []
     for r, took in zip(runs, [200.0, 300.0, 250.0, 400.0, 100.0, 300.0]):
-        timed.append(replace(r, provenance={**r.provenance.to_dict(), "env_overrides": env, "duration_s": took,
-                                            "started_at": f"ISO ({t:.3f})", "ended_at": f"ISO ({t + took:.3f})"}))
+        timed.append(replace(r, provenance=replace(r.provenance, env_overrides=env, duration_s=took,
+                                                   started_at=f"ISO ({t:.3f})", ended_at=f"ISO ({t + took:.3f})")))
         t += took + 1
     summary = summarise(study(), timed, ALL_MODELS, "t", "A test page")
     # each run but the first: the median of the runs before it (the first has nothing to go by)

@@ -2,11 +2,13 @@
 it), and P3 on today's hardware: predicted, labelled so, and the same figures as the model's own functions give."""
 import json
 
+import matplotlib.pyplot as plt
 import pytest
 
 from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.whatif.claim_speedup import predicted_speedup
+from reprokit.study.whatif.model_check import ModelValidation
 from reprokit.study.whatif.predict import predict, request_from
 from reprokit.study.whatif.sensitivity import (
     PREDICTED_LINE,
@@ -56,7 +58,6 @@ def test_the_curve_at_the_paper_gpu_is_the_predicted_speedup_with_its_range_and_
     assert c.to_dict()["kind"] == "predicted (line), emulated (points)"
     # Beside it, the same with the testbed host's queue below the van: at the P4000 it is what the emulated runs'
     # hosts had, and it takes most of P3's gain there.
-    from reprokit.study.whatif.model_check import ModelValidation
 
     fifo = ModelValidation.stored().fifo_bytes
     queued = dict(c.queued_curve)
@@ -109,8 +110,6 @@ def test_the_map_is_labelled_predicted_and_each_cell_is_what_ck_predict_says():
 
 
 def test_the_figure_says_predicted_for_the_line_and_emulated_for_the_points():
-    import matplotlib.pyplot as plt
-
     runs = records("resnet", "4gbit", [10.0, 10.1, 9.9], [13.0, 12.9, 13.1], emulated=True, gpu="v100")
     rows = analyse(study(), runs, ALL_MODELS).emulated_speedups
     c = claim_sensitivity(claim("resnet-4gbit"), study().tolerance, rows, points=3)

@@ -1,8 +1,11 @@
 import os
 import re
+import shutil
+from collections import namedtuple
 
 import pytest
 
+from reprokit.ck.program import unknown_setting
 from reprokit.cluster.hosts import parse
 from reprokit.core.errors import UserError
 from reprokit.core.values import LONGEST_SETTING, plain_setting, shell_hazard
@@ -11,6 +14,7 @@ from reprokit.run.settings import (
     ROLES_PER_CORE,
     absolute_outputs,
     check_roles_fit,
+    default_profile,
     local_layout,
     resolve,
     with_local_outputs,
@@ -161,8 +165,6 @@ def test_timeline_reaches_the_training_script():
 
 
 def test_default_profile_is_smoke_here_and_on_a_testbed_paper_on_a_cluster(tmp_path):
-    from reprokit.run.settings import default_profile
-
     (tmp_path / "testbed.json").write_text('{"name": "tb", "hosts": 2, "rate": null}\n')
     testbed = {"hosts": [{"host": "10.77.0.1", "interface": "eth0"}, {"host": "10.77.0.2", "interface": "eth0"}],
                "ssh_config": str(tmp_path / "ssh_config"), "known_hosts": str(tmp_path / "known_hosts")}
@@ -256,8 +258,6 @@ def test_plain_values_pass_and_quoted_scripts_allow_inner_spaces():
 
 
 def test_an_unknown_setting_is_named_with_the_likely_one_and_engine_variables_pass():
-    from reprokit.ck.program import unknown_setting
-
     known = ["BATCH_SIZE", "P3_SLICE_SIZE", "SEED", "VARIANT"]
     assert unknown_setting(["SEED", "BATCH_SZIE"], known) == (
         "unknown setting BATCH_SZIE (did you mean BATCH_SIZE?); the settings are in docs/reference/settings.md, "
@@ -281,9 +281,6 @@ def test_every_engine_refuses_a_set_smaller_than_a_batch_per_worker_before_any_r
 
 
 def test_an_output_path_is_refused_up_front_when_its_disk_is_too_full_or_its_name_too_long(tmp_path, monkeypatch):
-    import shutil
-    from collections import namedtuple
-
     with pytest.raises(UserError, match=r"SAVE_PARAMS='.*'… \(\d+ characters\): the name x+… \(304 characters\) in .* is 304 bytes long, "
                                         r"more than the 255 .*; shorten the name"):
         with_local_outputs(settings(SAVE_PARAMS="x" * 300 + ".npz"), str(tmp_path))

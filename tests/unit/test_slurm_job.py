@@ -5,9 +5,28 @@ import subprocess
 
 import pytest
 
+from reprokit.ck import program
 from reprokit.cluster import hosts, slurm
-from reprokit.cluster.slurm import JobState, SlurmJob, argv_without, batch_script, follow, job_of
+from reprokit.cluster.slurm import (
+    CANCEL_WAIT_S,
+    STOPPED_WAIT_S,
+    UNANSWERED_S,
+    JobState,
+    SlurmJob,
+    argv_without,
+    batch_script,
+    follow,
+    job_of,
+    job_to_submit,
+)
 from reprokit.core.errors import UserError
+from reprokit.run.result import Result
+from reprokit.run.spec import FOLLOWING_FILE, RunSpec, Submission
+from reprokit.run.submit import submitted_result
+from reprokit.study.store.records import Store
+from reprokit.study.sweep.submit import submit_sweep
+from reprokit.vocabulary import RunStatus
+from support.study_data import ALL_MODELS, study
 
 
 def test_the_section_becomes_sbatch_options_each_one_argument():
@@ -110,8 +129,6 @@ def test_a_job_that_can_never_start_or_pends_too_long_or_is_stopped_is_cancelled
 
 
 def test_an_unanswered_scontrol_is_said_at_once_and_is_not_an_end_until_it_lasts(tmp_path):
-    from reprokit.cluster.slurm import UNANSWERED_S
-
     ticks = iter(range(0, 10**6, 5))
     scripted = Scripted(JobState("RUNNING"), JobState("UNKNOWN"), JobState("UNKNOWN"), JobState("COMPLETED", "None", 0))
     end, said = _follow(scripted, tmp_path, clock=lambda: next(ticks))
@@ -125,9 +142,6 @@ def test_an_unanswered_scontrol_is_said_at_once_and_is_not_an_end_until_it_lasts
 
 def test_a_stop_ends_the_following_within_its_bound_even_when_slurmctld_is_gone(tmp_path):
     """SIGTERM to ck run --submit with slurmctld dead: one scancel and one look, then the command ends."""
-    from reprokit.cluster.slurm import STOPPED_WAIT_S
-    from reprokit.core.errors import UserError
-
     now = [0.0]
 
     def silent_state(job_id):
@@ -148,8 +162,6 @@ def test_a_stop_ends_the_following_within_its_bound_even_when_slurmctld_is_gone(
 
 
 def test_submit_is_refused_for_a_machine_naming_no_job_and_from_inside_a_job():
-    from reprokit.cluster.slurm import job_to_submit
-
     assert job_to_submit({"slurm": {"nodes": 3}}, "m", False, "the run").nodes == 3
     for description in ({"hosts": ["a", "b"]}, ["a", "b"], None):
         with pytest.raises(UserError, match=r"--submit needs --target=MACHINE, a machine whose hosts.json has a "
@@ -173,10 +185,6 @@ def test_a_job_scontrol_does_not_know_yet_is_not_taken_for_one_that_ended(tmp_pa
 def test_a_sweep_with_a_bad_option_is_refused_before_anything_is_queued(tmp_path, monkeypatch):
     """The study's options are checked on stand-in hosts first: sbatch is never reached (it is not even looked
     for: PATH holds no Slurm here)."""
-    from reprokit.study.store.records import Store
-    from reprokit.study.sweep.submit import submit_sweep
-    from support.study_data import ALL_MODELS, study
-
     monkeypatch.setenv("PATH", str(tmp_path))
     for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
         monkeypatch.delenv(name, raising=False)
@@ -216,10 +224,6 @@ def test_without_sbatch_on_path_submit_says_what_to_install_and_where_to_run(tmp
 
 
 def test_a_job_slurm_ended_short_is_a_failed_run_whether_or_not_the_run_inside_caught_its_signal():
-    from reprokit.run.result import Result
-    from reprokit.run.submit import submitted_result
-    from reprokit.vocabulary import RunStatus
-
     cancelled = slurm.JobEnd("42", "CANCELLED", "None", 0, pending_s=1.0, running_s=5.0)
     caught = Result.failed("stopped by SIGTERM", RunStatus.INTERRUPTED)  # the run inside saw scancel's SIGTERM
     for inner in (caught, None):  # ... or was killed before it wrote anything
@@ -238,9 +242,6 @@ def test_a_job_slurm_ended_short_is_a_failed_run_whether_or_not_the_run_inside_c
 @pytest.mark.parametrize("followed, said", [(True, "the run command following it was stopped before it could finish"),
                                              (False, "the run command never followed it")])
 def test_cks_postprocess_says_whether_the_job_was_followed_and_cancels_it(tmp_path, monkeypatch, followed, said):
-    from reprokit.ck import program
-    from reprokit.run.spec import FOLLOWING_FILE, RunSpec, Submission
-
     cancelled = []
     monkeypatch.setattr(program, "cancel", lambda job, timeout: cancelled.append((job, timeout)))
     monkeypatch.setattr(program, "exit_with_the_programs_code", lambda code: None)
@@ -256,8 +257,6 @@ def test_cks_postprocess_says_whether_the_job_was_followed_and_cancels_it(tmp_pa
 def test_a_lost_controller_that_takes_no_cancel_ends_the_following_at_once(tmp_path):
     """slurmctld silent for UNANSWERED_S, then scancel fails: no job state can come, so the command ends there
     instead of waiting CANCEL_WAIT_S more for one."""
-    from reprokit.cluster.slurm import CANCEL_WAIT_S, UNANSWERED_S
-
     now = [0.0]
 
     def state_of(job_id):

@@ -7,9 +7,11 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.analysis.speedup import mean_interval, ratio_interval, t_quantile
+from reprokit.study.analysis.badge import BadgeStatus
+from reprokit.study.analysis.speedup import claim_pairs, mean_interval, ratio_interval, t_quantile
 from reprokit.study.analysis.verdict import Verdict
 from reprokit.study.paper import claims as studies, planning, target
+from reprokit.study.paper.claims import from_meta, repository_meta, repository_study
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.sweep.options import select
 from support.study_data import ALL_MODELS, CLUSTER4, EMBEDDED, STUDY_META, TESTBED4, records, study, verdict_of
@@ -77,8 +79,6 @@ def test_too_few_runs_say_so_plainly_in_the_summary_and_the_speedups():
 
 
 def test_verdicts_and_badge_statuses_are_shown_and_stored_as_their_plain_strings():
-    from reprokit.study.analysis.badge import BadgeStatus
-
     assert [v.value for v in Verdict] == ["replicated", "not replicated", "inconclusive", "not testable here"]
     assert [b.value for b in BadgeStatus] == ["recommended", "not recommended", "undecided"]
     analysis = analyse(study(), records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0],
@@ -373,8 +373,6 @@ def test_each_repetition_takes_its_turn_in_the_order_reversed_every_other_time()
 
 
 def test_the_repository_study_entry_reads_without_ck_as_ck_reads_it():
-    from reprokit.study.paper.claims import from_meta, repository_meta, repository_study
-
     entry = repository_study("sysml19-p3")
     assert entry == from_meta("sysml19-p3", STUDY_META) and repository_meta("sysml19-p3") == STUDY_META
     assert "source" not in entry.parameters and entry.parameters["resnet"] and entry.parameters_source
@@ -508,8 +506,6 @@ def worker_update_runs(model, bandwidth, values, **kwargs):
 
 
 def test_p3_variants_are_also_set_against_the_worker_update_baseline_and_the_authors_build_keeps_two():
-    from reprokit.study.analysis.speedup import claim_pairs
-
     pairs = claim_pairs(study())
     for variant in ("p3", "p3-slicing-only", "p3-priority-only"):
         assert (variant, "baseline") in pairs and (variant, "baseline-worker-update") in pairs

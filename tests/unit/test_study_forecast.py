@@ -7,9 +7,9 @@ import pytest
 
 from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.rates import NATIVE
-from reprokit.study.store.records import Store
+from reprokit.study.store.records import Provenance, Store
 from reprokit.study.store.sweep_plan import Forecast
-from reprokit.study.sweep import runner as study_runner
+from reprokit.study.sweep import provenance as study_provenance, runner as study_runner
 from reprokit.study.sweep.driver import reproduce
 from reprokit.study.sweep.forecast import forecast, hindcast
 from reprokit.vocabulary import RunStatus
@@ -27,7 +27,7 @@ def timed(model, seconds, env=QUICK_ENV, profile="smoke", target=EMBEDDED, ok=Tr
     out = []
     for r, took in zip(records(model, NATIVE, [], [100.0 if ok else None] * len(seconds), target=target,
                                profile=profile), seconds):
-        out.append(replace(r, provenance={**r.provenance.stored, "duration_s": took, "env_overrides": dict(env)}))
+        out.append(replace(r, provenance=replace(r.provenance, duration_s=took, env_overrides=dict(env))))
     return out
 
 
@@ -70,8 +70,8 @@ def stamped(runs, start=1000.0):
     out, t = [], start
     for r in runs:
         took = r.provenance.duration_s
-        out.append(replace(r, provenance={**r.provenance.to_dict(), "started_at": f"ISO ({t:.3f})",
-                                          "ended_at": f"ISO ({t + took:.3f})"}))
+        out.append(replace(r, provenance=replace(r.provenance, started_at=f"ISO ({t:.3f})",
+                                                 ended_at=f"ISO ({t + took:.3f})")))
         t += took + 5
     return out
 
@@ -118,7 +118,7 @@ def fake_runs(monkeypatch):
                                        1000.0, 1000.0 + took[model], 0)
 
     monkeypatch.setattr(study_runner, "run_once", run_once)
-    monkeypatch.setattr(study_runner, "environment", lambda: {"repo_revision": "test"})
+    monkeypatch.setattr(study_provenance, "environment", lambda: Provenance(repo_revision="test"))
     return took
 
 

@@ -6,10 +6,12 @@ from pathlib import Path
 import pytest
 
 from reprokit.core.errors import UserError
+from reprokit.study.paper.planning import RunConfig
 from reprokit.study.paper.target import make_target
 from reprokit.study.store.records import Store, Sweep
 from reprokit.study.sweep import options
-from reprokit.study.sweep.driver import check_can_shape, open_sweep
+from reprokit.study.sweep.choice import choose, rate_name
+from reprokit.study.sweep.driver import check_can_shape, larger_k_advice, open_sweep
 from reprokit.study.sweep.options import Resume, bundle_in, bundle_out, report_dir, resume_of, sweep_request
 from support.study_data import ALL_MODELS, study
 
@@ -346,8 +348,6 @@ def test_timeline_config_option():
 
 
 def test_bandwidth_choice_rule_rounding_and_the_links_capacity():
-    from reprokit.study.sweep.choice import choose, rate_name
-
     assert [rate_name(x) for x in (5.83e9, 7.2e8, 1.46e6, 8.1e5, 10)] == ["5800mbit", "720mbit", "1.5mbit", "810kbit",
                                                                          "1kbit"]
     result = {"compute_s_per_iter": 1.0, "comm_s_per_iter": 0.1, "image_shape": "3,32,32"}
@@ -438,9 +438,6 @@ def test_emulate_refuses_what_it_cannot_run_in_one_line(tmp_path, given, problem
 
 
 def test_runs_that_were_cpu_bound_get_the_command_that_runs_their_claim_again_at_twice_the_k(tmp_path):
-    from reprokit.study.paper.planning import RunConfig
-    from reprokit.study.sweep.driver import larger_k_advice
-
     sweep, _, _, _ = opened(tmp_path, {"target": "tb2", "emulate": "v100", "dilation": "20"},
                             machines=machines_with_a_testbed(tmp_path))
     bound = [RunConfig("vgg", "p3-slicing-only", "30gbit", 1), RunConfig("vgg", "baseline", "30gbit", 2)]

@@ -15,13 +15,25 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pytest
+from markupsafe import escape
 
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.report.render import render, write_report
+from reprokit.study.analysis.labelled import (
+    UP_TO_NOT_PREDICTED,
+    emulation_status,
+    labelled_verdicts,
+    predicted_verdict,
+    self_check,
+)
+from reprokit.study.report.render import UNMEASURED_CLAIMS, draw_model, render, write_report
 from reprokit.study.report.timeline import read_iteration
-from reprokit.study.store.records import Store
+from reprokit.study.store.records import Provenance, Store
+from reprokit.study.whatif.claim_speedup import predicted_speedup
+from reprokit.study.whatif.model_check import ModelValidation
 from support.study_data import ALL_MODELS, EMBEDDED, TESTBED4, records, study, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,9 +46,9 @@ def constructed_records():
             + records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
             + records("vgg", "4gbit", [30.0, None, 31.0], [40.0, 41.0, 39.0])
             + records("resnet", "native", [80.0, 82.0], [60.0, 61.0], target=EMBEDDED, profile="smoke"))
-    provenance = {"repo_revision": "abc123", "ck_version": "2.6.4", "python_version": "3.11.7",
-                  "engine": "mxnet-1.9.1-cpu", "mxnet_version": "1.9.1", "engine_python_version": "3.11.7",
-                  "controller_host": "h"}
+    provenance = Provenance(repo_revision="abc123", ck_version="2.6.4", python_version="3.11.7",
+                            engine="mxnet-1.9.1-cpu", mxnet_version="1.9.1", engine_python_version="3.11.7",
+                            controller_host="h")
     return [replace(r, provenance=provenance) for r in runs]
 
 
@@ -82,8 +94,6 @@ def test_report_json_holds_every_configuration_speedup_and_verdict(report):
 
 
 def test_report_asks_whether_the_verdict_depends_on_the_gpu_and_predicts_p3_on_todays_hardware(report):
-    from reprokit.study.whatif.claim_speedup import predicted_speedup
-
     out, paths = report
     assert (out / "plots" / "sensitivity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "plots" / "sensitivity.svg").read_text().lstrip().startswith("<?xml")
@@ -129,8 +139,6 @@ def test_record_content_is_escaped_and_never_names_a_file(tmp_path):
 
 
 def test_report_shows_the_authors_builds_beside_mxnets_p3_and_its_two_baselines(tmp_path, monkeypatch):
-    import matplotlib
-
     monkeypatch.setitem(matplotlib.rcParams, "svg.fonttype", "none")  # plot text as text, to read it back
     runs = (records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0])
             + records("resnet", "4gbit", [], [120.0, 120.5, 119.5], variant="baseline-worker-update")
@@ -175,10 +183,6 @@ def markers_at(ax, label):
 
 
 def test_claims_at_bandwidths_no_run_had_are_drawn_apart_and_hollow_never_as_measurements():
-    import matplotlib.pyplot as plt
-
-    from reprokit.study.report.render import UNMEASURED_CLAIMS, draw_model
-
     runs = (records("vgg", "native", [30.0, 31.0, 30.5], [40.0, 41.0, 39.0], target=EMBEDDED, profile="smoke")
             + records("resnet", "4gbit", [100.0, 101.0, 99.0], [126.0, 125.0, 127.0]))
     analysis = analyse(study(), runs, ALL_MODELS)
@@ -217,8 +221,6 @@ LOOPBACK_NOTE = ("Rows of embedded default [here] (the embedded default): their 
 
 def test_the_speedup_table_says_that_loopback_runs_say_nothing_about_the_claims_only_when_it_holds_some(
         report, tmp_path):
-    from markupsafe import escape
-
     _, paths = report  # its resnet runs on the embedded default: P3 at 0.75x its baseline
     md, html = paths["markdown"].read_text(), paths["html"].read_text()
     assert f"### Speedups\n\n{LOOPBACK_NOTE}\n\n| setup | profile | model |" in md  # right above the table
@@ -470,15 +472,6 @@ def test_html_report_renders_in_headless_chromium_with_images_and_no_console_err
 
 
 def test_claims_show_emulated_and_predicted_labelled_and_say_why_none_is_given(report):
-    from reprokit.study.analysis.labelled import (
-        UP_TO_NOT_PREDICTED,
-        emulation_status,
-        labelled_verdicts,
-        predicted_verdict,
-        self_check,
-    )
-    from reprokit.study.whatif.model_check import ModelValidation
-
     _, paths = report
     md, data = paths["markdown"].read_text(), json.loads(paths["json"].read_text())
     assert [v["claim"] for v in data["labelled"]] == [c.id for c in study().claims]

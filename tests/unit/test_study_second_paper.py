@@ -11,12 +11,15 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.engines.base import ARTIFACT, EMBEDDED as EMBEDDED_ENGINE
 from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.labelled import labelled_verdicts, predicted_stated
 from reprokit.study.analysis.speedup import SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, claim_pairs, study_series
 from reprokit.study.paper.claims import DEFAULT_SUBJECT, STUDY_SCHEMA, from_meta, repository_meta, repository_study
-from reprokit.study.report.render import render
+from reprokit.study.report.render import render, write_report
 from reprokit.study.store.records import Store
 from reprokit.study.sweep.driver import open_sweep
-from support.study_data import records, study
+from reprokit.study.whatif.model_check import ModelValidation
+from support.study_data import records, study, write_trace
+from unit.test_study_options import Clock, machines_with_a_testbed
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "sosp19-bytescheduler"
@@ -156,9 +159,6 @@ def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report)
 
 
 def test_a_claim_at_a_bandwidth_is_predicted_only_where_the_models_checks_allow_and_says_why():
-    from reprokit.study.analysis.labelled import labelled_verdicts, predicted_stated
-    from reprokit.study.whatif.model_check import ModelValidation
-
     entry = bytescheduler()
     at = replace(entry.claims[0], id="resnet-at-10gbit", bandwidth="10gbit", cluster_size=4)
     said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored(), entry.gpu)
@@ -173,9 +173,6 @@ def test_a_claim_at_a_bandwidth_is_predicted_only_where_the_models_checks_allow_
 
 
 def test_the_timelines_are_of_the_studys_own_variant_against_its_baseline(tmp_path):
-    from reprokit.study.report.render import write_report
-    from support.study_data import write_trace
-
     store = Store(tmp_path / "store", NAME)
     origin = store.origin()
     for r in records("resnet", "1gbit", [50.0, 51.0, 49.0], [140.0, 142.0, 141.0], variant="bytescheduler", ratio=2.0):
@@ -214,8 +211,6 @@ def test_a_sweep_whose_engine_lacks_what_a_variant_needs_is_refused_before_it_st
 
 
 def test_a_study_of_up_to_claims_emulates_its_models_and_variants_at_the_bandwidths_given(tmp_path):
-    from unit.test_study_options import Clock, machines_with_a_testbed
-
     def emulated(options):
         return open_sweep({"target": "tb2", "emulate": "v100", "dilation": "40", **options}, bytescheduler(),
                           Store(tmp_path / "s", NAME), MODELS, machines_with_a_testbed(tmp_path), io.StringIO(),
@@ -233,8 +228,6 @@ def test_a_study_of_up_to_claims_emulates_its_models_and_variants_at_the_bandwid
 def test_each_paper_is_judged_at_its_own_gpu_the_v100_here_and_the_p4000_for_p3(tmp_path):
     """ByteScheduler's runs emulated at the V100 (its paper's GPU) give its "up to" claims their emulated verdict; the
     same runs at the P4000 do not, and P3's study still judges at the P4000."""
-    from reprokit.study.analysis.labelled import labelled_verdicts
-
     entry = bytescheduler()
     assert entry.gpu == "v100" and study().gpu == "p4000"
 
@@ -267,8 +260,6 @@ def test_a_paper_gpu_without_a_profile_is_refused_naming_the_valid_ones():
 
 
 def test_a_bare_emulate_waits_the_compute_of_the_studys_own_paper_gpu(tmp_path):
-    from unit.test_study_options import Clock, machines_with_a_testbed
-
     def profile(entry):
         sweep = open_sweep({"target": "tb2", "emulate": "yes", "models": "resnet", "bandwidths": "10gbit"}, entry,
                            Store(tmp_path / entry.name, entry.name), MODELS, machines_with_a_testbed(tmp_path),

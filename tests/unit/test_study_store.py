@@ -11,8 +11,11 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.store.bundle import export, import_bundle
-from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Store, write_once
-from support.study_data import ALL_MODELS, records, study
+from reprokit.study.store.records import RECORD_FORMAT, AlreadyStored, Provenance, Record, Store, write_once
+from reprokit.study.sweep.provenance import run_provenance, sweep_part
+from reprokit.study.sweep.runner import RunOutcome
+from reprokit.vocabulary import RunStatus
+from support.study_data import ALL_MODELS, TESTBED4, records, study
 
 
 def snapshot(root: Path) -> dict:
@@ -30,8 +33,8 @@ def filled_store(root: Path, origin_host: str) -> Store:
         (run / "logs").mkdir()
         (run / "logs" / "worker-0.log").write_text(f"Speed: 1 samples/sec from {origin_host}\n")
         store.put_record(replace(record, record_id=record_id, origin=origin, run_folder=str(run.relative_to(root)),
-                                 provenance={"repo_revision": "abc", "command_line": "ck run program:p3 ...",
-                                             "hosts": ["10.77.0.1"]}))
+                                 provenance=Provenance(repo_revision="abc", command_line="ck run program:p3 ...",
+                                                       hosts=("10.77.0.1",))))
     return store
 
 
@@ -65,8 +68,6 @@ STORED_RECORD = {  # as `ck reproduce` writes a record (provenance shortened)
 
 
 def test_a_records_result_reads_as_a_result_whatever_keys_it_has():
-    from reprokit.study.store.records import Record
-
     bare = Record.from_dict({**STORED_RECORD, "result": {"throughput_samples_per_sec": 3.0, "engine_own_key": 1}})
     assert not bare.run_result.run_success and bare.run_result.throughput_samples_per_sec == 3.0  # no run_success
     assert Record.from_dict({**STORED_RECORD, "status": "failed", "result": None}).run_result is None
@@ -88,8 +89,6 @@ def test_a_stored_record_reads_as_a_typed_record_and_writes_back_byte_for_byte(t
 
 
 def test_a_records_provenance_reads_typed_and_writes_back_as_stored():
-    from reprokit.study.store.records import Record
-
     data = json.loads(json.dumps(STORED_RECORD))
     data["provenance"].update(duration_s=61.5, started_at="2026-01-01T10:00:00+0100 (1767258000.000)",
                               env_overrides={"COMPUTE": "emulated", "DILATION": "20", "COMPUTE_PROFILE": "p4000"},
@@ -103,6 +102,42 @@ def test_a_records_provenance_reads_typed_and_writes_back_as_stored():
     assert record.to_dict() == data  # keys the study does not read, and nulls, kept as stored
     odd = Record.from_dict({**data, "provenance": {"duration_s": True, "env_overrides": "COMPUTE=emulated"}})
     assert odd.provenance.duration_s is None and odd.provenance.env_overrides is None and not odd.emulated
+
+
+def test_a_read_provenance_changed_writes_its_fields_and_keeps_the_keys_only_other_versions_know():
+    data = json.loads(json.dumps(STORED_RECORD))
+    data["provenance"].update(own={"x": [1]}, duration_s=True)
+    changed = replace(Record.from_dict(data).provenance, repo_revision="def")
+    assert changed.to_dict()["own"] == {"x": [1]} and changed.to_dict()["repo_revision"] == "def"
+    assert changed.to_dict()["hosts"] == ["10.77.0.1"] and changed.to_dict()["duration_s"] is None
+
+
+def test_the_provenance_a_sweep_builds_for_a_run_is_stored_with_the_keys_the_sweep_always_wrote(tmp_path):
+    """Typed from the sweep on, the record's provenance is the JSON object sweeps stored before it was."""
+    (tmp_path / "p3-run.json").write_text(json.dumps({
+        "engine": {"name": "mxnet-1.9.1-cpu", "env_uid": "u1", "python": "/e/bin/python"},
+        "plan": {"hosts": ["10.77.0.1", "10.77.0.2"], "roles": [{"kind": "worker", "index": 0, "host": "10.77.0.1",
+                                                                  "port": 9000}]}}))
+    environment = Provenance(repo_revision="abc", repo_dirty=None, ck_version="2.6.4", python_version="3.11.7",
+                             controller_host="h", platform="Linux-6.1")
+    run = run_provenance(environment, tmp_path, ["ck", "run", "program:p3"], RunOutcome(RunStatus.OK, None, None,
+                                                                                       1000.0, 1061.5, 0),
+                         {"PROFILE": "smoke"})
+    emulated = type("Sweep", (), {"dilation": 20.0, "link_rate": lambda self, bandwidth: "15mbit"})()
+    stored = sweep_part(run, emulated, TESTBED4, "300mbit", True, "3.11.7").to_dict()
+    assert stored.pop("started_at").endswith("(1000.000)") and stored.pop("ended_at").endswith("(1061.500)")
+    assert stored == {
+        "repo_revision": "abc", "repo_dirty": None, "ck_version": "2.6.4", "python_version": "3.11.7",
+        "controller_host": "h", "platform": "Linux-6.1", "engine": "mxnet-1.9.1-cpu", "mxnet_version": "1.9.1",
+        "engine_env_uid": "u1", "engine_python": "/e/bin/python", "engine_python_version": "3.11.7",
+        "hosts": ["10.77.0.1", "10.77.0.2"], "role_plan": [{"kind": "worker", "index": 0, "host": "10.77.0.1"}],
+        "env_overrides": {"PROFILE": "smoke"}, "duration_s": 61.5, "command": ["ck", "run", "program:p3"],
+        "command_line": "ck run program:p3", "ck_exit_code": 0, "bandwidth": "300mbit", "bandwidth_shaped": True,
+        "target": TESTBED4.to_dict(), "links_shaped_to": "15mbit"}
+    measured = type("Sweep", (), {"dilation": 1.0})()
+    stored = sweep_part(run, measured, TESTBED4, "native", True, None).to_dict()  # no interpreter named, not shaped
+    assert "engine_python_version" not in stored and "links_shaped_to" not in stored
+    assert stored["bandwidth_shaped"] is False
 
 
 def test_runs_on_fairly_shared_links_say_so_in_their_record_and_are_a_setup_of_their_own(tmp_path):
@@ -205,7 +240,7 @@ def test_export_import_round_trip_keeps_provenance_and_shows_runs_side_by_side(t
     imported = dest.imported_records()
     assert {r.origin.id for r in imported} == {source.origin().id}
     assert {r.imported_from for r in imported} == {done["path"].name}
-    assert imported[0].provenance.stored["command_line"] == "ck run program:p3 ..."
+    assert imported[0].provenance.command_line == "ck run program:p3 ..."
     log = next(done["path"].rglob("worker-0.log")).read_text()
     assert "host-a" in log
     analysis = analyse(study(), dest.all_records(), ALL_MODELS)

@@ -1,7 +1,13 @@
 """Testbed input checks that need no root."""
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from reprokit.cluster import testbed as testbed
+from reprokit.cluster.slurm_testbed import slurm_conf
 from reprokit.core.errors import UserError
 
 
@@ -42,8 +48,6 @@ def test_an_unknown_scheduler_is_refused(tmp_path):
 @pytest.mark.parametrize("hosts, nodes", [(1, "NodeName=h1 NodeAddr=10.77.0.1 CPUs=4"),
                                           (3, "NodeName=h[1-3] NodeAddr=10.77.0.[1-3] CPUs=4")])
 def test_the_generated_slurm_conf_keeps_everything_in_the_state_folder(tmp_path, hosts, nodes):
-    from reprokit.cluster.slurm_testbed import slurm_conf
-
     text = slurm_conf("tb", hosts, tmp_path, "10.77.0.254", "10.77.0", cpus=4)
     settings = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "Node",
                                                                                                       "Partition")))
@@ -70,11 +74,6 @@ def test_pinned_hosts_get_cpus_of_their_own_and_slurm_is_not_pinned(tmp_path):
 def test_a_benchmark_killed_with_sigterm_still_runs_its_finally(tmp_path):
     """testbed_up makes SIGTERM run the caller's finally (which takes the testbed down); without it Python dies at
     once and leaves the testbed up."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     done = tmp_path / "finally-ran"
     script = ("import sys, time\nfrom reprokit.bootstrap import exit_cleanly_on_sigterm\nexit_cleanly_on_sigterm()\n"
               f"try:\n    print('ready', flush=True)\n    time.sleep(60)\nfinally:\n    open({str(done)!r}, 'w').close()\n")

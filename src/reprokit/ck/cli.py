@@ -23,8 +23,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import ck.kernel as kernel
+
+from reprokit.bootstrap import REPO_ALIAS
 from reprokit.ck.errors import CkDict
+from reprokit.ck.script import failed_run_exit_code
 from reprokit.core.errors import LAST_LINE_ENV
+from reprokit.core.values import shown
 
 # CK 2.6.4's errors that only relay a program's exit code or a package's failed install script (program and package
 # modules): after a line of ours they say nothing more.
@@ -34,11 +39,6 @@ CK_RELAYS = re.compile(r"(return code -?\d+ !=0 ?|package installation failed)")
 def early_refusal(argv: list[str]) -> str | None:
     """Our one-line refusal of ``ck run program:OURS`` with a ``--cmd_key`` the program lacks or a ``--target`` that
     is no machine entry, else None."""
-    import ck.kernel as kernel
-
-    from reprokit.bootstrap import REPO_ALIAS
-    from reprokit.core.values import shown
-
     parsed = kernel.convert_ck_list_to_dict(argv)
     if parsed["return"] > 0:
         return None
@@ -84,8 +84,6 @@ def handed_lines(path: Path) -> list[tuple[str, bool]]:
 
 def run_ck(argv: list[str]) -> int:
     """CK's CLI (``ck.kernel.cli``: ``access`` with the command line), our handed lines last; returns CK's code."""
-    import ck.kernel as kernel
-
     fd, name = tempfile.mkstemp(prefix="reprokit-last-line-", suffix=".jsonl")
     os.close(fd)
     handed = Path(name)
@@ -118,7 +116,6 @@ def main() -> int:
     if refusal:
         print(refusal, file=sys.stderr)
         return 1
-    from reprokit.ck.script import failed_run_exit_code
 
     code = run_ck(sys.argv[1:])
     # CK exits with its run script's code, which a CK option can make 0 after a run of ours failed (script.py)

@@ -17,11 +17,16 @@ from typing import TYPE_CHECKING
 
 from reprokit.ck.errors import CkDict, ck_command
 from reprokit.ck.registry import env_entries, find_engine, machine_cluster_data
+from reprokit.cluster import testbed as namespaces
 from reprokit.cluster.hosts import check_description, parse, read_description
-from reprokit.cluster.slurm import SlurmJob, job_of
+from reprokit.cluster.slurm import SlurmJob, job_of, test_only
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
 from reprokit.core.values import whole_number
+from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
+from reprokit.emulation.profile import check_dilation, dilated_rate
+from reprokit.engines.stock import engine_files
+from reprokit.run.settings import resolve_port
 
 if TYPE_CHECKING:
     from reprokit.run.launchers import Launcher
@@ -30,11 +35,8 @@ if TYPE_CHECKING:
 @ck_command
 def check(i: CkDict) -> CkDict:
     """Preflight check of every host of machine:NAME, in parallel; fails if any host fails."""
-    from reprokit.cluster.preflight import check_cluster, table
-    from reprokit.data.imagenet import RECORDIO_TAGS, choose_recordio
-    from reprokit.engines.stock import engine_files
-    from reprokit.run.launchers import choose_launcher
-    from reprokit.run.settings import resolve_port
+    from reprokit.cluster.preflight import check_cluster, table  # noqa: PLC0415  paramiko (~140 ms): ck check only
+    from reprokit.run.launchers import choose_launcher  # noqa: PLC0415  paramiko (~140 ms): ck check only
 
     name = i.get("data_uoa", "")
     launcher = choose_launcher(str(i.get("launcher", "")), bool(name), os.environ)
@@ -74,8 +76,6 @@ def check(i: CkDict) -> CkDict:
 def _check_submission(job: SlurmJob) -> CkDict:
     """`ck check cluster:NAME` of a machine naming a Slurm job, outside it: would Slurm take the job (--test-only)?
     Its nodes are checked from inside it: salloc ... ck check cluster."""
-    from reprokit.cluster.slurm import test_only
-
     estimate = test_only(job)
     print(f"cluster: Slurm would take the job ({' '.join(job.sbatch_options())}): {estimate}", flush=True)
     print(f"cluster: its nodes are checked inside an allocation: salloc --nodes={job.nodes} ck check cluster",
@@ -85,8 +85,7 @@ def _check_submission(job: SlurmJob) -> CkDict:
 
 def _check_job(launcher: Launcher, name: str, i: CkDict) -> CkDict:
     """`ck check cluster` for a launcher inside a job (srun, oarsh): the machine's hosts, else the job's nodes."""
-    from reprokit.run.jobcheck import check_job, runs_folder, table
-    from reprokit.run.settings import resolve_port
+    from reprokit.run.jobcheck import check_job, runs_folder, table  # noqa: PLC0415  paramiko (~140 ms): ck check only
 
     job, where = dict(launcher.job_hosts or {}), launcher.job_where
     cluster = parse(machine_cluster_data(name) if name else job, source=f"machine:{name}" if name else where)
@@ -139,8 +138,6 @@ def _testbed_dir(name: str, given: str) -> Path:
 @ck_command
 def testbed(i: CkDict) -> CkDict:
     """Create, reshape or tear down a cluster of network namespaces on this machine (needs root)."""
-    from reprokit.cluster import testbed as namespaces
-
     name = i.get("data_uoa", "")
     if not name:
         raise UserError("name the testbed: ck testbed cluster:NAME --hosts=N")
@@ -158,8 +155,6 @@ def testbed(i: CkDict) -> CkDict:
         rate = None if i["shape"] == "off" else i["shape"]
         dilation = str(i.get("dilation", "")).strip()
         if rate is not None and dilation:  # an emulated run at DILATION=k: every link k times slower
-            from reprokit.emulation.profile import check_dilation, dilated_rate
-
             namespaces.check_rate(rate)
             rate = dilated_rate(rate, check_dilation(dilation, "--dilation"))
         namespaces.shape(name, described.hosts, rate, described.link_sharing)

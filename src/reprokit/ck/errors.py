@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ck import kernel
 from reprokit.core.errors import UserError
 from reprokit.core.paths import disk_error
 
@@ -44,7 +45,5 @@ def ck_command(fn: Callable[..., CkDict]) -> Callable[..., CkDict]:
 
 def access(request: CkDict) -> CkDict:
     """ck.access of the running kernel (the same module object CK's CLI runs), as a plain call."""
-    from ck import kernel
-
     answer: CkDict = kernel.access(request)
     return answer

@@ -7,10 +7,13 @@ import sys
 from collections.abc import Callable
 
 from reprokit.ck.errors import CkDict, access, ck_command
+from reprokit.ck.registry import env_entries, find_engine
 from reprokit.ck.script import install_parameters, refuse_shell_syntax_in_labels
 from reprokit.core.errors import UserError
 from reprokit.core.paths import SRC_DIR
 from reprokit.core.values import decimal, plain_setting, whole_number
+from reprokit.data.imagenet import FULL_TRAIN_NEEDS_URL, TRAIN_TAGS, choose_train_folder
+from reprokit.data.recordio import READY_NEEDS_URL
 
 INSTALL_SCRIPT_WRITES = "stock CK writes every install variable into the install script (quoted only around spaces)"
 
@@ -101,16 +104,12 @@ def _url_given(i: CkDict, missing: str) -> CkDict:
 @pre_path_hook
 def imagenet_train_pre_path(i: CkDict) -> CkDict:
     """Full ImageNet needs the user's own copy (a login at image-net.org): refuse to start without PACKAGE_URL."""
-    from reprokit.data.imagenet import FULL_TRAIN_NEEDS_URL
-
     return _url_given(i, FULL_TRAIN_NEEDS_URL)
 
 
 @pre_path_hook
 def recordio_ready_pre_path(i: CkDict) -> CkDict:
     """The authors' converted set needs a location given by the user: refuse to start without PACKAGE_URL."""
-    from reprokit.data.recordio import READY_NEEDS_URL
-
     return _url_given(i, READY_NEEDS_URL)
 
 
@@ -130,9 +129,6 @@ def recordio_pre_path(i: CkDict) -> CkDict:
     set after the small one adds it; converting a kind again replaces only that
     kind's conversion (never, say, hours of full ImageNet by a synthetic set).
     """
-    from reprokit.ck.registry import env_entries, find_engine
-    from reprokit.data.imagenet import TRAIN_TAGS, choose_train_folder
-
     repair_install_paths(i)
     given = i.get("install_env", {})
     folder = choose_train_folder(env_entries(TRAIN_TAGS), str(given.get("IMAGENET_TRAIN_ENV", "")).strip())

@@ -14,6 +14,13 @@ from reprokit.ck.errors import CkDict, access, ck_command
 from reprokit.ck.script import refuse_shell_syntax_in_labels
 from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting
+from reprokit.data import iwslt
+from reprokit.data.imagenet import DETECT_DEPTH, TRAIN_INSTALL_HINT, describe, find_train_roots, is_train_root
+from reprokit.data.iwslt import INSTALL_HINT, KIND_SYNTHETIC, check_corpus
+from reprokit.data.recordio import read_manifest
+from reprokit.engines.artifact.installed import MANIFEST, P3_PACKAGES_HINT, ArtifactEnv, build_tag, load_installed
+from reprokit.engines.bytescheduler.install import PACKAGE_HINT, installed_commit, installed_version
+from reprokit.engines.mxnet import MXNET_LIBRARY, interpreter_of, prefix_of, sockeye_version_in, version_of
 
 ENV_SCRIPT_WRITES = ("stock CK writes the env entry's variables into its env script (quoted only around spaces), "
                      "which every run and install using it sources")
@@ -81,24 +88,18 @@ def _plain_env(i: CkDict) -> CkDict:
 
 @ck_command
 def mxnet_limit(i: CkDict) -> CkDict:
-    from reprokit.engines.mxnet import MXNET_LIBRARY
-
     return _one_per_file(i, f"no MXNet engine ({MXNET_LIBRARY}) found in the searched folders; pass the prefix with "
                             f"--search_dirs=DIR, or install one with: {ENGINE_INSTALL}")
 
 
 @ck_command
 def mxnet_version(i: CkDict) -> CkDict:
-    from reprokit.engines.mxnet import interpreter_of, prefix_of, version_of
-
     return {"return": 0, "version": version_of(interpreter_of(prefix_of(i["full_path"])))}
 
 
 @ck_command
 def mxnet_setup(i: CkDict) -> CkDict:
     """Register the engine's prefix, interpreter and library folder."""
-    from reprokit.engines.mxnet import interpreter_of, prefix_of
-
     full_path = i["customize"]["full_path"]
     prefix = prefix_of(full_path)
     return _register(i, prefix, PYTHON=str(interpreter_of(prefix)), LIB=str(Path(full_path).parent))
@@ -114,8 +115,6 @@ def sockeye_limit(i: CkDict) -> CkDict:
 
 @ck_command
 def sockeye_version(i: CkDict) -> CkDict:
-    from reprokit.engines.mxnet import sockeye_version_in
-
     return {"return": 0, "version": sockeye_version_in(Path(i["full_path"]))}
 
 
@@ -129,16 +128,12 @@ def sockeye_setup(i: CkDict) -> CkDict:
 
 @ck_command
 def bytescheduler_limit(i: CkDict) -> CkDict:
-    from reprokit.engines.bytescheduler.install import PACKAGE_HINT
-
     return _one_per_file(i, "no ByteScheduler (bytescheduler/__init__.py) found in the searched folders; pass the "
                             f"site-packages folder with --search_dirs=DIR, or install it with: {PACKAGE_HINT} --quiet")
 
 
 @ck_command
 def bytescheduler_version(i: CkDict) -> CkDict:
-    from reprokit.engines.bytescheduler.install import installed_version
-
     return {"return": 0, "version": installed_version(Path(i["full_path"]).parent.parent)}
 
 
@@ -146,8 +141,6 @@ def bytescheduler_version(i: CkDict) -> CkDict:
 def bytescheduler_setup(i: CkDict) -> CkDict:
     """Register the folder that holds the bytescheduler package (the one the engine's .pth file names), and the
     byteps commit it was installed from."""
-    from reprokit.engines.bytescheduler.install import installed_commit
-
     site = Path(i["customize"]["full_path"]).parent.parent
     return _register(i, site, COMMIT=installed_commit(site))
 
@@ -156,8 +149,6 @@ def bytescheduler_setup(i: CkDict) -> CkDict:
 
 @ck_command
 def artifact_limit(i: CkDict) -> CkDict:
-    from reprokit.engines.artifact.installed import MANIFEST, P3_PACKAGES_HINT
-
     found = sorted(set(i.get("list", [])))
     if not found:
         raise UserError(f"no installed artifact ({MANIFEST}) found in the searched folders; pass the install folder "
@@ -167,16 +158,12 @@ def artifact_limit(i: CkDict) -> CkDict:
 
 @ck_command
 def artifact_version(i: CkDict) -> CkDict:
-    from reprokit.engines.artifact.installed import load_installed
-
     return {"return": 0, "version": load_installed(i["full_path"]).manifest.version}
 
 
 @ck_command
 def artifact_setup(i: CkDict) -> CkDict:
     """Register the artifact's source tree, interpreter, build (p3|baseline), commit and CUDA flag."""
-    from reprokit.engines.artifact.installed import ArtifactEnv, build_tag, load_installed
-
     installed = load_installed(i["customize"]["full_path"])
     i["customize"]["path_install"] = install_folder(i, installed.root.parent)  # a reinstall swaps artifact/ there
     i["env"].update(ArtifactEnv.of(installed).to_env())
@@ -194,8 +181,6 @@ def imagenet_dirs(i: CkDict) -> CkDict:
     Not /usr, /opt, ~ (a whole-disk walk) nor CK_TOOLS (installed datasets are
     registered already). CK then looks only one level into each train folder found.
     """
-    from reprokit.data.imagenet import find_train_roots
-
     skip = {"/usr", "/opt", expanduser("~"), os.environ.get("CK_TOOLS") or expanduser("~/CK-TOOLS")}
     roots = find_train_roots([d for d in i.get("dirs", []) if d not in skip])
     return {"return": 0, "dirs": [str(r) for r in roots] or ["/nonexistent"]}
@@ -204,8 +189,6 @@ def imagenet_dirs(i: CkDict) -> CkDict:
 @ck_command
 def imagenet_limit(i: CkDict) -> CkDict:
     """CK matched class folders (nXXXXXXXX); each train folder once."""
-    from reprokit.data.imagenet import DETECT_DEPTH, TRAIN_INSTALL_HINT, is_train_root
-
     roots: dict[str, str] = {}
     for path in i.get("list", []):
         parent = os.path.dirname(path)
@@ -220,16 +203,12 @@ def imagenet_limit(i: CkDict) -> CkDict:
 
 @ck_command
 def imagenet_version(i: CkDict) -> CkDict:
-    from reprokit.data.imagenet import describe
-
     return {"return": 0, "version": describe(i["full_path"]).version}
 
 
 @ck_command
 def imagenet_setup(i: CkDict) -> CkDict:
     """Register the train folder, its kind (imagenet, imagenet-min, imagenet-synthetic) and class count."""
-    from reprokit.data.imagenet import describe
-
     folder = describe(i["customize"]["full_path"])
     return _register(i, folder.root, KIND=folder.kind, CLASSES=str(folder.classes))
 
@@ -239,8 +218,6 @@ def imagenet_setup(i: CkDict) -> CkDict:
 @ck_command
 def recordio_setup(i: CkDict) -> CkDict:
     """Register the .rec/.idx files of a finished conversion (its recordio.json is written last)."""
-    from reprokit.data.recordio import read_manifest
-
     folder = Path(i["customize"]["full_path"]).parent
     manifest = read_manifest(folder)
     variables = {"KIND": manifest.kind, "CLASSES": str(manifest.classes), "SOURCE": manifest.source,
@@ -257,8 +234,6 @@ def recordio_setup(i: CkDict) -> CkDict:
 @ck_command
 def iwslt_limit(i: CkDict) -> CkDict:
     """Folders whose files make a complete corpus, each once."""
-    from reprokit.data.iwslt import INSTALL_HINT, check_corpus
-
     folders: dict[str, str] = {}
     for path in i.get("list", []):
         try:
@@ -274,16 +249,12 @@ def iwslt_limit(i: CkDict) -> CkDict:
 
 @ck_command
 def iwslt_version(i: CkDict) -> CkDict:
-    from reprokit.data.iwslt import KIND_SYNTHETIC, describe
-
-    corpus = describe(Path(i["full_path"]).parent)
+    corpus = iwslt.describe(Path(i["full_path"]).parent)
     return {"return": 0, "version": "synthetic" if corpus.name == KIND_SYNTHETIC else "2015"}
 
 
 @ck_command
 def iwslt_setup(i: CkDict) -> CkDict:
     """Register the corpus folder, its kind (iwslt15, iwslt15-synthetic) and its number of training pairs."""
-    from reprokit.data.iwslt import describe
-
-    corpus = describe(Path(i["customize"]["full_path"]).parent)
+    corpus = iwslt.describe(Path(i["customize"]["full_path"]).parent)
     return _register(i, corpus.folder, KIND=corpus.name, PAIRS=str(corpus.train_pairs))

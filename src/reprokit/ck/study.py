@@ -15,8 +15,10 @@ from reprokit.core.errors import UserError
 from reprokit.core.outputs import output_file, output_folder
 from reprokit.core.values import shown
 from reprokit.study.paper import claims
+from reprokit.study.store import bundle
 from reprokit.study.store.records import Store, store_dir
-from reprokit.study.sweep import options
+from reprokit.study.sweep import driver as sweep, options
+from reprokit.study.whatif import predict as model
 
 
 def load_study(name: str) -> claims.Study:
@@ -55,7 +57,7 @@ def program_models(study: claims.Study) -> set[str]:
 def check_setting_names(i: CkDict, study: claims.Study) -> None:
     """Every --env.NAME of a sweep known to the program (its run_vars, or a pass-through prefix), before the first
     run: a typo would otherwise fail every run of the sweep and leave its failed records in the store."""
-    from reprokit.ck.program import unknown_setting
+    from reprokit.ck.program import unknown_setting  # noqa: PLC0415  paramiko (~140 ms): reproduce only
 
     why = unknown_setting(options.env_overrides(i), _program_meta(study).get("run_vars", {}), "--env.")
     if why:
@@ -70,14 +72,12 @@ def _study_and_store(i: CkDict) -> tuple[claims.Study, Store]:
 @ck_command
 def reproduce(i: CkDict) -> CkDict:
     """Run the study's matrix on a target through `ck run program:P`, storing one record per run; then report."""
-    from reprokit.study.sweep import driver as sweep
-
     study, store = _study_and_store(i)
     check_setting_names(i, study)
     if i.get("store"):  # where every record goes: checked before the first run
         output_folder(store.root, "--store")
     if i.get("submit"):
-        from reprokit.study.sweep.submit import submit_sweep
+        from reprokit.study.sweep.submit import submit_sweep  # noqa: PLC0415  paramiko: --submit only
 
         job_id = submit_sweep(i, study, store, program_models(study), machine_cluster_data,
                               artifact_builds=artifact_builds(), engine_check=engine_check())
@@ -90,7 +90,7 @@ def reproduce(i: CkDict) -> CkDict:
 @ck_command
 def report(i: CkDict) -> CkDict:
     """Write the Markdown, HTML and JSON reports (plots, timelines, verdicts, badges) from every stored and imported run."""
-    from reprokit.study.report.render import write_report
+    from reprokit.study.report.render import write_report  # noqa: PLC0415  pandas, scipy (~1.3 s): report only
 
     study, store = _study_and_store(i)
     if i.get("store") and not os.path.isdir(store.root):  # a mistyped --store would otherwise get an empty report
@@ -99,7 +99,7 @@ def report(i: CkDict) -> CkDict:
     out_dir = output_folder(options.report_dir(i, store.root), "--out_dir")  # before the analysis
     docs = str(i.get("docs", "") or "")
     if docs:  # --docs=NAME: the repository's results page NAME, from this store's records
-        from reprokit.study.report import results_pages
+        from reprokit.study.report import results_pages  # noqa: PLC0415  pandas, scipy, jinja2 (~1.2 s): --docs only
 
         name = results_pages.check_name(docs)
         summary = results_pages.summarise(study, store.all_records(), program_models(study), name,
@@ -114,8 +114,6 @@ def report(i: CkDict) -> CkDict:
 @ck_command
 def predict(i: CkDict) -> CkDict:
     """Predict baseline and p3 iteration times from the iteration model: a table (printed) and a plot."""
-    from reprokit.study.whatif import predict as model
-
     study, store = _study_and_store(i)
     out_dir = options.report_dir(i, store.root) if i.get("out_dir") else store.root / "predict"
     paths = model.run(i, study, out_dir)
@@ -125,8 +123,6 @@ def predict(i: CkDict) -> CkDict:
 @ck_command
 def export(i: CkDict) -> CkDict:
     """Write every local run (records and run folders) into a bundle: --out=FILE.tar.gz."""
-    from reprokit.study.store import bundle
-
     study = load_study(str(i.get("data_uoa", "") or ""))
     out = output_file(options.bundle_out(i, study.name), "--out")
     done = bundle.export(study_store(str(i.get("store", "") or ""), study), out)
@@ -140,8 +136,6 @@ def export(i: CkDict) -> CkDict:
 @ck_command
 def import_bundle(i: CkDict) -> CkDict:
     """Add another evaluator's runs (a bundle from ck export) to the store, beside the local ones."""
-    from reprokit.study.store import bundle
-
     given = options.bundle_in(i, i.get("data_uoa"))
     # `ck import study --in=F`: the bundle names its study
     study = load_study(str(i.get("data_uoa", "") or "") or bundle.bundle_study(given))

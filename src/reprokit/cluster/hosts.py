@@ -34,14 +34,20 @@ registers.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import hostlist
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
+from reprokit.cluster.slurm import job_of
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.files import read_regular
@@ -187,8 +193,6 @@ def read_nodefile(path: str, source: str) -> list[tuple[str, int]]:
 
 def expand_hostlist(expression: str, source: str) -> list[str]:
     """A Slurm hostlist expression (``node[01-04,07]``) as host names, by python-hostlist."""
-    import hostlist
-
     try:
         names: list[str] = hostlist.expand_hostlist(expression)
     except hostlist.BadHostlist as exc:
@@ -269,8 +273,6 @@ def parse(data: Any, source: str = "hosts.json", environ: Mapping[str, str] | No
 def _without_job(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A description naming a Slurm job (its ``slurm`` section checked) as the hosts it runs on: its own
     ``hosts``/``nodefile``/``hostlist`` if it gives them, else the job's allocation."""
-    from reprokit.cluster.slurm import job_of
-
     job_of(data, source)
     rest = {k: v for k, v in data.items() if k != "slurm"}
     if not any(k in rest for k in ("hosts", *ALLOCATION_KEYS)):
@@ -313,16 +315,12 @@ class _Refused(Exception):
 def _bounded_loader() -> type:
     """PyYAML's safe loader, bounded while it composes: at most MAX_ALIASES aliases, MAX_NESTING levels and
     MAX_NODES nodes (libyaml's parser when PyYAML has it: 1 MiB in about 1 s, against 7 s in Python)."""
-    from yaml.composer import Composer
-    from yaml.constructor import SafeConstructor
-    from yaml.resolver import Resolver
-
     if yaml.__with_libyaml__:
-        from yaml._yaml import CParser as Parser
+        from yaml._yaml import CParser as Parser  # noqa: PLC0415  libyaml's C parser: only if PyYAML was built with it
     else:
-        from yaml.parser import Parser as PyParser
-        from yaml.reader import Reader
-        from yaml.scanner import Scanner
+        from yaml.parser import Parser as PyParser  # noqa: PLC0415  PyYAML's Python parser: only without libyaml
+        from yaml.reader import Reader  # noqa: PLC0415  PyYAML's Python parser: only without libyaml
+        from yaml.scanner import Scanner  # noqa: PLC0415  PyYAML's Python parser: only without libyaml
 
         class Parser(Reader, Scanner, PyParser):  # type: ignore[no-redef]
             def __init__(self, stream: str):
@@ -439,8 +437,6 @@ def read_description(path: str) -> Any:
     """A cluster description file as data, unvalidated: YAML when named .yaml/.yml (PyYAML's safe loader, bounded:
     see _bounded_loader), else JSON; a regular file of at most MAX_DESCRIPTION_BYTES (a device or a FIFO would
     never end or never start), with every key once. Anything else is one UserError."""
-    import json
-
     raw = read_regular(path, "a cluster description", MAX_DESCRIPTION_BYTES)
     try:
         text = raw.decode("utf-8")

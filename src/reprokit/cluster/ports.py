@@ -103,7 +103,7 @@ def hold_remote_port(conn: Connection, python: str, address: str, port: int = 0)
 
 def _remote_bind_failed(conn: Connection, python: str, address: str, port: int, exit_code: int,
                         stderr: str) -> UserError:
-    from reprokit.cluster.interpreter import NOT_RUNNABLE, not_there
+    from reprokit.cluster.interpreter import NOT_RUNNABLE, not_there  # noqa: PLC0415  paramiko: run.launch, the store import ports
 
     if exit_code in NOT_RUNNABLE:  # the interpreter, not the port, is the problem
         return not_there(conn, python, stderr)

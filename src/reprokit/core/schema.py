@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from reprokit.core.values import shown  # a value as a message quotes it: repr, clipped
@@ -252,7 +252,5 @@ class MapOf(Spec):
 def fields_of(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     """The items of ``data`` that are fields of dataclass ``cls``: a document written by another version of ours
     keeps what both know (the one ``from_dict`` filter)."""
-    from dataclasses import fields
-
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}

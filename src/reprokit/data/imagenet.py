@@ -21,17 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
 import sys
 import tarfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from reprokit.core.errors import UserError, one_line_errors
+from reprokit.core.jsonfile import write_json
 from reprokit.data.fetch import check_md5, download, fresh_staging, local_file, report_progress, swap_in
 from reprokit.data.registered import EnvEntry, best_or_explain, data_mode, pinned_entries
 
@@ -149,8 +151,6 @@ def describe(root: str | Path) -> TrainFolder:
 
 
 def write_marker(root: Path, kind: str, **details: object) -> None:
-    from reprokit.core.jsonfile import write_json
-
     write_json(root / MARKER, {"kind": kind, **details})
 
 
@@ -237,9 +237,7 @@ def make_synthetic(dest: Path, classes: int = 10, images_per_class: int = 30, se
     on a noisy background, so a model can learn something from it. The folder
     is built beside ``dest/train`` and swapped in when complete.
     """
-    import random
-
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # noqa: PLC0415  Pillow: the engine's interpreter (recordio) imports us
 
     if classes < 1 or images_per_class < 1:
         raise UserError(f"the synthetic set needs at least 1 class and 1 image per class, got {classes} and "
@@ -304,8 +302,6 @@ class RecordioData:
     env_uid: str
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
     def train_args(self) -> list[str]:

@@ -46,6 +46,8 @@ from typing import Any, TextIO
 
 from reprokit.core.errors import UserError, one_line_errors
 from reprokit.core.schema import fields_of
+from reprokit.data.fetch import download, local_file, swap_in
+from reprokit.data.imagenet import class_dirs, is_train_root
 
 OUTPUT_DIR = "recordio"
 MANIFEST = "recordio.json"
@@ -176,8 +178,6 @@ def fetch_ready(base_url: str, dest: Path, progress: Callable[[str], None] = pri
     never had are written from the records' headers; ``recordio.json`` last.
     ``dest/recordio`` changes only on success.
     """
-    from reprokit.data.fetch import download, local_file, swap_in
-
     base = base_url if base_url.endswith("/") else base_url + "/"
     dest.mkdir(parents=True, exist_ok=True)
     staging = dest / (OUTPUT_DIR + ".partial")
@@ -221,11 +221,11 @@ def load_im2rec() -> ModuleType:
     The one module loaded by path (tests/unit/test_import_direction.py's LOADERS): im2rec is not ours but MXNet's, a
     script in the wheel's tools/ folder, not part of any package the engine's interpreter could import by name."""
     try:
-        import cv2  # noqa: F401  (im2rec and mx.recordio.pack_img encode with OpenCV)
+        import cv2  # noqa: F401, PLC0415  (im2rec and pack_img encode with OpenCV; the engine only)
     except ImportError:
         raise UserError(f"the MXNet engine at {sys.prefix} has no OpenCV (cv2), which im2rec needs; reinstall it "
                         f"with: ck install package:lib-mxnet --quiet") from None
-    import mxnet
+    import mxnet  # noqa: PLC0415  engine's interpreter only (--ready-url runs in ours, without mxnet)
 
     path = Path(mxnet.__file__).parent / "tools" / "im2rec.py"
     if not path.exists():
@@ -338,7 +338,7 @@ def _encode_chunk(jobs: list[tuple[int, list[Any]]]) -> list[tuple[int, bytes | 
 def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace, threads: int,
          label: str) -> Part:
     """Pack every image of ``lst`` into ``<lst stem>.rec``/``.idx`` in list order; unreadable images are skipped."""
-    import mxnet as mx
+    import mxnet as mx  # noqa: PLC0415  engine's interpreter only (--ready-url runs in ours, without mxnet)
 
     items = list(im2rec.read_list(str(lst)))
     rec, idx = out_dir / (lst.stem + ".rec"), out_dir / (lst.stem + ".idx")
@@ -390,9 +390,6 @@ def pack(im2rec: ModuleType, lst: Path, out_dir: Path, args: argparse.Namespace,
 def convert(source: Path, dest: Path, kind: str, threads: int, train_ratio: float = TRAIN_RATIO,
             resize: int = RESIZE, quality: int = QUALITY) -> RecordioManifest:
     """Convert ``source`` into ``dest/recordio``; returns the manifest. ``dest/recordio`` changes only on success."""
-    from reprokit.data.fetch import swap_in
-    from reprokit.data.imagenet import class_dirs, is_train_root
-
     if not is_train_root(source):
         raise UserError(f"{source} is not an ImageNet train folder (class folders nXXXXXXXX holding images)")
     if not 0 < train_ratio <= 1:

@@ -5,6 +5,7 @@ pinned numpy), never in the framework's environment.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,8 +45,6 @@ def version_of(python: str | Path) -> str:
 
 def sockeye_version_in(init_file: Path) -> str:
     """Sockeye's version from its ``sockeye/__init__.py`` (``__version__ = '1.18.106'``), without importing it."""
-    import re
-
     try:
         match = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init_file.read_text(), re.MULTILINE)
     except OSError as exc:

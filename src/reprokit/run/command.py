@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from reprokit.core.errors import UserError, say_failure
@@ -25,6 +26,7 @@ from reprokit.run.launch import Outcome, StopRequest
 from reprokit.run.launchers import get_launcher
 from reprokit.run.result import Result, build
 from reprokit.run.spec import FOLLOWING_FILE, SPEC_FILE, RunSpec
+from reprokit.run.submit import follow_submission
 from reprokit.vocabulary import RunStatus
 
 
@@ -79,8 +81,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _follow(spec: RunSpec, run_dir: Path, stop: StopRequest) -> int:
     """--submit: follow the batch job the preprocess submitted; its run's result is ours."""
-    from reprokit.run.submit import follow_submission
-
     assert spec.submission is not None
     (run_dir / FOLLOWING_FILE).write_text(f"{time.time():.3f}\n")  # ck's postprocess: it was followed
     try:
@@ -94,8 +94,6 @@ def _follow(spec: RunSpec, run_dir: Path, stop: StopRequest) -> int:
 
 def _internal_error(exc: Exception, run_dir: Path) -> Outcome:
     """A bug of ours: say so in one line, keep the details for a report."""
-    import traceback
-
     try:
         (run_dir / "launcher-error.txt").write_text(traceback.format_exc())
     except OSError:

@@ -22,7 +22,10 @@ from reprokit.cluster.group import on_each
 from reprokit.cluster.hosts import ClusterConfig
 from reprokit.cluster.preflight import checks_table
 from reprokit.core.errors import UserError
+from reprokit.core.paths import PROGRAM_DIR
+from reprokit.run.oarsh import check_reachable, oarsh_path, probe_host
 from reprokit.run.plan import RolePlan
+from reprokit.run.srun import probe, srun_path
 
 
 @dataclass
@@ -69,8 +72,6 @@ def check_job(preflight: Preflight, cluster: ClusterConfig, python: str, runs: P
 
 def check_oarsh(cluster: ClusterConfig, python: str, folder: Path, port: int) -> dict[str, JobHostCheck]:
     """The oarsh launcher's preflight: ``oarsh HOST true`` on every node, then the run's probe through oarsh."""
-    from reprokit.run.oarsh import check_reachable, oarsh_path, probe_host
-
     oarsh = oarsh_path()
     checks = {h: JobHostCheck(h) for h in cluster.names}
     first = cluster.names[0]
@@ -102,8 +103,6 @@ def check_srun(cluster: ClusterConfig, python: str, folder: Path, port: int,
                environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
     """The srun launcher's preflight: Slurm's commands here, then one probe step on every node (the hosts were
     checked to be nodes of the allocation before: Launcher.check_hosts)."""
-    from reprokit.run.srun import probe, srun_path
-
     srun = srun_path()
     if not shutil.which("scontrol"):
         raise UserError("scontrol not found on the PATH; the srun launcher needs Slurm's client commands "
@@ -128,6 +127,4 @@ def table(launcher: str, checks: list[JobHostCheck]) -> str:  # the launcher's n
 
 def runs_folder(given: str) -> Path:
     """Where the run folders go: --tmp_dir, else program:p3's tmp (CK's default for `ck run`)."""
-    from reprokit.core.paths import PROGRAM_DIR
-
     return Path(os.path.expanduser(given)) if given else PROGRAM_DIR / "tmp"

@@ -13,13 +13,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar, TextIO
 
-from reprokit.cluster.hosts import ClusterConfig
+from reprokit.cluster.hosts import ClusterConfig, expand_hostlist, parse
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown
 from reprokit.run.jobcheck import JobHostCheck, check_oarsh, check_srun
-from reprokit.run.launch import Outcome, StopRequest
+from reprokit.run.launch import Outcome, StopRequest, run_local
+from reprokit.run.oarsh import in_oar_job as inside, run_oarsh
 from reprokit.run.plan import Role, RolePlan
+from reprokit.run.remote import run_remote
 from reprokit.run.spec import RunSpec
+from reprokit.run.srun import run_srun
 
 Watch = Callable[[Role, str], None] | None
 ALLOCATION_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")
@@ -103,8 +106,6 @@ class LocalLauncher(Launcher):
         return not has_target
 
     def run(self, spec: RunSpec, run_dir: Path, console: TextIO, stop: StopRequest | None, watch: Watch) -> Outcome:
-        from reprokit.run.launch import run_local
-
         return run_local(_plan(spec), run_dir, console, stop=stop, watch=watch)
 
 
@@ -121,8 +122,6 @@ class SshLauncher(Launcher):
         return has_target
 
     def run(self, spec: RunSpec, run_dir: Path, console: TextIO, stop: StopRequest | None, watch: Watch) -> Outcome:
-        from reprokit.run.remote import run_remote
-
         return run_remote(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
 
@@ -150,8 +149,6 @@ class SrunLauncher(Launcher):
         check_allocated(hosts, environ)
 
     def run(self, spec: RunSpec, run_dir: Path, console: TextIO, stop: StopRequest | None, watch: Watch) -> Outcome:
-        from reprokit.run.srun import run_srun
-
         return run_srun(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
     def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
@@ -180,13 +177,9 @@ class OarshLauncher(Launcher):
         return in_oar_job(environ) and bool(which("oarsh"))
 
     def check_hosts(self, hosts: list[str], environ: Mapping[str, str]) -> None:
-        from reprokit.cluster.hosts import parse
-
         check_in_job(hosts, parse(dict(self.job_hosts or {}), source=self.job_where).names)
 
     def run(self, spec: RunSpec, run_dir: Path, console: TextIO, stop: StopRequest | None, watch: Watch) -> Outcome:
-        from reprokit.run.oarsh import run_oarsh
-
         return run_oarsh(_plan(spec), _cluster(spec), run_dir, console, stop=stop, watch=watch)
 
     def preflight(self, cluster: ClusterConfig, python: str, folder: Path, port: int, environ: Mapping[str, str]) -> dict[str, JobHostCheck]:
@@ -198,8 +191,6 @@ def in_slurm_allocation(environ: Mapping[str, str]) -> bool:
 
 
 def in_oar_job(environ: Mapping[str, str]) -> bool:
-    from reprokit.run.oarsh import in_oar_job as inside
-
     return inside(environ)
 
 
@@ -237,8 +228,6 @@ def check_in_job(hosts: list[str], nodefile_hosts: list[str]) -> None:
 
 def check_allocated(hosts: list[str], environ: Mapping[str, str]) -> None:
     """Under srun every host must be a node of the allocation (SLURM_JOB_NODELIST): srun starts steps there only."""
-    from reprokit.cluster.hosts import expand_hostlist
-
     nodelist = environ.get("SLURM_JOB_NODELIST", "")
     allocated = set(expand_hostlist(nodelist, "SLURM_JOB_NODELIST"))
     outside = [h for h in hosts if h not in allocated]

@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, Any
 from reprokit.core.errors import say_failure
 from reprokit.core.jsonfile import write_json
 from reprokit.core.schema import fields_of
-from reprokit.emulation.profile import EMULATED
+from reprokit.emulation.profile import (
+    EMULATED,
+    EMULATION_CPU_LIMIT,
+    MEASURED_FILE,
+    PROFILE_FILE,
+    SLEEP,
+    cpu_bound_warning,
+    dedilated,
+    measured_in_run,
+)
+from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.run import speedometer
 from reprokit.run.launch import Outcome
 from reprokit.run.plan import RolePlan
@@ -137,8 +147,6 @@ class Result:
         return cls(status=status, failure_reason=reason)
 
     def save(self, run_dir: Path) -> Path:
-        from reprokit.core.jsonfile import write_json
-
         path = Path(run_dir) / RESULT_FILE
         write_json(path, self.to_dict())
         return path
@@ -201,8 +209,6 @@ def build(spec: RunSpec, outcome: Outcome, run_dir: Path) -> Result:
 def bytescheduler_fields(result: Result, plan: RolePlan, logs: dict[str, str]) -> None:
     """The bytescheduler field from every worker's line; a run some worker's gradients bypassed the scheduler on (or
     that logged no line) is a failed run, and says so."""
-    from reprokit.engines.bytescheduler import ByteSchedulerVariant
-
     field, failure = ByteSchedulerVariant.result_field([logs.get(w.name, "") for w in plan.workers])
     result.bytescheduler = field
     if failure and result.run_success:
@@ -218,16 +224,6 @@ def emulation_fields(result: Result, settings: RunSettings, plan: RolePlan, run_
                      logs: dict[str, str]) -> None:
     """The compute mode; for an emulated run its profile (from the role folder's copy), k, the waits the workers
     logged and the de-dilated throughput."""
-    from reprokit.emulation.profile import (
-        EMULATION_CPU_LIMIT,
-        MEASURED_FILE,
-        PROFILE_FILE,
-        SLEEP,
-        cpu_bound_warning,
-        dedilated,
-        measured_in_run,
-    )
-
     result.compute = settings.compute
     if result.timelines:  # a profile an emulated run can wait (COMPUTE_PROFILE=this file)
         measured = measured_in_run([run_dir / t for t in result.timelines], settings.model, settings.image_shape,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -239,8 +240,6 @@ def write_compute_profile(settings: RunSettings, folder: Path) -> Path:
 def _node_address(node: str) -> str:
     """A Slurm node's (an OAR job's node's) address as this machine resolves its name (the roles connect to it); the name itself when it
     does not resolve here (the nodes may still resolve it)."""
-    import socket
-
     try:
         return socket.gethostbyname(node)
     except OSError:

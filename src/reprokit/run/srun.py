@@ -37,6 +37,7 @@ from reprokit.run.jobprep import FREE_PORT_CODE, launch_in_job
 from reprokit.run.launch import Outcome, StopRequest, local_environment
 from reprokit.run.lifeline import parent_death_signal
 from reprokit.run.plan import Role, RolePlan
+from reprokit.run.remote import sweep_command
 
 STEP_TIMEOUT_S = 60  # the probe and the sweep steps
 SPEC_NAME = "p3-run.json"
@@ -127,8 +128,6 @@ def run_srun(plan: RolePlan, cluster: ClusterConfig, run_dir: Path, console: Tex
 
 def _sweep(srun: str, plan: RolePlan) -> list[str]:
     """One step on every host kills what still carries the run's id there."""
-    from reprokit.run.remote import sweep_command
-
     warnings = []
     label = 'echo "$SLURMD_NODENAME:" $(' + sweep_command(plan.run_id) + ")"  # one line per host
     try:

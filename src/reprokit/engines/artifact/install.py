@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reprokit.core.errors import UserError, say_failure
+from reprokit.core.jsonfile import write_json
 from reprokit.data.fetch import download, extract_zip
 from reprokit.engines.artifact.config import (
     GitSource,
@@ -257,8 +258,6 @@ def make_deps(tree: Path, steps: Steps) -> Path | None:
 
 def install(request: InstallRequest, console: TextIO = sys.stdout) -> Path:
     """Fetch, build, install into a prefix and check; swap in only when every step worked. Returns the manifest."""
-    from reprokit.core.jsonfile import write_json
-
     install_dir = request.install_dir
     install_dir.mkdir(parents=True, exist_ok=True)
     staging = install_dir / STAGING

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,7 +88,6 @@ class ByteSchedulerVariant:
         code = ("import json, sys; sys.path[:0] = sys.argv[1:3]; import bytescheduler_kv\n"
                 "try:\n    print(json.dumps(bytescheduler_kv.check_install()))\n"
                 "except bytescheduler_kv.SchedulerError as exc:\n    print(json.dumps({'refused': str(exc)}))\n")
-        import tempfile
 
         with tempfile.TemporaryDirectory(prefix="reprokit-bytescheduler-") as folder:  # it writes ByteScheduler.log
             try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -189,8 +190,6 @@ def install(request: Request, console: TextIO = sys.stdout) -> Path:
 
 def installed_version(site: Path) -> str:
     """The version a site folder's bytescheduler states (``__version__.py``: VERSION = (0, 1, 0)), without importing it."""
-    import re
-
     path = site / "bytescheduler" / "__version__.py"
     try:
         match = re.search(r"^VERSION\s*=\s*\(([0-9,\s]+)\)", path.read_text(), re.MULTILINE)

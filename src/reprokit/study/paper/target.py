@@ -5,6 +5,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from reprokit.cluster import hosts as cluster_hosts
 from reprokit.cluster.testbed import DEFAULT_LINK_SHARING, testbed_of
 from reprokit.core.errors import UserError
 from reprokit.study.paper.rates import NATIVE, rate_bps, same_rate, shaped_bps
@@ -72,7 +73,6 @@ def make_target(name: str, cluster_config: object, link_capacity: str | None) ->
         if link_capacity:
             raise UserError("--link_capacity describes a cluster's links; the embedded default runs over loopback")
         return Target(name="", kind="embedded", hosts=("127.0.0.1",), shaping=False, link_capacity=None)
-    from reprokit.cluster import hosts as cluster_hosts
 
     cluster = cluster_hosts.parse(cluster_config, source=f"machine:{name}")
     state = testbed_of(cluster_config)

@@ -135,10 +135,10 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     claim); at a bandwidth no run had, a hollow grey star in a shaded area right of the measured ones, under
     one legend entry (UNMEASURED_CLAIMS) and labelled "claimed at ..., not measured", so that no reader takes
     it for a measurement; "up to" claims a dashed line."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
 
     summary = analysis.summary[analysis.summary["model"] == model]
     speedups = analysis.speedups[analysis.speedups["model"] == model]
@@ -243,7 +243,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
         ax_t.text(0.02, 0.02, figure_text(f"not measured: {', '.join(missing)}"), transform=ax_t.transAxes, fontsize=7,
                   color="0.35", va="bottom")
     if ratio_points:
-        from matplotlib.ticker import NullFormatter, NullLocator
+        from matplotlib.ticker import NullFormatter, NullLocator  # noqa: PLC0415  matplotlib: only to draw
 
         ratios = speedups["comm_to_compute"].dropna()
         low, high = float(ratios.min()) / 1.3, float(ratios.max()) * 1.3
@@ -272,7 +272,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
 
 def save_figure(fig: Figure, folder: Path, name: str, model: str) -> Plot:
     """A figure as plots/<name>.png and .svg, closed."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
 
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"

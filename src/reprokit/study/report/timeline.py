@@ -219,12 +219,12 @@ class TimelinePlot:
 
 def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
     """Baseline (left) and p3 (right): per layer (y, input layer on top) over time (x) in one iteration."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
+    from matplotlib.lines import Line2D  # noqa: PLC0415  matplotlib: only to draw
+    from matplotlib.patches import Patch  # noqa: PLC0415  matplotlib: only to draw
 
     base = read_iteration(pair.baseline_trace, f"baseline (repetition {pair.baseline.config.repetition})")
     ours = read_iteration(pair.p3_trace, f"p3 (repetition {pair.p3.config.repetition})")
@@ -253,7 +253,7 @@ def plot_pair(pair: TimelinePair, folder: Path) -> TimelinePlot:
         ax.set_title(figure_text(f"{view.label}: iteration {view.iteration} of {view.iterations}; forward waited "
                            f"{view.comm_wait_s:.3f} s, communication {view.comm_s:.3f} s"), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415  matplotlib: only to draw
 
     axes[0].set_ylim(max(len(v.layers) for v in views) - 0.5, -0.5)  # the input layer on top
     axes[0].yaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))

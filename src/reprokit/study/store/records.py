@@ -280,84 +280,109 @@ class StoredResult:
         return cls(dict(data))
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _texts(value: Any) -> tuple[str, ...] | None:
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
+
+
+def _object(value: Any) -> Mapping[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def _objects(value: Any) -> tuple[Mapping[str, Any], ...] | None:
+    if isinstance(value, list) and all(isinstance(v, Mapping) for v in value):
+        return tuple(dict(v) for v in value)
+    return None
+
+
+# Provenance's fields read from what is stored: a value of another type reads as None.
+_PROVENANCE_READERS: dict[str, Callable[[Any], Any]] = {
+    "repo_revision": _text, "repo_dirty": _flag, "ck_version": _text, "python_version": _text,
+    "controller_host": _text, "platform": _text,
+    "engine": _text, "mxnet_version": _text, "engine_env_uid": _text, "engine_python": _text,
+    "engine_python_version": _text, "hosts": _texts, "role_plan": _objects, "env_overrides": _object,
+    "started_at": _text, "ended_at": _text, "duration_s": _number, "command": _texts, "command_line": _text,
+    "ck_exit_code": _whole,
+    "bandwidth": _text, "bandwidth_shaped": _flag, "target": _object, "links_shaped_to": _text,
+}
+# Stored only when they have a value (every other field is stored, null included).
+_PROVENANCE_WHEN_SET = ("engine_python_version", "links_shaped_to")
+
+
 @dataclass(frozen=True)
 class Provenance:
-    """Where and how a stored run ran (sweep.runner's environment() and run_provenance(), then the sweep's bandwidth,
-    target and link rate), as its record keeps it: ``stored`` exactly as written (to_dict gives it back), and typed,
-    the fields the study reads. A field stored with another type than its own reads as None."""
-    stored: Mapping[str, Any] = field(default_factory=dict)
+    """Where and how a stored run ran, as the sweep builds it (study.sweep.provenance): what does not change between
+    the runs of a sweep (``environment``), the run's own part (``run_provenance``: its specification, command and
+    times), then the sweep's bandwidth, target and link rate for it.
 
-    def _text(self, key: str) -> str | None:
-        value = self.stored.get(key)
-        return value if isinstance(value, str) else None
-
-    @property
-    def engine(self) -> str | None:
-        """The engine's name as the run's specification gave it (mxnet-1.9.1-cpu, sysml19-p3@c647954)."""
-        return self._text("engine")
-
-    @property
-    def repo_revision(self) -> str | None:
-        return self._text("repo_revision")
-
-    @property
-    def ck_version(self) -> str | None:
-        return self._text("ck_version")
-
-    @property
-    def python_version(self) -> str | None:
-        return self._text("python_version")
-
-    @property
-    def engine_python_version(self) -> str | None:
-        return self._text("engine_python_version")
-
-    @property
-    def mxnet_version(self) -> str | None:
-        return self._text("mxnet_version")
-
-    @property
-    def controller_host(self) -> str | None:
-        return self._text("controller_host")
-
-    @property
-    def started_at(self) -> str | None:
-        """Local time with its UTC offset, then the epoch seconds in parentheses."""
-        return self._text("started_at")
-
-    @property
-    def ended_at(self) -> str | None:
-        """As started_at, when the run's ``ck run`` returned."""
-        return self._text("ended_at")
-
-    @property
-    def repo_dirty(self) -> bool:
-        """Whether the checkout the run was made from had uncommitted changes."""
-        return self.stored.get("repo_dirty") is True
-
-    @property
-    def links_shaped_to(self) -> str | None:
-        """The rate an emulated run's links were shaped to (its bandwidth divided by k); None when not shaped so."""
-        return self._text("links_shaped_to")
-
-    @property
-    def duration_s(self) -> float | None:
-        """How long the run's ``ck run`` took."""
-        value = self.stored.get("duration_s")
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-    @property
-    def env_overrides(self) -> Mapping[str, Any] | None:
-        """The run settings its sweep gave (COMPUTE, DILATION, ...); None for records stored before they were kept."""
-        value = self.stored.get("env_overrides")
-        return value if isinstance(value, Mapping) else None
+    Read back from a record (from_dict), each field is typed from what is stored (a value stored with another type
+    than the field's reads as None), and ``to_dict`` gives the stored object back as it was read: keys of other
+    versions, nulls and absent keys kept, so that a record read and written again keeps its bytes (unless a field
+    was changed since: then the fields, with the keys only other versions know)."""
+    # the sweep's environment: this repository, the framework, the host
+    repo_revision: str | None = None
+    repo_dirty: bool | None = None  # whether the checkout had uncommitted changes
+    ck_version: str | None = None
+    python_version: str | None = None
+    controller_host: str | None = None
+    platform: str | None = None
+    # the run: its engine and role plan (from its own specification), command and times
+    engine: str | None = None  # the engine's name as the run's specification gave it (mxnet-1.9.1-cpu, sysml19-p3@c6479)
+    mxnet_version: str | None = None
+    engine_env_uid: str | None = None
+    engine_python: str | None = None
+    engine_python_version: str | None = None
+    hosts: tuple[str, ...] | None = None
+    role_plan: tuple[Mapping[str, Any], ...] | None = None  # {kind, index, host} per role
+    env_overrides: Mapping[str, Any] | None = None  # the run settings its sweep gave (COMPUTE, DILATION, ...)
+    started_at: str | None = None  # local time with its UTC offset, then the epoch seconds in parentheses
+    ended_at: str | None = None  # as started_at, when the run's ``ck run`` returned
+    duration_s: float | None = None  # how long the run's ``ck run`` took
+    command: tuple[str, ...] | None = None
+    command_line: str | None = None
+    ck_exit_code: int | None = None
+    # the sweep's, for this run
+    bandwidth: str | None = None
+    bandwidth_shaped: bool | None = None
+    target: Mapping[str, Any] | None = None  # the target as the record's config stores it
+    links_shaped_to: str | None = None  # the rate an emulated run's links were shaped to (its bandwidth / k)
+    read_from: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)  # what from_dict was given
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.stored)
+        if self.read_from is not None and self == Provenance.from_dict(self.read_from):
+            return dict(self.read_from)
+        data: dict[str, Any] = {}
+        for key in _PROVENANCE_READERS:
+            value = getattr(self, key)
+            if value is None and key in _PROVENANCE_WHEN_SET:
+                continue
+            if isinstance(value, tuple):
+                value = [dict(v) if isinstance(v, Mapping) else v for v in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            data[key] = value
+        others = {k: v for k, v in (self.read_from or {}).items() if k not in _PROVENANCE_READERS}
+        return {**others, **data}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
-        return cls(dict(data))
+        stored = dict(data)
+        return cls(**{key: read(stored.get(key)) for key, read in _PROVENANCE_READERS.items()}, read_from=stored)
 
 
 @dataclass(frozen=True)
@@ -376,12 +401,10 @@ class Record:
     imported_from: str | None = None  # the bundle it was imported with; not stored: the folder it is read from
 
     def __post_init__(self) -> None:
-        # Each also given as what is stored: the status's string, the result's and the provenance's JSON objects.
+        # Each also given as what is stored: the status's string, the result's JSON object.
         object.__setattr__(self, "status", RunStatus(self.status))
         if isinstance(self.result, Mapping):
             object.__setattr__(self, "result", StoredResult.from_dict(self.result))
-        if isinstance(self.provenance, Mapping):
-            object.__setattr__(self, "provenance", Provenance.from_dict(self.provenance))
 
     @property
     def ok(self) -> bool:

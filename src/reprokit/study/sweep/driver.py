@@ -37,6 +37,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from reprokit.cluster import testbed
 from reprokit.cluster.testbed import testbed_of
 from reprokit.core.errors import UserError
 from reprokit.core.jsonfile import write_json
@@ -59,7 +60,7 @@ from reprokit.study.store.records import (
     now_iso,
 )
 from reprokit.study.store.sweep_plan import BandwidthChoice, Forecast
-from reprokit.study.sweep import runner as study_runner
+from reprokit.study.sweep import provenance as study_provenance, runner as study_runner
 from reprokit.study.sweep.choice import choose
 from reprokit.study.sweep.forecast import forecast
 from reprokit.study.sweep.options import (
@@ -68,8 +69,10 @@ from reprokit.study.sweep.options import (
     SweepRequest,
     check_runs,
     given,
+    report_dir,
     resume_of,
     sweep_request,
+    timeline_config,
 )
 from reprokit.study.sweep.progress import Progress
 from reprokit.vocabulary import RunStatus
@@ -278,7 +281,7 @@ def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
         print(f"study: resuming sweep {sweep_id}: {summary.already_stored} of {len(runs)} run(s) already stored",
               file=console, flush=True)
     progress = Progress(len(runs), summary.already_stored, console)
-    environment = study_runner.environment()
+    environment = study_provenance.environment()
     engine_pythons: dict[str, str] = {}
     origin = store.origin()
     shaped: str | None = None
@@ -326,7 +329,7 @@ def run_sweep(study: Study, store: Store, sweep: Sweep, target: Target,
     return summary
 
 
-def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: RunConfig, environment: dict[str, Any],
+def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: RunConfig, environment: Provenance,
              engine_pythons: dict[str, str], origin: Origin, shaped: bool, shape_error: str | None,
              stop: _Stop) -> Record | None:
     record_id = config.record_id(sweep.sweep_id)
@@ -344,21 +347,17 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
             stop.reason = stop.reason or f"stopped because run {config.label()} was {outcome.reason}"
             write_json(run_dir / INTERRUPTED_FILE, {"reason": outcome.reason, "at": now_iso()})
             return None
-    provenance = {**environment, **study_runner.run_provenance(run_dir, command, outcome, env)}
-    ran = provenance.get("engine")
+    provenance = study_provenance.run_provenance(environment, run_dir, command, outcome, env)
+    ran = provenance.engine
     if outcome.ok and ran and engine_kind(ran) != config.engine:  # e.g. ENGINE_ENV pinned an engine of the other kind
         outcome = study_runner.RunOutcome(RunStatus.FAILED, f"ran on {ran}, not on the {config.engine} engine the sweep asked "
                                                  f"for (drop --env.ENGINE_ENV)", outcome.result, outcome.started_at,
                                           outcome.ended_at, outcome.exit_code)
-    python = provenance.get("engine_python")
-    if python:
-        if python not in engine_pythons:
-            engine_pythons[python] = study_runner.engine_python_version(python)
-        provenance["engine_python_version"] = engine_pythons[python]
-    provenance.update({"bandwidth": config.bandwidth, "bandwidth_shaped": shaped and config.bandwidth != NATIVE,
-                       "target": target.to_dict()})
-    if sweep.dilation != 1.0 and config.bandwidth != NATIVE:
-        provenance["links_shaped_to"] = sweep.link_rate(config.bandwidth)  # the bandwidth divided by k
+    python = provenance.engine_python
+    if python and python not in engine_pythons:
+        engine_pythons[python] = study_provenance.engine_python_version(python)
+    provenance = study_provenance.sweep_part(provenance, sweep, target, config.bandwidth, shaped,
+                                             engine_pythons[python] if python else None)
     return Record(
         record_id=record_id, study=study.name, sweep_id=sweep.sweep_id, origin=origin,
         config=RecordConfig(model=config.model, variant=config.variant, bandwidth=config.bandwidth,
@@ -366,7 +365,7 @@ def _run_one(study: Study, store: Store, sweep: Sweep, target: Target, config: R
                             engine=config.engine),
         status=outcome.status, failure_reason=outcome.reason,
         result=None if outcome.result is None else StoredResult.from_dict(outcome.result),
-        provenance=Provenance.from_dict(provenance), run_folder=str(run_dir.relative_to(store.root)),
+        provenance=provenance, run_folder=str(run_dir.relative_to(store.root)),
     )
 
 
@@ -374,7 +373,6 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
     """tc shaping of the testbed's hosts; None for targets whose links the sweep cannot shape."""
     if not target.shaping or target.testbed is None:
         return None
-    from reprokit.cluster import testbed as testbed
 
     name, hosts, sharing = target.testbed, len(target.hosts), target.link_sharing
 
@@ -391,8 +389,6 @@ def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_mo
 
     A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
     """
-    from reprokit.study.sweep.options import report_dir, timeline_config
-
     sweep, target = open_sweep(options, study, store, program_models, machine_config, console,
                                artifact_builds=artifact_builds, engine_check=engine_check)
     check_can_shape(target)
@@ -407,7 +403,7 @@ def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_mo
     if summary.stopped:
         raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
                         f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
-    from reprokit.study.report.render import write_report  # pandas, scipy, matplotlib: not for a refusal (a second)
+    from reprokit.study.report.render import write_report  # noqa: PLC0415  pandas, scipy, matplotlib: not for a refusal
 
     paths = write_report(study, store, program_models, report_dir(options, store.root), console,
                          timeline_config=timeline_config(options))

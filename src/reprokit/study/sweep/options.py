@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import plain_setting, shown
+from reprokit.emulation.profile import EMULATED, check_dilation, check_name, named_profiles
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ARTIFACT_BUILDS, ENGINE_KINDS, artifact_install_hint
+from reprokit.run import settings as run_settings
 from reprokit.study.paper.claims import DEFAULT_SUBJECT, MIN_RUNS, Matrix, Study, Subject
 from reprokit.study.paper.planning import engine_variants
 from reprokit.study.paper.rates import NATIVE, rate_bps
@@ -177,8 +179,6 @@ def check_runs(study: Study, models: Iterable[str], variants: Iterable[str], env
     that would fail on its input stores nothing. ``engine_check`` (the ck layer's): the engine each run would get
     on each of ``engines`` has what the run needs (ByteScheduler for its variant, Sockeye). Hosts of a cluster are
     checked when each run starts (their cores, their folders), as they are only reachable then."""
-    from reprokit.run import settings as run_settings
-
     for name, value in env.items():
         plain_setting(str(name), value, RUNS_WRITE_SETTINGS)
     for model in models:
@@ -216,8 +216,6 @@ def sweep_request(options: Mapping[str, Any], study: Study, target: Target, prog
     ``artifact_builds``: the authors' builds registered (p3, baseline), for --engines (sweep_engines);
     ``engine_check``: see check_runs.
     """
-    from reprokit.run import settings as run_settings
-
     quick = flag(options, "quick")
     matrix = study.quick if quick else study.matrix
     emulated = emulation(options, study, target)
@@ -278,8 +276,6 @@ def emulation(options: Mapping[str, Any], study: Study, target: Target) -> Matri
     """--emulate=PROFILE [--dilation=K]: the matrix of the claims stated at a bandwidth (their models, variants and
     bandwidths) with emulated compute, or, for a study whose claims are all "up to", its matrix's models and variants
     at the --bandwidths given; None without --emulate."""
-    from reprokit.emulation.profile import EMULATED, check_dilation, check_name, named_profiles
-
     raw, raw_k = str(options.get("emulate", "") or "").strip(), str(options.get("dilation", "") or "").strip()
     if not raw:
         if raw_k:

@@ -1,4 +1,4 @@
-"""One run of a sweep: `ck run program:P` in its own run folder, guarded, and its provenance.
+"""One run of a sweep: `ck run program:P` in its own run folder, guarded (its provenance: sweep/provenance.py).
 
 Each run is the ck CLI in a child process, so that its exact command line is
 recorded (and can be typed again), its output goes to the run folder instead
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import shlex
 import signal
 import subprocess
 import sys
@@ -24,11 +22,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from reprokit.core.paths import REPO_ROOT
 from reprokit.core.schema import CONTROL
 from reprokit.run.lifeline import STOP_SIGNALS, parent_death_signal
 from reprokit.run.result import RESULT_FILE, Result
@@ -74,7 +70,7 @@ class RunOutcome:
 
 def _typed(result: dict[str, Any] | None) -> Result | None:
     """A run's result typed (store.typed_result); None if it wrote none."""
-    from reprokit.study.store.records import typed_result  # here: the guard (python -m ...runner) needs no store
+    from reprokit.study.store.records import typed_result  # noqa: PLC0415  the guard (-m ...runner) needs no store
 
     return None if result is None else typed_result(result)
 
@@ -160,72 +156,6 @@ def _tail(log: Path, lines: int = 3) -> str:
         return ""
     wanted = [line for line in text if line.startswith(("p3: error:", "p3: FAILED:", "CK error:"))]
     return CONTROL.sub("", " | ".join((wanted or text)[-lines:])[:500])  # the record schema refuses terminal escapes
-
-
-# --- provenance ----------------------------------------------------------------------------------
-
-def _git(*args: str) -> str:
-    try:
-        proc = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
-
-
-def engine_python_version(python: str) -> str:
-    try:
-        proc = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
-                              text=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout.strip()
-
-
-def environment() -> dict[str, Any]:
-    """What does not change between the runs of a sweep: this repository, the framework, the host."""
-    revision = _git("rev-parse", "HEAD")
-    return {
-        "repo_revision": revision or "unknown (not a git checkout)",
-        "repo_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")) if revision else None,
-        "ck_version": metadata.version("ck"),
-        "python_version": platform.python_version(),
-        "controller_host": platform.node(),
-        "platform": platform.platform(),
-    }
-
-
-def run_provenance(run_dir: Path, command: list[str], outcome: RunOutcome, env: dict[str, Any]) -> dict[str, Any]:
-    """The per-run part: engine and role plan from the run's own specification, command, times."""
-    spec = {}
-    spec_path = run_dir / "p3-run.json"
-    if spec_path.exists():
-        try:
-            spec = json.loads(spec_path.read_text())
-        except ValueError:
-            spec = {}
-    engine = spec.get("engine", {})
-    engine_name = engine.get("name", "")
-    plan = spec.get("plan", {})
-    return {
-        "engine": engine_name or None,
-        "mxnet_version": engine_name.split("-")[1] if engine_name.startswith("mxnet-") else None,
-        "engine_env_uid": engine.get("env_uid"),
-        "engine_python": engine.get("python"),
-        "hosts": plan.get("hosts") or (run_result.hosts if (run_result := outcome.run_result) is not None else None),
-        "role_plan": [{k: r.get(k) for k in ("kind", "index", "host")} for r in plan.get("roles", [])] or None,
-        "env_overrides": env,
-        "started_at": _iso(outcome.started_at),
-        "ended_at": _iso(outcome.ended_at),
-        "duration_s": round(outcome.ended_at - outcome.started_at, 3),
-        "command": command,
-        "command_line": shlex.join(command),
-        "ck_exit_code": outcome.exit_code,
-    }
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t)) + f" ({t:.3f})"
 
 
 # --- the guard -----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ The job's script and output are kept in the results store under ``jobs/``.
 from __future__ import annotations
 
 import io
+import os
 import signal
 import sys
 import time
@@ -32,8 +33,6 @@ def submit_sweep(options: Mapping[str, Any], study: Study, store: Store, program
                  machine_config: MachineConfig, console: TextIO = sys.stdout,
                  artifact_builds: Collection[str] = (), engine_check: EngineCheck | None = None) -> str:
     """Submit the sweep as one batch job and follow it; its job id. A job that did not complete is a UserError."""
-    import os
-
     name = str(options.get("target", "") or "")
     description = machine_config(name) if name else None
     job = job_to_submit(description, f"machine:{name}", in_slurm_allocation(os.environ), "the sweep")

@@ -239,10 +239,10 @@ def table(request: PredictRequest, rows: list[Row]) -> str:
 
 
 def plot(request: PredictRequest, rows: list[Row], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  matplotlib: only for the plot, not for ck predict's import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only for the plot; Agg chosen before pyplot
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     several = len(request.variants) > 1

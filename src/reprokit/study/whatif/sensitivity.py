@@ -187,11 +187,11 @@ def draw(curves: Sequence[ClaimSensitivity]) -> Figure:
     """One panel per claim: the predicted speedup against compute speed (log scale), the claim's band shaded, the
     paper's GPU's plausible range shaded, its central figure and COMPARED_GPU as vertical lines, and the emulated
     runs as points with their intervals."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only to draw; Agg chosen before pyplot
+    from matplotlib.ticker import NullFormatter  # noqa: PLC0415  matplotlib: only to draw
 
     fig, axes = plt.subplots(1, len(curves), figsize=(max(8.0, 5.4 * len(curves)), 5.2), squeeze=False)
     for ax, c in zip(axes[0], curves):
