@@ -180,9 +180,8 @@ class OverConfigurations(ClaimKind):
         return "every configuration measured"
 
     def draw(self, claim: Claim, axes: ClaimAxes) -> None:
-        """By default a note on the ratio plot; a kind with a figure on the speedup axis draws it."""
-        axes.ax_r.annotate(figure_text(f"claim {claim.id}: {self.brief(claim)}"), (0.02, 0.97),
-                           xycoords="axes fraction", va="top", fontsize=6, color="crimson")
+        """Nothing by default: the figure shows the speedups the verdict rests on, and the tables state the claim; a
+        kind with a figure on the speedup axes draws it."""
 
     def judge(self, claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance,
               program_models: set[str], engine: str) -> ClaimVerdict:
@@ -300,7 +299,7 @@ class BoundedKind(OverConfigurations):
     def draw(self, claim: Claim, axes: ClaimAxes) -> None:
         for ax in (axes.ax_s, axes.ax_r):
             ax.axhline(self.bound(claim), color="crimson", linestyle=":", linewidth=1,
-                       label=figure_text(f"claim {claim.id}: at most {self.bound(claim):.2f}x ({claim.source})"))
+                       label=figure_text(f"claim {claim.id}: at most {self.bound(claim):.2f}x"))
 
 
 @register_kind
@@ -361,8 +360,8 @@ class LittleBeyondOverlapKind(BoundedKind):
                                    "not given: no overlap baseline")
         return super().labelled(claim, inputs)
 
-    def draw(self, claim: Claim, axes: ClaimAxes) -> None:  # the figure's speedups are over the plain baseline
-        OverConfigurations.draw(self, claim, axes)
+    def draw(self, claim: Claim, axes: ClaimAxes) -> None:
+        """Nothing: the figure's speedups are over the study's baseline, not over the overlap baseline."""
 
 
 MIN_RATIOS = 3  # a concave claim is judged only with this many distinct ratios, each with enough runs

@@ -1,5 +1,8 @@
 """A verdict per claim, setup and engine, from the speedups measured there.
 
+The rules below are the speedup claims' (``judge``); a claim of another kind is judged by its class in kinds.py,
+which ``judge_all`` asks for every claim (claims.CLAIM_KINDS).
+
 Verdicts are judged per engine kind (speedup.py), on P3 over ``baseline``
 alone; P3 over the worker-update baseline is shown beside each verdict
 (``ClaimVerdict.versus_worker_update``), never judged.
