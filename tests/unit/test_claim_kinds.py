@@ -33,7 +33,7 @@ from reprokit.study.paper.claims import (
 from reprokit.study.report.render import render, write_report
 from reprokit.study.store.records import Store
 from reprokit.study.sweep.driver import open_sweep
-from support.study_data import records
+from support.study_data import EMBEDDED as EMBEDDED_TARGET, records, study
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "scheduling-critique-2024"
@@ -287,8 +287,6 @@ def test_little_beyond_overlap_with_its_baseline_is_judged_against_one_plus_the_
 
 
 def test_the_new_kinds_are_not_testable_on_the_embedded_default():
-    from support.study_data import EMBEDDED as EMBEDDED_TARGET
-
     loopback = [replace(r, study=NAME) for r in records("resnet", "native", around(100.0), around(150.0),
                                                         target=EMBEDDED_TARGET, variant="bytescheduler", ratio=2.0)]
     analysis = analyse(critique(), loopback, MODELS)
@@ -343,8 +341,6 @@ def test_ck_report_renders_the_critique_from_a_store_of_records(tmp_path):
 
 
 def test_the_speedup_claims_reports_say_nothing_of_the_other_kinds(tmp_path):
-    from support.study_data import study
-
     p3 = study()
     analysis = analyse(p3, records("resnet", "1gbit", around(100.0), around(120.0), ratio=2.0), MODELS)
     md = render(p3, analysis, [], tmp_path, tmp_path / "store", MODELS)["markdown"].read_text()
