@@ -10,7 +10,7 @@ from typing import Any
 from reprokit.emulation.gpus import paper_gpu
 from reprokit.study.analysis.labelled import LabelledVerdict
 from reprokit.study.analysis.verdict import NOT_MEASURED, ClaimVerdict, Verdict, measured_at_all
-from reprokit.study.paper.claims import Claim, Study
+from reprokit.study.paper.claims import Claim, Study, kind_of
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class Answer:
 
 
 def paper_figure(claim: Claim) -> str:
+    """What the paper claims, in brief: as the claim's kind says it (ClaimKind.paper_figure)."""
+    return kind_of(claim).paper_figure(claim)
+
+
+def speedup_figure(claim: Claim) -> str:
+    """A speedup claim's figure in brief: "+25% at 4gbit on 4 machines", "up to +66%"."""
     gain = f"+{(claim.speedup - 1) * 100:.0f}%"
     if not claim.bandwidth:
         return f"up to {gain}"

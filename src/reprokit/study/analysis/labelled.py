@@ -34,7 +34,7 @@ from reprokit.study.analysis.verdict import (
     judge_up_to,
     measured_at_all,
 )
-from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance
+from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance, kind_of
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY
@@ -334,16 +334,42 @@ def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study
     out = []
     for c in claims:
         measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
-        if not c.bandwidth:
-            emulated, emulated_brief = emulated_up_to(c, at_paper, tolerance, withheld, study, paper)
-            out.append(LabelledVerdict(c.id, UP_TO, measured, emulated, UP_TO_NOT_PREDICTED, "", emulated_brief,
-                                       "not given (see the figures below)"))
-            continue
-        other = emulated_verdict(c, elsewhere, tolerance, withheld, study, paper=paper)[0] if not elsewhere.empty else ""
-        emulated, emulated_brief = emulated_verdict(c, at_paper, tolerance, withheld, study,
-                                                    finished_variants(at_gpu(runs, paper), c), paper=paper)
-        predicted, predicted_brief = predicted_stated(c, tolerance, checks, paper)
-        out.append(LabelledVerdict(c.id, c.bandwidth, measured, emulated, predicted,
-                                   "" if other.startswith(("not run", withheld or "not run")) else other,
-                                   emulated_brief, predicted_brief))
+        out.append(kind_of(c).labelled(c, LabelledInputs(measured, at_paper, elsewhere, runs, tolerance, withheld,
+                                                         study, checks, paper)))
     return out
+
+
+@dataclass(frozen=True)
+class LabelledInputs:
+    """What a claim's kind judges its emulated and predicted verdicts from (ClaimKind.labelled): its overall measured
+    verdict, the emulated speedups at the paper's GPU and at others', the emulated runs, the study's tolerance, why no
+    emulated verdict may be given ("" when one may), the study's name, the model's validation and the paper's GPU."""
+    measured: str
+    at_paper: pd.DataFrame
+    elsewhere: pd.DataFrame
+    runs: pd.DataFrame
+    tolerance: Tolerance
+    withheld: str
+    study: str
+    checks: ModelValidation
+    paper: str
+
+
+def speedup_labelled(c: Claim, inputs: LabelledInputs) -> LabelledVerdict:
+    """A speedup claim's emulated and predicted verdicts: an "up to" claim over the emulated bandwidths (emulated_up_to;
+    none predicted), a claim at a bandwidth there (emulated_verdict, at the paper's GPU and apart at others') and
+    predicted (predicted_stated)."""
+    measured, at_paper, elsewhere, runs = inputs.measured, inputs.at_paper, inputs.elsewhere, inputs.runs
+    tolerance, withheld, study, checks, paper = (inputs.tolerance, inputs.withheld, inputs.study, inputs.checks,
+                                                 inputs.paper)
+    if not c.bandwidth:
+        emulated, emulated_brief = emulated_up_to(c, at_paper, tolerance, withheld, study, paper)
+        return LabelledVerdict(c.id, UP_TO, measured, emulated, UP_TO_NOT_PREDICTED, "", emulated_brief,
+                               "not given (see the figures below)")
+    other = emulated_verdict(c, elsewhere, tolerance, withheld, study, paper=paper)[0] if not elsewhere.empty else ""
+    emulated, emulated_brief = emulated_verdict(c, at_paper, tolerance, withheld, study,
+                                                finished_variants(at_gpu(runs, paper), c), paper=paper)
+    predicted, predicted_brief = predicted_stated(c, tolerance, checks, paper)
+    return LabelledVerdict(c.id, c.bandwidth, measured, emulated, predicted,
+                           "" if other.startswith(("not run", withheld or "not run")) else other,
+                           emulated_brief, predicted_brief)

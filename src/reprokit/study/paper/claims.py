@@ -2,7 +2,7 @@
 
 A study entry (``study:NAME``) describes a paper: its claims (per model, the
 speedup claimed, and the bandwidth and cluster size it was claimed at, with
-the source of each number), the experiment matrix (models, variants,
+the source of each number; or a claim of another kind, CLAIM_KINDS), the experiment matrix (models, variants,
 bandwidths, repetitions, profile), named variants (run settings per variant)
 and the tolerances the verdicts use. ``from_meta`` reads it from the entry's
 meta and refuses a malformed one. Where a sweep runs is target.py, which runs
@@ -13,13 +13,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
 from reprokit.core.paths import REPO_ROOT
+from reprokit.core.values import shown
 from reprokit.emulation.gpus import gpu
 from reprokit.study.paper.rates import rate_bps
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from reprokit.study.analysis.kinds import ClaimAxes
+    from reprokit.study.analysis.labelled import LabelledInputs, LabelledVerdict
+    from reprokit.study.analysis.verdict import ClaimVerdict, Setup
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,76 @@ class Claim:
     # gives it (claims[].paper_comm_to_compute: {"value": R, "source": "..."}); None: no such fact.
     paper_ratio: float | None = None
     paper_ratio_source: str | None = None
+    kind: str = "speedup"  # the claim's kind (CLAIM_KINDS): what the entry's claim holds, how it is judged and shown
+    # A kind's own fields from the entry's claim (e.g. a bounded claim's at_most), as its ClaimKind reads them
+    figures: tuple[tuple[str, float | str], ...] = ()
+
+    def figure(self, name: str) -> float:
+        """One of the kind's own figures (``figures``), a number."""
+        return float(dict(self.figures)[name])
+
+    def named(self, name: str) -> str | None:
+        """One of the kind's own fields (``figures``) that names something (a variant), or None if not given."""
+        value = dict(self.figures).get(name)
+        return None if value is None else str(value)
+
+
+class ClaimKind:
+    """A kind of claim, registered by name in CLAIM_KINDS (``register_kind``): the entry's claim says ``kind`` (default
+    "speedup"). A kind owns its schema (``required`` and ``optional``: the fields its claims hold beyond the common
+    ones, _COMMON), how a Claim is built from them (``build``), how it is judged from the speedup rows (``judge``;
+    ``labelled``: emulated and predicted) and how its paper figure and verdict are shown (``paper_figure``,
+    ``claimed``, ``where``, ``draw``, ``stated_rule``). The kinds are reprokit/study/analysis/kinds.py, one class each."""
+    name: ClassVar[str] = ""
+    required: ClassVar[Mapping[str, s.Spec]] = {}
+    optional: ClassVar[Mapping[str, s.Spec]] = {}
+    # How the report states the kind's rule, one paragraph ("": the templates' own text, the speedup claims')
+    stated_rule: ClassVar[str] = ""
+
+    def build(self, raw: Mapping[str, Any], **common: Any) -> Claim:
+        """The Claim of a checked entry claim (``common``: its id, model, source, text, variant, versus)."""
+        raise NotImplementedError
+
+    def judge(self, claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance,
+              program_models: set[str], engine: str) -> ClaimVerdict:
+        """The claim's measured verdict on one setup from the runs of one engine."""
+        raise NotImplementedError
+
+    def labelled(self, claim: Claim, inputs: LabelledInputs) -> LabelledVerdict:
+        """The claim's emulated and predicted verdicts, labelled (never counted)."""
+        raise NotImplementedError
+
+    def paper_figure(self, claim: Claim) -> str:
+        """What the paper claims, in brief (the answer's first column)."""
+        raise NotImplementedError
+
+    def claimed(self, claim: Claim) -> str:
+        """The claim's figure in the report's table of claims."""
+        raise NotImplementedError
+
+    def where(self, claim: Claim) -> str:
+        """Where the claim holds, in the report's table of claims (its bandwidth column)."""
+        raise NotImplementedError
+
+    def draw(self, claim: Claim, axes: ClaimAxes) -> None:
+        """The claim on its model's figure (render.draw_model)."""
+        raise NotImplementedError
+
+
+CLAIM_KINDS: dict[str, ClaimKind] = {}  # kind name -> its one instance; reprokit.study imports the kinds
+
+
+def register_kind(cls: type[ClaimKind]) -> type[ClaimKind]:
+    """A class decorator: the kind ``cls.name`` judged and shown by ``cls`` (one class in one place)."""
+    if not cls.name or cls.name in CLAIM_KINDS and type(CLAIM_KINDS[cls.name]) is not cls:
+        raise ValueError(f"claim kind {cls.name!r}: a kind needs a name no other kind has")
+    CLAIM_KINDS[cls.name] = cls()
+    return cls
+
+
+def kind_of(claim: Claim) -> ClaimKind:
+    """The kind that judges and shows ``claim``."""
+    return CLAIM_KINDS[claim.kind]
 
 
 @dataclass(frozen=True)
@@ -131,12 +209,28 @@ _MATRIX = s.Obj(required={"models": s.ListOf(s.Name(), min_items=1), "repetition
                           "env": s.MapOf(s.Name(), s.Text(400)), "ratios": s.ListOf(_POSITIVE),
                           "timeline_repetition": s.Int(1, 10_000), "budget_minutes": _POSITIVE,
                           "run_seconds": _SOURCED, "why": s.Text()})
-_CLAIM = s.Obj(required={"id": s.Name(), "model": s.Name(), "speedup": _POSITIVE, "source": s.Text(),
-                         "text": s.Text()},
-               optional={"bandwidth": s.Optional(s.Text(40)), "cluster_size": s.Optional(s.Int(1, 1_000_000)),
-                         "variant": s.Name(), "versus": s.Name(),
-                         "paper_comm_to_compute": s.Obj(required={"value": _POSITIVE, "source": s.Where(
-                             s.Text(), lambda v: bool(v.strip()), "the text that states it")})})
+POSITIVE = _POSITIVE  # a positive number (kinds' schemas)
+# The fields every claim holds, whatever its kind; a kind adds its own (ClaimKind.required and optional).
+_COMMON = s.Obj(required={"id": s.Name(), "model": s.Name(), "source": s.Text(), "text": s.Text()},
+                optional={"kind": s.Name(), "variant": s.Name(), "versus": s.Name()})
+
+
+class _ClaimSpec(s.Spec):
+    """A claim of the entry: its kind's fields (CLAIM_KINDS[kind], "speedup" when not given) and the common ones."""
+
+    def check(self, value: Any, where: str) -> None:
+        if not isinstance(value, dict):
+            raise s.Invalid(where, f"must be an object, got {shown(value)}")
+        name = value.get("kind", "speedup")
+        s.Name().check(name, f"{where}.kind")
+        if name not in CLAIM_KINDS:
+            raise s.Invalid(f"{where}.kind", f"is {name!r}, not a kind of claim (known: {', '.join(CLAIM_KINDS)})")
+        kind = CLAIM_KINDS[name]
+        s.Obj(required={**_COMMON.required, **kind.required},
+              optional={**_COMMON.optional, **kind.optional}).check(value, where)
+
+
+_CLAIM = _ClaimSpec()
 # A study entry's meta (ck load study:NAME), checked before anything is built from it.
 STUDY_SCHEMA = s.Obj(
     required={"variants": s.MapOf(s.Name(), s.MapOf(s.Name(), s.Text(400))), "claims": s.ListOf(_CLAIM),
@@ -203,13 +297,9 @@ def from_meta(name: str, meta: Mapping[str, Any]) -> Study:
     claims = []
     for index, raw in enumerate(meta["claims"]):
         at = f"{where} claims[{index}]"
-        fact = raw.get("paper_comm_to_compute")
-        claim = Claim(
-            id=raw["id"], model=raw["model"], speedup=float(raw["speedup"]),
-            bandwidth=raw.get("bandwidth"), cluster_size=raw.get("cluster_size"), source=raw["source"],
-            text=raw["text"], variant=str(raw.get("variant", subject.variant)), versus=str(raw.get("versus", "baseline")),
-            **({"paper_ratio": float(fact["value"]), "paper_ratio_source": fact["source"]} if fact else {}),
-        )
+        claim = CLAIM_KINDS[raw.get("kind", "speedup")].build(
+            raw, id=raw["id"], model=raw["model"], source=raw["source"], text=raw["text"],
+            variant=str(raw.get("variant", subject.variant)), versus=str(raw.get("versus", "baseline")))
         if claim.bandwidth is not None:
             rate_bps(claim.bandwidth)
         for v in (claim.variant, claim.versus):

@@ -42,10 +42,11 @@ from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ENGINE_KINDS
 from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
 from reprokit.study.analysis.answer import answer
+from reprokit.study.analysis.kinds import ClaimAxes
 from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
 from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, WORKER_UPDATE, study_series
 from reprokit.study.analysis.verdict import Setup
-from reprokit.study.paper.claims import MIN_RUNS, Study
+from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, kind_of
 from reprokit.study.paper.rates import NATIVE, same_rate, shaped_bps
 from reprokit.study.report.timeline import (
     TimelinePair,
@@ -202,24 +203,9 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
         points(ax_s, mine, "speedup", s_index, setup, ["engine", "variant", "versus"], speedup_series)
         ratio_points += by_ratio(mine[mine["versus"] == BASELINE], s_index, setup)
     unmeasured = [c for c in claims if c.bandwidth in claim_only]
+    on = ClaimAxes(ax_t, ax_s, ax_r, x_of, measured, claim_only, summary, analysis.decided)
     for claim in claims:
-        if claim.bandwidth in claim_only:
-            ax_s.annotate(figure_text(f"claimed at {claim.bandwidth}, not measured\n({claim.id})"),
-                          (x_of[claim.bandwidth], claim.speedup), textcoords="offset points", xytext=(0, -10),
-                          ha="center", va="top", fontsize=6, color="0.4")
-        elif claim.bandwidth:
-            x = x_of[next(m for m in measured if same_rate(m, claim.bandwidth))]
-            ax_s.plot([x], [claim.speedup], marker="*", markersize=15, color="crimson", linestyle="none",
-                      label=f"claim {claim.id} ({claim.source})")
-            base = summary[(summary["bandwidth"] == claim.bandwidth) & (summary["variant"] == claim.versus)
-                           & (summary["engine"] == analysis.decided.get(claim.id, EMBEDDED))]
-            if not base.empty and _num(base["geometric_mean"].iloc[0]) is not None:
-                ax_t.plot([x], [base["geometric_mean"].iloc[0] * claim.speedup], marker="*", markersize=15,
-                          color="crimson", linestyle="none", label=figure_text(f"claimed {claim.variant} ({claim.id})"))
-        else:
-            for ax in (ax_s, ax_r):
-                ax.axhline(claim.speedup, color="crimson", linestyle="--", linewidth=1,
-                           label=figure_text(f"claim {claim.id}: up to {claim.speedup:.2f}x ({claim.source})"))
+        kind_of(claim).draw(claim, on)
     if unmeasured:
         ax_s.plot([x_of[c.bandwidth] for c in unmeasured if c.bandwidth], [c.speedup for c in unmeasured], marker="*",
                   markersize=13, linestyle="none", markerfacecolor="none", markeredgecolor="0.5", color="0.5",
@@ -364,6 +350,16 @@ STATISTICS = ("throughput: geometric mean with a Student-t interval of the mean 
               "Satterthwaite degrees of freedom), back-transformed: neither interval can fall below zero")
 
 
+def claimed(claim: Claim) -> str:
+    """The claimed figure of the report's table of claims, as the claim's kind shows it."""
+    return kind_of(claim).claimed(claim)
+
+
+def claim_where(claim: Claim) -> str:
+    """Where the claim holds (the table of claims' bandwidth column), as the claim's kind says it."""
+    return kind_of(claim).where(claim)
+
+
 def _json_ready(value: object) -> object:
     """NaN as null, numpy scalars as Python numbers, recursively (report.json is strict JSON)."""
     if isinstance(value, dict):
@@ -454,7 +450,9 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "worker_update_cell": worker_update_cell, "worker_update": WORKER_UPDATE,
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
         "environments": _environments(records), "failed": failed.to_dict("records"),
-        "claims": study.claims, "program_models": sorted(program_models),
+        "claims": study.claims, "claimed": claimed, "claim_where": claim_where,
+        "kind_rules": [k.stated_rule for k in dict.fromkeys(kind_of(c) for c in study.claims) if k.stated_rule],
+        "program_models": sorted(program_models),
         "missing_models": [m for m in study.matrix.models if m not in program_models],
         "setups": analysis.setups, "f": _f, "statistics": STATISTICS,
         "loopback_setups": loopback_setups(analysis.setups, analysis.speedups), "loopback_note": LOOPBACK_NOTE.replace("P3's", f"{study.subject.name}'s"),
