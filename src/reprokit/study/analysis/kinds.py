@@ -343,7 +343,7 @@ class LittleBeyondOverlapKind(BoundedKind):
 
     def claimed(self, claim: Claim) -> str:
         over = claim.named("overlap_baseline")
-        return f"{self.brief(claim)} ({claim.variant} over {over or 'a baseline that overlaps: none named'})"
+        return f"{self.brief(claim)} ({claim.variant} over {f'{over}, which overlaps' if over else 'a baseline that overlaps: none named'})"
 
     def judge(self, claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance,
               program_models: set[str], engine: str) -> ClaimVerdict:
