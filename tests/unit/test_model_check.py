@@ -2,6 +2,8 @@
 keeps."""
 import json
 
+import pytest
+
 from reprokit.emulation import profile as em
 from reprokit.run.result import Result
 from reprokit.study.whatif.iteration_model import Layer, ModelInput, Policy, simulate
@@ -97,3 +99,19 @@ def test_a_bytescheduler_run_is_predicted_with_its_own_partition_and_credit(tmp_
                         throughput_per_worker=[1.0] * 4)
     spec = model_input(ObservedRun(Configuration("vgg", "30gbit", "bytescheduler"), ran_before, profile_file, "off"))
     assert (spec.partition_elements, spec.credit_elements) == (1_000_000, 4_000_000)
+
+
+def test_an_emulated_runs_compute_is_given_as_late_as_its_workers_measured_it_for_every_variant(tmp_path):
+    """compute_s_per_iter (the workers' forward and backward, measured) over emulated_wait_s_per_iter (what the
+    profile told them to wait): every layer times that, for the baseline as for ByteScheduler; a run without the
+    two keeps its profile's times."""
+    profile, profile_file = vgg_profile(tmp_path)
+    for variant in ("baseline", "bytescheduler"):
+        ran = Result(RunStatus.OK, variant=variant, num_workers=4, num_servers=4, batch_size=32,
+                     throughput_per_worker=[1.0] * 4, compute_s_per_iter=2.2, emulated_wait_s_per_iter=2.0)
+        spec = model_input(ObservedRun(Configuration("vgg", "30gbit", variant, 80.0), ran, profile_file, "375mbit"))
+        assert [x.backward_s for x in spec.layers] == pytest.approx([x.backward_s * 80 * 1.1 for x in profile.layers])
+        on_time = Result(RunStatus.OK, variant=variant, num_workers=4, num_servers=4, batch_size=32,
+                         throughput_per_worker=[1.0] * 4)
+        spec = model_input(ObservedRun(Configuration("vgg", "30gbit", variant, 80.0), on_time, profile_file, "375mbit"))
+        assert [x.backward_s for x in spec.layers] == [x.backward_s * 80 for x in profile.layers]

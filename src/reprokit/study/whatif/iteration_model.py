@@ -27,9 +27,14 @@ What is simulated (one representative worker; every worker is assumed identical,
   worker pushed it), then pushes its data and pulls it; below the scheduler the stock van sends first in, first out.
   Only worker 0's core schedules (the authors' kvstore.py makes the other workers' tasks immediate), but each
   partition's barrier holds every worker's push until worker 0 has released it, so every worker follows worker 0's
-  order: the representative worker is worker 0. Left out: the five engine operations and Python callbacks each
-  partition adds on the worker (CPU time, the global interpreter lock), and rows (the code cuts an array by rows
-  of its first dimension, the model by elements: within a row of each other).
+  order: the representative worker is worker 0. In the colocated layout ByteScheduler is simulated host by host
+  (`simulate_hosts`): every worker, every key on its own server, loopback to a worker's own server, each link
+  shared fairly among its peers, and KVStoreDist's whole round trip (push, acknowledgement, pull request, answer),
+  since its keys sit unevenly (its barrier keys take every other integer key) and the barrier has every worker
+  push the same partitions at once, which the averaged layout below would hide. Left out: the five engine
+  operations and Python callbacks each partition adds on the worker (CPU time, the global interpreter lock; a
+  check gives the model the run's compute as late as the run measured it, for every policy alike), and rows (the
+  code cuts an array by rows of its first dimension, the model by elements: within a row of each other).
 - Every link is one queue served at the link's bandwidth times `wire_efficiency` (the payload's share of what
   the link's rate counts: by default TCP over Ethernet at MTU 1500, 1448 of 1514 bytes), full duplex (each
   direction its own queue). A message crosses two links per direction (sender's egress, receiver's ingress), cut through: the downstream
@@ -41,7 +46,8 @@ What is simulated (one representative worker; every worker is assumed identical,
   iteration's communication is over before the next backward starts (forward of the last layer waits for it),
   so from the second iteration on every iteration is the same; `iterations` (default 3: two intervals, the second the steady state) are simulated.
 
-Symmetry: all W workers run the same schedule, so one worker is simulated. Layouts:
+Symmetry: all W workers run the same schedule, so one worker is simulated (but ByteScheduler's colocated
+layout, simulated host by host: see `simulate_hosts`). Layouts:
 
 - `dedicated`: S servers on hosts of their own. The worker's NIC carries its own pushes (out) and pulls (in);
   server s's NIC carries W copies of every message placed on it, in and out (one aggregate per message: W
@@ -74,6 +80,7 @@ communication, stragglers and any variance.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import deque
@@ -381,6 +388,8 @@ class _Compute:
 
 
 def simulate(spec: ModelInput) -> Prediction:
+    if spec.policy.scheduled and spec.layout is Layout.COLOCATED and spec.workers > 1:
+        return simulate_hosts(spec)  # its barrier makes every worker push a partition at once: placement shows
     layers = spec.layers
     colocated = spec.layout is Layout.COLOCATED
     msgs = messages(layers, spec.policy, 1 if colocated else spec.servers, spec.slice_elements, spec.bigarray_bound,
@@ -544,6 +553,201 @@ def simulate(spec: ModelInput) -> Prediction:
     links = [worker_out, worker_in, *server_in, *server_out]
     busiest = max(link.carried for link in links) / n_iter
     comm = busiest * worker_out.seconds_per_byte
+    return Prediction(iteration_s=iteration, compute_s=compute, exposed_comm_s=max(0.0, iteration - compute),
+                      bytes_per_worker=sum(layer.bytes for layer in layers), comm_s=comm,
+                      bound_s=max(compute, comm), messages=len(msgs) + sum(m.barrier >= 0 for m in msgs),
+                      iteration_times=times)
+
+
+# Host by host the iterations need not repeat: what one iteration leaves (the workers' offsets, the fair queues'
+# tags) shapes the next, and successive intervals differed by up to 8% on ResNet-50 (docs/notebook/bytescheduler.md).
+# So `simulate_hosts` runs at least this many and gives the mean interval after the first, as a run's throughput is a
+# mean over many.
+HOST_ITERATIONS = 10
+
+
+class _FairShare:
+    """Links shared fairly among the hosts at their other end: self-clocked fair queueing. A message's tag is the
+    larger of the tag its link is serving and the last tag its peer was given, plus its bytes; a link serves the
+    smallest tag first (as `_Link`'s order). A message waits for what is queued to its own peer, and for its share
+    of what is queued to the others, not behind all of it."""
+
+    def __init__(self) -> None:
+        self.in_service: dict[int, float] = {}
+        self.last: dict[tuple[int, int], float] = {}
+
+    def tag(self, link: _Link, peer: int, size: float) -> tuple[float, ...]:
+        tag = max(self.in_service.get(id(link), 0.0), self.last.get((id(link), peer), 0.0)) + size
+        self.last[id(link), peer] = tag
+        return (tag,)
+
+    def serving(self, link: _Link, tag: tuple[float, ...], then: Started) -> Started:
+        """``then``, first noting that ``link`` serves ``tag``."""
+        def started(start: float, finish: float) -> None:
+            self.in_service[id(link)] = tag[0]
+            then(start, finish)
+        return started
+
+
+def simulate_hosts(spec: ModelInput) -> Prediction:
+    """The colocated layout host by host (what `simulate` gives ByteScheduler there; any policy that KVStoreDist
+    places can be asked, the baseline for one): N hosts, each with a worker and a server (ps-lite numbers both roles
+    by the same sort of their hosts, so worker r and server r share host r), every key on the server KVStoreDist puts
+    it on (`messages` with S servers, not averaged), every worker's compute simulated. A message between a worker
+    and the server on its own host stays on the host (loopback: no link, no cost); any other crosses its host's
+    egress and the receiver's ingress, cut through, each its own message (ps-lite sends one per worker).
+
+    Each link is shared fairly among the hosts at its other end, as the testbed's fair links share a host's egress (an
+    htb class per destination, each lending what it leaves unused; reprokit.cluster.testbed): self-clocked fair
+    queueing, a message's tag is the larger of the tag in service and the last tag of its peer, plus its bytes; the
+    smallest tag goes next. So a message waits for what is queued to its own peer, not behind every other's.
+
+    Each key's round trip is KVStoreDist's in dist_sync (src/kvstore/kvstore_dist.h, kvstore_dist_server.h): the
+    push; its acknowledgement (no payload), which the server gives every worker once all of them pushed the key;
+    the pull's request (no payload), which MXNet's engine issues only after the push's acknowledgement (the pull
+    writes the buffer the push reads); the pull's answer. ByteScheduler (the scheduled policy): a partition's barrier
+    key is such a push, acknowledged once every worker pushed it; only worker 0's core schedules (credit and priority,
+    the credit back when worker 0's pull is done), the other workers' tasks are immediate (kvstore.py: rank != 0):
+    they push each partition's barrier as soon as its gradient is ready and its data once the barrier is acknowledged,
+    which waits for worker 0's release. The iteration time is worker 0's."""
+    layers = spec.layers
+    hosts = spec.workers
+    if spec.layout is not Layout.COLOCATED or spec.policy.p3_store:
+        raise ValueError("simulate_hosts: the colocated layout of a policy that KVStoreDist places")
+    msgs = messages(layers, spec.policy, hosts, spec.slice_elements, spec.bigarray_bound, spec.partition_elements)
+    by_layer: list[list[_Message]] = [[] for _ in layers]
+    for m in msgs:
+        by_layer[m.layer].append(m)
+    sim = _Sim()
+    bw = spec.bandwidth_bps * spec.wire_efficiency
+    out = [_Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message, spec.fifo_bytes) for _ in range(hosts)]
+    into = [_Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message) for _ in range(hosts)]
+    n_iter, n_layers = max(spec.iterations, HOST_ITERATIONS), len(layers)
+    latency = spec.latency_s
+    everyone = range(hosts)
+    fair = _FairShare()
+
+    def hop(src: int, size: float, now: float, arrived: Callable[[int, float], None],
+            receivers: Sequence[int]) -> None:
+        """``size`` bytes from host ``src`` to each of ``receivers``, a message each; ``arrived(receiver, t)``."""
+        for r in receivers:
+            if r == src:
+                arrived(r, now)
+                continue
+
+            def started(start: float, finish: float, r: int = r) -> None:
+                available, earliest = _cut_through(into[r], size, start, finish, latency)
+
+                def arrive(t: float) -> None:
+                    tag = fair.tag(into[r], src, size)
+                    into[r].submit(t, tag, size, earliest, started=fair.serving(into[r], tag, _nothing),
+                                   done=lambda t2: arrived(r, t2))
+                sim.at(available, arrive)
+            tag = fair.tag(out[src], r, size)
+            out[src].submit(now, tag, size, now, started=fair.serving(out[src], tag, started))
+
+    arrivals: dict[tuple[int, int, int], int] = {}  # (iteration, message, part or -1 for its barrier): pushes in
+    answered: dict[tuple[int, int, int], int] = {}  # (iteration, message, worker): parts back
+    index_of = {id(m): i for i, m in enumerate(msgs)}
+    pending = [[[len(by_layer[i]) for i in range(n_layers)] for _ in range(n_iter)] for _ in everyone]
+    pulled = [[[0.0 if k == 0 else math.nan for _ in layers] for k in range(n_iter + 1)] for _ in everyone]
+    backward_end: list[float] = []
+    states = [_Compute() for _ in everyone]
+    credit = [spec.credit_elements]
+    queued: list[tuple[int, int, int, int, _Message]] = []
+
+    def all_pushed(k: int, m: _Message, part: int) -> bool:
+        """One more worker's push of the message's part (-1: its barrier) is at its server: was it the last?"""
+        at = (k, index_of[id(m)], part)
+        arrivals[at] = arrivals.get(at, 0) + 1
+        return arrivals[at] == hosts
+
+    def barrier(w: int, k: int, m: _Message, now: float) -> None:
+        def at_server(_: int, t: float) -> None:
+            if all_pushed(k, m, -1):  # acknowledged to every worker, each then pushes the data
+                hop(m.barrier, 0.0, t, lambda r, t2: push(r, k, m, t2), everyone)
+        hop(w, BYTES_PER_ELEMENT, now, at_server, (m.barrier,))
+
+    def push(w: int, k: int, m: _Message, now: float) -> None:
+        def back(r: int, t: float) -> None:
+            at = (k, index_of[id(m)], r)
+            answered[at] = answered.get(at, 0) + 1
+            if answered[at] == len(m.parts):
+                if r == 0 and spec.policy.scheduled:
+                    returned(m, t)
+                pulled_one(r, k, m.layer, t)
+
+        for part, (s, n) in enumerate(m.parts):
+            size = float(n * BYTES_PER_ELEMENT)
+
+            def at_server(_: int, t: float, part: int = part, s: int = s, size: float = size) -> None:
+                if all_pushed(k, m, part):  # aggregated: every push acknowledged; each worker requests its pull
+                    hop(s, 0.0, t, lambda r, t2: hop(r, 0.0, t2, lambda _, t3: hop(s, size, t3, back, (r,)), (s,)),
+                        everyone)
+            hop(w, size, now, at_server, (s,))
+
+
+    def release(now: float) -> None:
+        while queued and credit[0] > 0:
+            _, _, k, _, m = heapq.heappop(queued)
+            credit[0] -= m.elements
+            barrier(0, k, m, now)
+
+    def returned(m: _Message, t: float) -> None:
+        credit[0] = min(spec.credit_elements, credit[0] + m.elements)
+        release(t)
+
+    def sender(w: int, k: int, batch: list[_Message]) -> Callable[[float], None]:
+        def send_all(t: float) -> None:
+            for m in batch:
+                if not spec.policy.scheduled:
+                    push(w, k, m, t)
+                elif w == 0:
+                    heapq.heappush(queued, (m.key, m.part, k, len(queued), m))
+                else:
+                    barrier(w, k, m, t)
+            if w == 0 and spec.policy.scheduled:
+                release(t)
+        return send_all
+    def pulled_one(w: int, k: int, layer: int, t: float) -> None:
+        pending[w][k][layer] -= 1
+        if pending[w][k][layer] == 0:
+            pulled[w][k + 1][layer] = t
+            advance(w, t)
+
+    def advance(w: int, now: float) -> None:
+        state = states[w]
+        while state.iteration < n_iter:
+            k, op = state.iteration, state.op
+            if op < n_layers:
+                ready = pulled[w][k][op]
+                if math.isnan(ready):
+                    return
+                state.free = max(state.free, ready) + layers[op].forward_s
+            else:
+                i = 2 * n_layers - 1 - op
+                state.free += layers[i].backward_s
+                if by_layer[i]:
+                    sim.at(state.free, sender(w, k, by_layer[i]))
+                else:
+                    pulled[w][k + 1][i] = state.free
+                if i == 0 and w == 0:
+                    backward_end.append(state.free)
+            state.op += 1
+            if state.op == 2 * n_layers:
+                state.iteration += 1
+                state.op = 0
+
+    for w in everyone:
+        sim.at(0.0, functools.partial(advance, w))
+    sim.run()
+    if len(backward_end) != n_iter:
+        raise RuntimeError(f"the simulation stopped after {len(backward_end)} of {n_iter} iterations")
+    times = tuple(b - a for a, b in zip(backward_end, backward_end[1:]))
+    compute = sum(layer.forward_s + layer.backward_s for layer in layers)
+    busiest = max(link.carried for link in (*out, *into)) / n_iter
+    comm = busiest * out[0].seconds_per_byte
+    iteration = sum(times[1:]) / len(times[1:])
     return Prediction(iteration_s=iteration, compute_s=compute, exposed_comm_s=max(0.0, iteration - compute),
                       bytes_per_worker=sum(layer.bytes for layer in layers), comm_s=comm,
                       bound_s=max(compute, comm), messages=len(msgs) + sum(m.barrier >= 0 for m in msgs),

@@ -81,8 +81,8 @@ def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInpu
     rate they were shaped to, the run's workers, servers, slice and ByteScheduler's knobs (its result's, else their
     defaults), and the policy of the configuration's variant, the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with P3_PRIORITY=0)."""
     profile = ComputeProfile.from_dict(json.loads(run.profile_file.read_text()), run.profile_file.name)
-    layers = layers_of(profile, run.config.dilation)
     result = run.result
+    layers = layers_of(profile, run.config.dilation * late_compute(result))
     assert result.num_workers is not None and result.num_servers is not None
     knobs = result.bytescheduler or {}  # ByteScheduler's partition and credit as its core ran them
     return ModelInput(layers, result.num_workers, result.num_servers,
@@ -92,6 +92,16 @@ def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInpu
                       fifo_bytes=costs.fifo_bytes,
                       partition_elements=int(knobs.get("partition") or BYTESCHEDULER_PARTITION),
                       credit_elements=float(knobs.get("credit") or BYTESCHEDULER_CREDIT))
+
+
+def late_compute(result: Result) -> float:
+    """How late an emulated run's compute ran: the forward and backward seconds its workers measured per iteration
+    (``compute_s_per_iter``, waits for pulls excluded; the mean of the workers) over the seconds its profile told them
+    to wait (``emulated_wait_s_per_iter``). A measured input of the run, given to every variant alike: a worker's
+    sleeps end late when its process is busy elsewhere (ByteScheduler's core and engine callbacks in Python take the
+    interpreter's lock between them). 1 for a run that measured either not (a real run's layers are measured already)."""
+    measured, told = result.compute_s_per_iter, result.emulated_wait_s_per_iter
+    return measured / told if measured and told else 1.0
 
 
 def measured_s(result: Result) -> float:
