@@ -45,8 +45,10 @@ from reprokit.study.analysis.verdict import (
     ClaimVerdict,
     Setup,
     Verdict,
-    _admissible,
+    admitted,
     buildable,
+    claim_rows,
+    claim_verdict,
     judge,
 )
 from reprokit.study.paper.claims import MIN_RUNS, POSITIVE, Claim, ClaimKind, Tolerance, register_kind
@@ -187,21 +189,12 @@ class OverConfigurations(ClaimKind):
               program_models: set[str], engine: str) -> ClaimVerdict:
         def verdict(kind: Verdict, reason: str, row: pd.Series | None = None, basis: str | None = None,
                     measured: bool = True) -> ClaimVerdict:
-            if basis:
-                reason = f"{basis}: {reason}"
-            if row is None:
-                return ClaimVerdict(claim.id, setup.label, kind, reason, basis=basis, engine=engine, measured=measured)
-            return ClaimVerdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"],
-                                speedup=float(row["speedup"]), ci_low=_num(row["ci_low"]), ci_high=_num(row["ci_high"]),
-                                n=int(min(row["n_variant"], row["n_versus"])),
-                                comm_to_compute=_num(row["comm_to_compute"]), basis=basis, engine=engine)
+            return claim_verdict(claim, setup, engine, kind, reason, row, basis, measured)
 
         why_not = buildable(claim, setup, program_models)
         if why_not:
             return verdict(Verdict.NOT_TESTABLE, why_not)
-        rows = speedup_rows[(speedup_rows["setup"] == setup.label) & (speedup_rows["model"] == claim.model)
-                            & (speedup_rows["engine"] == engine) & (speedup_rows["variant"] == claim.variant)
-                            & (speedup_rows["versus"] == claim.versus)]
+        rows = claim_rows(claim, setup, speedup_rows, engine)
         if rows.empty and self.untested_pair:
             return verdict(Verdict.NOT_TESTABLE, self.untested_pair.format(claim=claim, engine=ENGINE_NAMES[engine]))
         if rows.empty:
@@ -209,18 +202,16 @@ class OverConfigurations(ClaimKind):
                                                  f"{claim.versus} for {claim.model} on {ENGINE_NAMES[engine]} (ck "
                                                  f"reproduce study:NAME --target=... --engines={engine} "
                                                  f"--models={claim.model})", measured=False)
-        admissible, basis, why = _admissible(claim, setup, rows, tol)
-        if admissible.empty:
-            return verdict(Verdict.INCONCLUSIVE, why, rows.loc[rows["speedup"].idxmax()], basis)
-        need = max(MIN_RUNS, tol.min_runs)
-        has_enough = admissible[["n_variant", "n_versus"]].min(axis=1) >= need
-        enough, thin = admissible[has_enough], admissible[~has_enough]
-        if enough.empty:
-            row = admissible.loc[admissible["speedup"].idxmax()]
-            return verdict(Verdict.INCONCLUSIVE, f"measured {configuration(row)}: n < {need} in every configuration: "
-                                                 f"no verdict (run --repetitions={need} or more)", row, basis)
-        kind, reason, shown = self.rule(claim, enough, thin, tol)
-        return verdict(kind, reason, shown, basis)
+        runs = admitted(claim, setup, rows, tol)
+        if runs.why:
+            return verdict(Verdict.INCONCLUSIVE, runs.why, runs.row, runs.basis)
+        if runs.enough.empty:
+            row = runs.thin.loc[runs.thin["speedup"].idxmax()]
+            return verdict(Verdict.INCONCLUSIVE, f"measured {configuration(row)}: n < {runs.need} in every "
+                                                 f"configuration: no verdict (run --repetitions={runs.need} or more)",
+                           row, runs.basis)
+        kind, reason, shown = self.rule(claim, runs.enough, runs.thin, tol)
+        return verdict(kind, reason, shown, runs.basis)
 
     def labelled(self, claim: Claim, inputs: LabelledInputs) -> LabelledVerdict:
         """The emulated verdict by ``rule`` over the emulated configurations at the paper's GPU; none predicted."""

@@ -275,26 +275,61 @@ def _versus_worker_update(claim: Claim, row: pd.Series, speedup_rows: pd.DataFra
                          _float(one["ci_low"]), _float(one["ci_high"]), int(min(one["n_variant"], one["n_versus"])))
 
 
+def claim_verdict(claim: Claim, setup: Setup, engine: str, kind: Verdict, reason: str, row: pd.Series | None = None,
+                  basis: str | None = None, measured: bool = True,
+                  versus_worker_update: SpeedupFigure | None = None) -> ClaimVerdict:
+    """A verdict of ``claim`` on ``setup``, its reason prefixed by where it was judged (``basis``), with the figures of
+    the configuration it rests on (``row``, a speedup row) when there is one."""
+    if basis:
+        reason = f"{basis}: {reason}"
+    if row is None:
+        return ClaimVerdict(claim.id, setup.label, kind, reason, basis=basis, engine=engine, measured=measured)
+    return ClaimVerdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"],
+                        speedup=float(row["speedup"]), ci_low=_float(row["ci_low"]), ci_high=_float(row["ci_high"]),
+                        n=int(min(row["n_variant"], row["n_versus"])),
+                        comm_to_compute=_float(row["comm_to_compute"]), basis=basis, engine=engine,
+                        versus_worker_update=versus_worker_update)
+
+
+def claim_rows(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, engine: str) -> pd.DataFrame:
+    """The speedup rows of the claim's model and pair on one setup and engine."""
+    return speedup_rows[(speedup_rows["setup"] == setup.label) & (speedup_rows["model"] == claim.model)
+                        & (speedup_rows["engine"] == engine)
+                        & (speedup_rows["variant"] == claim.variant) & (speedup_rows["versus"] == claim.versus)]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The configurations a verdict may use (``_admissible``), split by whether both sides have enough runs; or, when
+    none may be used, why (``why``, with the row to show and ``basis``)."""
+    enough: pd.DataFrame
+    thin: pd.DataFrame
+    basis: str | None
+    need: int
+    why: str = ""
+    row: pd.Series | None = None
+
+
+def admitted(claim: Claim, setup: Setup, rows: pd.DataFrame, tol: Tolerance) -> Admitted:
+    admissible, basis, why = _admissible(claim, setup, rows, tol)
+    need = max(MIN_RUNS, tol.min_runs)
+    if admissible.empty:
+        return Admitted(admissible, admissible, basis, need, why, rows.loc[rows["speedup"].idxmax()])
+    has_enough = admissible[["n_variant", "n_versus"]].min(axis=1) >= need
+    return Admitted(admissible[has_enough], admissible[~has_enough], basis, need)
+
+
 def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance, program_models: set[str],
           engine: str = EMBEDDED) -> ClaimVerdict:
     """The claim's verdict on one setup from the runs of one engine."""
     def verdict(kind: Verdict, reason: str, row: pd.Series | None = None, basis: str | None = None, measured: bool = True) -> ClaimVerdict:
-        if basis:
-            reason = f"{basis}: {reason}"
-        if row is None:
-            return ClaimVerdict(claim.id, setup.label, kind, reason, basis=basis, engine=engine, measured=measured)
-        return ClaimVerdict(claim.id, setup.label, kind, reason, bandwidth=row["bandwidth"],
-                            speedup=float(row["speedup"]), ci_low=_float(row["ci_low"]), ci_high=_float(row["ci_high"]),
-                            n=int(min(row["n_variant"], row["n_versus"])),
-                            comm_to_compute=_float(row["comm_to_compute"]), basis=basis, engine=engine,
-                            versus_worker_update=_versus_worker_update(claim, row, speedup_rows))
+        versus = None if row is None else _versus_worker_update(claim, row, speedup_rows)
+        return claim_verdict(claim, setup, engine, kind, reason, row, basis, measured, versus)
 
     why_not = buildable(claim, setup, program_models)
     if why_not:
         return verdict(Verdict.NOT_TESTABLE, why_not)
-    rows = speedup_rows[(speedup_rows["setup"] == setup.label) & (speedup_rows["model"] == claim.model)
-                        & (speedup_rows["engine"] == engine)
-                        & (speedup_rows["variant"] == claim.variant) & (speedup_rows["versus"] == claim.versus)]
+    rows = claim_rows(claim, setup, speedup_rows, engine)
     where = f" at {claim.bandwidth}" if claim.bandwidth else ""
     on = f" on {ENGINE_NAMES[engine]}"
     rerun = f"ck reproduce study:NAME --target=... --engines={engine} --models={claim.model}"
@@ -312,14 +347,12 @@ def judge(claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance
                        f"{NOT_MEASURED}: no successful runs of both {claim.variant} and {claim.versus} "
                        f"for {claim.model}{where}{on} ({rerun}"
                        f"{' --bandwidths=' + claim.bandwidth if claim.bandwidth else ''})", measured=False)
-    admissible, basis, why = _admissible(claim, setup, rows, tol)
-    if admissible.empty:
-        return verdict(Verdict.INCONCLUSIVE, why, rows.loc[rows["speedup"].idxmax()], basis)
-    need = max(MIN_RUNS, tol.min_runs)
-    has_enough = admissible[["n_variant", "n_versus"]].min(axis=1) >= need
-    enough, thin = admissible[has_enough], admissible[~has_enough]
+    runs = admitted(claim, setup, rows, tol)
+    basis, need, enough, thin = runs.basis, runs.need, runs.enough, runs.thin
+    if runs.why:
+        return verdict(Verdict.INCONCLUSIVE, runs.why, runs.row, basis)
     if enough.empty:
-        row = admissible.loc[admissible["speedup"].idxmax()]
+        row = thin.loc[thin["speedup"].idxmax()]
         n = int(min(row["n_variant"], row["n_versus"]))
         return verdict(Verdict.INCONCLUSIVE, f"measured {_measured(row, claim, engine)}: n={n} < {need}: no verdict "
                                              f"(run --repetitions={need} or more)", row, basis)
