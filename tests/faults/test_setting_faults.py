@@ -41,7 +41,7 @@ def test_ck_run_refuses_settings_before_any_role_starts(ck, tmp_path, args, name
 
 def test_a_relative_save_params_lands_in_the_run_folder(ck, tmp_path):
     proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", "--env.SAVE_PARAMS=params.npz", "--env.NUM_BATCHES=5",
-                          "--env.DISP_BATCHES=2", "--env.VARIANT=baseline", timeout=300)
+                          "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.VARIANT=baseline", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert (tmp_path / "params.npz").stat().st_size > 0
 
