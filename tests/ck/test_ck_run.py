@@ -62,6 +62,7 @@ def test_vgg19_trains_with_the_smoke_profile(ck, tmp_path):
     assert c["batches_measured"] == 2 * 1 and c["params_in_sync"] is True  # as inception-v3's above
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_inception_v3_refuses_a_smaller_image_before_starting_anything(ck, tmp_path):
     proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3", "--env.IMAGE_SHAPE=3,224,224")
     assert proc.returncode != 0
@@ -96,6 +97,7 @@ def test_ctrl_c_tears_every_role_down(ck, tmp_path):
     assert no_process_left(run_id)
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("args,message", [
     (["--env.BATCH_SIZE=abc"], "p3: error: BATCH_SIZE must be a whole number, got 'abc'; fix it with --env.BATCH_SIZE=N"),
     (["--env.BATCH_SIZE=-8"], "p3: error: BATCH_SIZE must be at least 1, got -8"),
@@ -114,6 +116,7 @@ def test_bad_input_is_one_clear_line(ck, tmp_path, args, message):
     assert message.removeprefix("p3: error: ") in out["characteristics"]["failure_reason"]
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_a_refused_run_ends_with_our_line_not_cks(bare_ck, tmp_path):
     """A value refused in the preprocess (recorded, printed by the run command): CK's own trailing line (`CK error:
     [program] return code 2 !=0 !`) used to follow ours; our ck prints ours last, once, with CK's exit code."""
@@ -125,6 +128,7 @@ def test_a_refused_run_ends_with_our_line_not_cks(bare_ck, tmp_path):
     assert output.count(ours) == 1 and "CK error" not in output
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_port_in_use_is_one_clear_line(ck, tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -137,6 +141,7 @@ def test_port_in_use_is_one_clear_line(ck, tmp_path):
     assert "Traceback" not in output
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("program", ["p3", "sysml19-p3"])
 def test_an_unknown_cmd_key_is_refused_in_one_line_listing_the_valid_keys(bare_ck, tmp_path, program):
     run_dir = tmp_path / "run"
@@ -148,6 +153,7 @@ def test_an_unknown_cmd_key_is_refused_in_one_line_listing_the_valid_keys(bare_c
     assert not run_dir.exists()  # refused before CK prepared anything
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_missing_engine_names_the_install_command(bare_ck, tmp_path):
     proc, out = bare_ck.run_p3(tmp_path, "--cmd_key=resnet", timeout=120)
     output = proc.stdout + proc.stderr

@@ -4,6 +4,7 @@ import json
 import pytest
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("flag", [[], ["--treat_return_code_as_exit_code=yes"]])
 def test_a_refused_setting_exits_2_and_still_writes_cks_output(ck, tmp_path, flag):
     out_file = tmp_path / "out.json"

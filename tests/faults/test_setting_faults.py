@@ -19,6 +19,7 @@ def nothing_started(run_dir) -> None:
     expect(not started, "other", f"the run started before refusing its settings: {started} in {run_dir}")
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("args, names", [
     (["--env.NUM_WORKERS=1000"], ["NUM_WORKERS=1000 with NUM_SERVERS=1 puts 1001 workers and servers on this machine",
                                    f"at most {ROLES_PER_CORE * os.cpu_count()} fit"]),
@@ -46,6 +47,7 @@ def test_a_relative_save_params_lands_in_the_run_folder(ck, tmp_path):
     assert (tmp_path / "params.npz").stat().st_size > 0
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("override, names", [
     ("NUM_WORKERS=1000", ["NUM_WORKERS=1000 with NUM_SERVERS=1 puts 1001 workers and servers"]),
     ("BATCH_SIZE=abc", ["BATCH_SIZE must be a whole number, got 'abc'"]),
