@@ -1,7 +1,7 @@
 """Fixtures and tiers: tests/unit (no ck), tests/ck and tests/engine (the real ck CLI and its MXNet engine,
 marked `ck` here), tests/faults (the fault and hostile-input suite, also `ck`), `root` tests. `parallel`: tests that
-may share the machine with another (tests/unit, and the modules that say so); `make test` runs the others one at a
-time, then these on two workers.
+may share the machine with another (tests/unit, and the modules and the tests refused before any role starts that
+say so); `make test` runs the others one at a time, then these on two workers.
 
 Root tests need root (network namespaces, sshd, tc): they skip for a developer without it and fail under CI,
 which runs as root, so they never skip silently there.

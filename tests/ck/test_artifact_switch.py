@@ -16,7 +16,7 @@ from reprokit.engines.artifact.installed import MANIFEST, Manifest
 from support.artifact_standin import LEAN, artifact_envs, make_git_repository, standin_settings, write_patches
 from support.ckcli import CkCli, own_ck
 
-SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.WORKER_THREADS=1"]
+SHORT = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1"]
 
 
 def run_spec(run_dir: Path) -> dict:

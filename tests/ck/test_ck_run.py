@@ -16,7 +16,9 @@ def run_id_of(run_dir):
 
 
 def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_path):
-    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet")
+    # The smoke profile's defaults (31 batches, Speedometer every 10) are unit-tested (test_settings); 7 batches
+    # with a report every 3 show the same: batch size, shape and layout by default, two reports, the first warm-up.
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", "--env.NUM_BATCHES=7", "--env.DISP_BATCHES=3")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert out["misc"]["run_success"] == "yes"
     c = out["characteristics"]
@@ -26,7 +28,7 @@ def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_p
     assert len(c["throughput_per_worker"]) == 2 and all(s > 0 for s in c["throughput_per_worker"])
     assert c["throughput_samples_per_sec"] == pytest.approx(sum(c["throughput_per_worker"]), abs=0.01)
     assert c["throughput_min"] <= min(c["throughput_per_worker"]) <= c["throughput_max"]
-    assert c["batches_measured"] == 2 * 20  # 31 batches: reports at 10, 20, 30; the first is warm-up
+    assert c["batches_measured"] == 2 * 3  # 7 batches: reports at 3 and 6; the first is warm-up
     # Synchronous training: both workers end with the same trainable parameters.
     assert c["params_in_sync"] is True
     assert len(set(c["param_checksums"])) == 1 and len(c["param_checksums"]) == 2
@@ -40,24 +42,27 @@ def test_local_run_trains_synchronously_and_reports_the_unified_result(ck, tmp_p
 
 
 def test_inception_v3_trains_at_299_with_the_smoke_profile(ck, tmp_path):
-    # The smoke profile's own batch counts for it are unit-tested (test_settings); 3 batches train at 299 as well.
-    proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3", "--env.NUM_BATCHES=3", "--env.DISP_BATCHES=1")
+    # The smoke profile's own batch counts and size for it (7 of 8) are unit-tested (test_settings); 3 batches of 2
+    # train at 299 as well.
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3", "--env.NUM_BATCHES=3", "--env.DISP_BATCHES=1",
+                          "--env.BATCH_SIZE=2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     c = out["characteristics"]
     assert (c["model"], c["network"], c["image_shape"], c["batch_size"]) == ("inception-v3", "inceptionv3",
-                                                                             "3,299,299", 8)
+                                                                             "3,299,299", 2)
     assert c["batches_measured"] == 2 * 1  # 3 batches: Speedometer reports after the second and third; the first is warm-up
     assert c["params_in_sync"] is True and c["data"] == "synthetic"
 
 
 def test_vgg19_trains_with_the_smoke_profile(ck, tmp_path):
-    proc, out = ck.run_p3(tmp_path, "--cmd_key=vgg", "--env.NUM_BATCHES=3", "--env.DISP_BATCHES=1")
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=vgg", "--env.NUM_BATCHES=3", "--env.DISP_BATCHES=1", "--env.BATCH_SIZE=8")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     c = out["characteristics"]
     assert (c["model"], c["network"], c["image_shape"], c["profile"]) == ("vgg", "vgg19", "3,32,32", "smoke")
     assert c["batches_measured"] == 2 * 1 and c["params_in_sync"] is True  # as inception-v3's above
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_inception_v3_refuses_a_smaller_image_before_starting_anything(ck, tmp_path):
     proc, out = ck.run_p3(tmp_path, "--cmd_key=inception-v3", "--env.IMAGE_SHAPE=3,224,224")
     assert proc.returncode != 0
@@ -92,6 +97,7 @@ def test_ctrl_c_tears_every_role_down(ck, tmp_path):
     assert no_process_left(run_id)
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("args,message", [
     (["--env.BATCH_SIZE=abc"], "p3: error: BATCH_SIZE must be a whole number, got 'abc'; fix it with --env.BATCH_SIZE=N"),
     (["--env.BATCH_SIZE=-8"], "p3: error: BATCH_SIZE must be at least 1, got -8"),
@@ -110,6 +116,7 @@ def test_bad_input_is_one_clear_line(ck, tmp_path, args, message):
     assert message.removeprefix("p3: error: ") in out["characteristics"]["failure_reason"]
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_a_refused_run_ends_with_our_line_not_cks(bare_ck, tmp_path):
     """A value refused in the preprocess (recorded, printed by the run command): CK's own trailing line (`CK error:
     [program] return code 2 !=0 !`) used to follow ours; our ck prints ours last, once, with CK's exit code."""
@@ -121,6 +128,7 @@ def test_a_refused_run_ends_with_our_line_not_cks(bare_ck, tmp_path):
     assert output.count(ours) == 1 and "CK error" not in output
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_port_in_use_is_one_clear_line(ck, tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -133,6 +141,7 @@ def test_port_in_use_is_one_clear_line(ck, tmp_path):
     assert "Traceback" not in output
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("program", ["p3", "sysml19-p3"])
 def test_an_unknown_cmd_key_is_refused_in_one_line_listing_the_valid_keys(bare_ck, tmp_path, program):
     run_dir = tmp_path / "run"
@@ -144,6 +153,7 @@ def test_an_unknown_cmd_key_is_refused_in_one_line_listing_the_valid_keys(bare_c
     assert not run_dir.exists()  # refused before CK prepared anything
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 def test_missing_engine_names_the_install_command(bare_ck, tmp_path):
     proc, out = bare_ck.run_p3(tmp_path, "--cmd_key=resnet", timeout=120)
     output = proc.stdout + proc.stderr
@@ -155,8 +165,9 @@ def test_missing_engine_names_the_install_command(bare_ck, tmp_path):
 
 def test_the_original_workflows_names_reach_the_same_entries(ck, tmp_path):
     """program:sysml19-p3 and soft:sysml19-p3 (the original workflow's names) are ours under a second name."""
-    proc = ck("run", "program:sysml19-p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=11",
-              "--env.DISP_BATCHES=5", "--env.VARIANT=baseline", "--treat_return_code_as_exit_code=yes", timeout=300)
+    proc = ck("run", "program:sysml19-p3", "--cmd_key=resnet", f"--tmp_dir={tmp_path}", "--env.NUM_BATCHES=3",
+              "--env.DISP_BATCHES=1", "--env.BATCH_SIZE=8", "--env.VARIANT=baseline",
+              "--treat_return_code_as_exit_code=yes", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((tmp_path / "p3-result.json").read_text())
     assert (result["model"], result["variant"], result["run_success"]) == ("resnet", "baseline", True)

@@ -43,11 +43,14 @@ def test_machine_is_listed_and_passes_the_preflight_check(ck, cluster3):
 
 
 def test_distributed_training_across_three_hosts_over_ssh(ck, cluster3, tmp_path):
+    """No --env.PROFILE: a testbed (make_testbed registered machine:ci3 from its own hosts.json) runs smoke unless
+    asked, as its hosts share this CPU (a cluster of real hosts runs paper: the node file test below)."""
     name, _ = cluster3
-    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", f"--target={name}", *SMOKE, "--env.NUM_BATCHES=7",
-                          "--env.DISP_BATCHES=3")
+    proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", f"--target={name}", "--env.WORKER_THREADS=1",
+                          "--env.NUM_BATCHES=7", "--env.DISP_BATCHES=3", "--env.BATCH_SIZE=8")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     c = out["characteristics"]
+    assert (c["profile"], c["image_shape"]) == ("smoke", "3,32,32")
     assert c["hosts"] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
     assert (c["num_workers"], c["num_servers"]) == (3, 3)  # the paper's layout: one of each per host
     assert len(c["throughput_per_worker"]) == 3 and all(s > 0 for s in c["throughput_per_worker"])
@@ -365,9 +368,10 @@ def test_hosts_pinned_to_cpus_of_their_own_give_their_sessions_only_those(ck):
                                                                       text=True).stdout.split())
 
 
-def test_machine_with_a_node_file_follows_each_new_allocation_and_a_testbed_runs_smoke(ck, tmp_path):
-    """One machine entry naming an OAR node file; the file changes between two checks, as between two jobs."""
-    state = make_testbed(ck, "alc", 2)
+def test_machine_with_a_node_file_follows_each_new_allocation_and_runs_the_paper_profile(ck, cluster3, tmp_path):
+    """One machine entry naming an OAR node file (of the module's testbed's hosts); the file changes between two
+    checks, as between two jobs."""
+    _, state = cluster3
     nodefile = tmp_path / "OAR_NODEFILE"
     described = tmp_path / "hosts.json"
     described.write_text(json.dumps({"nodefile": str(nodefile), "interface": "eth0", "user": "root",
@@ -388,15 +392,9 @@ def test_machine_with_a_node_file_follows_each_new_allocation_and_a_testbed_runs
             "10.77.0.1", "10.77.0.2"]
         assert "cluster: all 2 host(s) ready" in proc.stdout
 
-        # The testbed itself (make_testbed registered machine:alc from its own hosts.json): smoke unless asked,
-        # as its hosts share this CPU; the allocation above is a real cluster to the run: paper.
-        run, out = ck.run_p3(tmp_path / "testbed-run", "--cmd_key=resnet", "--target=alc", "--env.NUM_BATCHES=6",
-                             "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.WORKER_THREADS=1", timeout=300)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-        assert (out["characteristics"]["profile"], out["characteristics"]["image_shape"]) == ("smoke", "3,32,32")
+        # The allocation is a real cluster to the run: paper (the testbed itself runs smoke unless asked: the
+        # three-host training test above).
         ck.run_p3(tmp_path / "cluster-run", "--cmd_key=resnet", "--target=alc-job", "--env.RUN_TIMEOUT=1", timeout=300)
         assert json.loads((tmp_path / "cluster-run" / "p3-run.json").read_text())["settings"]["profile"] == "paper"
     finally:
         ck("rm", "machine:alc-job", "--force")
-        ck("rm", "machine:alc", "--force")
-        ck("testbed", "cluster:alc", "--down", timeout=60)

@@ -191,7 +191,8 @@ def test_a_registered_set_never_changes_the_default_and_too_small_a_one_is_refus
     """The conversion holds 285 images: the default still runs on generated batches; asked for with a batch
     larger than each worker's share (285 // 2 = 142), it is refused in one line, exit 2, no role started."""
     default_dir, small_dir = tmp_path / "default", tmp_path / "small"
-    proc, _ = data_ck.run_p3(default_dir, "--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2")
+    proc, _ = data_ck.run_p3(default_dir, "--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2",
+                             "--env.BATCH_SIZE=8")
     result = json.loads((default_dir / "p3-result.json").read_text())
     assert proc.returncode == 0 and result["run_success"] and result["data"] == "synthetic", proc.stdout[-3000:]
     assert "data synthetic (generated; --env.DATA names registered data)" in proc.stdout  # the plan line

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.cluster.slurm import CANCEL_WAIT_S, UNANSWERED_S
+from reprokit.cluster.slurm import CANCEL_WAIT_S
 from reprokit.run.procscan import kill_run_processes, run_processes
 from support.faults import FaultFailure, expect, finishes, no_orphans, no_traceback, one_clear_line
 from support.oar import oar_job
@@ -24,6 +24,7 @@ from support.testbed import make_testbed, require_root_and_sshd, require_slurm
 pytestmark = [pytest.mark.root, pytest.mark.fault("link")]
 NAME = "sglink"  # this test's own testbed: rk-sglink-h1, rk-sglink-h2
 CUT_HOST, CUT_NS = "10.77.0.2", f"rk-{NAME}-h2"
+SILENCE_S = 10  # the lost controller's machine: slurm.unanswered_timeout, the silence tolerated before giving up
 
 
 @pytest.fixture
@@ -136,8 +137,9 @@ def _is_worker(pid: int) -> bool:
 def test_a_lost_slurm_controller_is_named_at_once_and_ck_run_submit_ends_within_its_bound(ck, tmp_path,
                                                                                           record_property):
     """slurmctld killed while `ck run --submit` follows its job: scontrol stops answering, which is said at once;
-    after UNANSWERED_S of silence the job is given up (scancel fails too: named, with 'check squeue') and the command
-    ends, in one line naming slurmctld."""
+    after the machine's slurm.unanswered_timeout of silence (SILENCE_S here; UNANSWERED_S, 60 s, by default: unit
+    tests/unit/test_slurm_job.py) the job is given up (scancel fails too: named, with 'check squeue') and the command
+    ends, in one line naming slurmctld and that figure."""
     require_slurm()
     name = "sgctl"
     proc = ck("testbed", f"cluster:{name}", "--hosts=2", "--scheduler=slurm", timeout=120)
@@ -146,7 +148,8 @@ def test_a_lost_slurm_controller_is_named_at_once_and_ck_run_submit_ends_within_
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         client = json.loads((state / "testbed.json").read_text())["scheduler"]["client"]
-        (tmp_path / "job.json").write_text(json.dumps({"slurm": {"nodes": 2, "time": "00:15:00"}}))
+        (tmp_path / "job.json").write_text(json.dumps({"slurm": {"nodes": 2, "time": "00:15:00",
+                                                                 "unanswered_timeout": SILENCE_S}}))
         ck("add", f"machine:{name}-job", "--type=cluster", f"--config_file={tmp_path / 'job.json'}", "--quiet",
            check=True)
         run_dir = tmp_path / "run"
@@ -166,7 +169,7 @@ def test_a_lost_slurm_controller_is_named_at_once_and_ck_run_submit_ends_within_
             run_id = json.loads((run_dir / "job" / "p3-run.json").read_text())["plan"]["run_id"]
             killed_at = time.time()
             os.kill(int((state / "slurm" / "slurmctld.pid").read_text()), signal.SIGKILL)
-            finishes(run, UNANSWERED_S + CANCEL_WAIT_S + 60)
+            finishes(run, SILENCE_S + CANCEL_WAIT_S + 60)
             exited_at = time.time()
             reader.join(10)
         finally:
@@ -178,10 +181,14 @@ def test_a_lost_slurm_controller_is_named_at_once_and_ck_run_submit_ends_within_
         said = [at for at, line in lines if "does not answer about job" in line and "slurmctld down?" in line]
         expect(said and said[0] - killed_at < 15, "unclear",
                f"the silent controller was not said within 15 s:\n{output[-2000:]}")
-        failed = one_clear_line(output, "p3: FAILED: Slurm job", "did not answer", "slurmctld")
+        failed = one_clear_line(output, "p3: FAILED: Slurm job", f"did not answer for {SILENCE_S} s", "slurmctld")
         expect("check squeue for job" in failed, "unclear", f"the job's fate is not said: {failed!r}")
         expect(run.returncode != 0, "unclear", f"the failed run exited {run.returncode}")
-        expect(exited_at - killed_at < UNANSWERED_S + CANCEL_WAIT_S + 15, "hang",
+        # not given up before its silence: the last answer came at most a poll (1 s) and one scontrol before the kill
+        expect(exited_at - killed_at > SILENCE_S - 2, "unclear",
+               f"ck run --submit gave the job up {exited_at - killed_at:.0f} s after slurmctld was killed, before "
+               f"its {SILENCE_S} s of tolerated silence")
+        expect(exited_at - killed_at < SILENCE_S + CANCEL_WAIT_S + 15, "hang",
                f"ck run --submit ended {exited_at - killed_at:.0f} s after slurmctld was killed")
     finally:
         ck("testbed", f"cluster:{name}", "--down", timeout=60)

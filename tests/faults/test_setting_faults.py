@@ -23,6 +23,7 @@ def nothing_started(run_dir) -> None:
     expect(not started, "other", f"the run started before refusing its settings: {started} in {run_dir}")
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("args, names", [
     (["--env.NUM_WORKERS=1000"], ["NUM_WORKERS=1000 with NUM_SERVERS=1 puts 1001 workers and servers on this machine",
                                    f"at most {ROLES_PER_CORE * os.cpu_count()} fit"]),
@@ -45,11 +46,12 @@ def test_ck_run_refuses_settings_before_any_role_starts(ck, tmp_path, args, name
 
 def test_a_relative_save_params_lands_in_the_run_folder(ck, tmp_path):
     proc, out = ck.run_p3(tmp_path, "--cmd_key=resnet", "--env.SAVE_PARAMS=params.npz", "--env.NUM_BATCHES=5",
-                          "--env.DISP_BATCHES=2", "--env.VARIANT=baseline", timeout=300)
+                          "--env.DISP_BATCHES=2", "--env.BATCH_SIZE=8", "--env.VARIANT=baseline", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert (tmp_path / "params.npz").stat().st_size > 0
 
 
+@pytest.mark.parallel  # ck commands only, refused before any role starts: no testbed, no training, nothing timed
 @pytest.mark.parametrize("override, names", [
     ("NUM_WORKERS=1000", ["NUM_WORKERS=1000 with NUM_SERVERS=1 puts 1001 workers and servers"]),
     ("BATCH_SIZE=abc", ["BATCH_SIZE must be a whole number, got 'abc'"]),

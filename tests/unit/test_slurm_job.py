@@ -136,8 +136,43 @@ def test_an_unanswered_scontrol_is_said_at_once_and_is_not_an_end_until_it_lasts
     assert "p3: Slurm's scontrol does not answer about job 7 (slurmctld down?)" in said
     assert "p3: Slurm answers again about job 7" in said
     end, said = _follow(Scripted(JobState("RUNNING"), JobState("UNKNOWN")), tmp_path, clock=lambda: next(ticks))
-    assert end.why_cancelled.startswith(f"Slurm's scontrol did not answer for {UNANSWERED_S} s")
+    assert end.why_cancelled.startswith(f"Slurm's scontrol did not answer for {UNANSWERED_S} s, hosts.json's "
+                                        "slurm.unanswered_timeout")
     assert said.count("does not answer about job 7") == 1
+    assert f"the job is cancelled if it stays silent for {UNANSWERED_S} s" in said
+
+
+def test_the_tolerated_silence_of_scontrol_is_the_slurm_sections_unanswered_timeout(tmp_path):
+    """hosts.json's slurm.unanswered_timeout replaces UNANSWERED_S: a silence shorter than it is no end (even one
+    longer than the default), one longer gives the job up, and both messages give its figure."""
+    job = SlurmJob.from_section({"nodes": 2, "unanswered_timeout": 120}, "hosts.json")
+    assert job.unanswered_timeout == 120 and SlurmJob(nodes=2).unanswered_timeout == UNANSWERED_S == 60
+
+    def timed(scripted):  # each look at the job takes 10 s
+        now = [0.0]
+
+        def state_of(job_id):
+            now[0] += 10
+            return scripted.state_of(job_id)
+        return state_of, lambda: now[0]
+
+    scripted = Scripted(JobState("RUNNING"), *[JobState("UNKNOWN")] * 9, JobState("COMPLETED", "None", 0))
+    state_of, clock = timed(scripted)
+    console = io.StringIO()
+    end = follow("7", job, tmp_path / "job.out", console, lambda: None, clock=clock, state_of=state_of,
+                 cancel_job=scripted.cancel, poll_s=0)
+    assert end.completed and not scripted.cancelled  # 90 s of silence: more than the default, less than 120
+    assert "the job is cancelled if it stays silent for 120 s" in console.getvalue()
+    short = SlurmJob.from_section({"nodes": 2, "unanswered_timeout": 12}, "hosts.json")
+    scripted = Scripted(JobState("RUNNING"), JobState("UNKNOWN"))
+    state_of, clock = timed(scripted)
+    end = follow("7", short, tmp_path / "job.out", io.StringIO(), lambda: None, clock=clock, state_of=state_of,
+                 cancel_job=scripted.cancel, poll_s=0)
+    assert end.why_cancelled.startswith("Slurm's scontrol did not answer for 12 s, hosts.json's "
+                                        "slurm.unanswered_timeout")
+    assert clock() <= 40  # given up at the first look past 12 s of silence, not after the default's 60
+    with pytest.raises(UserError, match="unanswered_timeout"):
+        SlurmJob.from_section({"nodes": 2, "unanswered_timeout": 0}, "hosts.json")
 
 
 def test_a_stop_ends_the_following_within_its_bound_even_when_slurmctld_is_gone(tmp_path):

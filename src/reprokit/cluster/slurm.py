@@ -3,14 +3,15 @@
 hosts.json names the job a run or a study is submitted as (``--submit``)::
 
     {"slurm": {"nodes": 3, "time": "00:30:00", "partition": "gpu", "account": "p3",
-               "extra": ["--exclusive"], "pending_timeout": 21600}, "user": "me"}
+               "extra": ["--exclusive"], "pending_timeout": 21600, "unanswered_timeout": 60}, "user": "me"}
 
 Without a ``hosts`` list (or a ``nodefile``/``hostlist``) the hosts are the job's own allocation
 (``$SLURM_JOB_NODELIST``, read inside the job). Every option reaches ``sbatch`` as one argument of its argv,
 never through a shell. ``submit`` writes the batch script (the same ``ck`` command, quoted, without
 ``--submit``) and submits it; ``follow`` reads the job's state with ``scontrol show job`` until it ends, says
 each new pending reason once, streams the job's output file, and cancels the job (``scancel``) when asked to
-stop, when its pending time runs out, or when Slurm says it can never start.
+stop, when its pending time runs out, when Slurm says it can never start, or when scontrol stays silent for
+``unanswered_timeout`` seconds (default UNANSWERED_S).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ POLL_S = 1.0
 CANCEL_WAIT_S = 60  # after scancel, for the job to leave the running states
 STOPPED_WAIT_S = 4  # after a stop of ours (a signal, Ctrl-C): one scancel and one look, then the command ends
 DEFAULT_PENDING_TIMEOUT_S = 6 * 3600
-UNANSWERED_S = 60  # scontrol failing this long: the job is cancelled (if Slurm can) and the run fails
+UNANSWERED_S = 60  # scontrol failing this long (hosts.json's slurm.unanswered_timeout): the job is cancelled (if Slurm can) and the run fails
 UNKNOWN = "UNKNOWN"  # scontrol did not answer: not an end
 FIRST_SEEN_S = 30  # a job scontrol does not know yet is not taken for one that ended, this long after sbatch
 # Pending reasons after which Slurm will never start the job as submitted (slurm/src/common/slurm_protocol_defs.c).
@@ -49,7 +50,7 @@ _TIME = s.Where(s.Text(32), lambda v: bool(re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0
 SECTION_SCHEMA = s.Obj(required={"nodes": s.Int(1, 4096)}, optional={
     "time": _TIME, "partition": _NO_LINE_BREAK, "account": _NO_LINE_BREAK, "qos": _NO_LINE_BREAK,
     "job_name": s.Name(64), "extra": s.ListOf(_NO_LINE_BREAK, max_items=64),
-    "pending_timeout": s.Int(1, 30 * 86400)})
+    "pending_timeout": s.Int(1, 30 * 86400), "unanswered_timeout": s.Int(1, 30 * 86400)})
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class SlurmJob:
     job_name: str = "p3"
     extra: tuple[str, ...] = ()
     pending_timeout: int = DEFAULT_PENDING_TIMEOUT_S
+    unanswered_timeout: int = UNANSWERED_S
 
     @classmethod
     def from_section(cls, data: Any, source: str) -> SlurmJob:
@@ -251,7 +253,7 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
            poll_s: float = POLL_S) -> JobEnd:
     """Follow job ``job_id`` to its end, its output streamed to ``console``; cancel it when asked to stop, when it
     pends longer than ``job.pending_timeout``, when Slurm says it can never start, or when scontrol stays silent
-    for UNANSWERED_S (said at once when it falls silent). After a stop of ours, one scancel and one look within
+    for ``job.unanswered_timeout`` (said at once when it falls silent). After a stop of ours, one scancel and one look within
     STOPPED_WAIT_S: the command ends whatever slurmctld does."""
     cancel_job = cancel_job or functools.partial(cancel, timeout=POLL_TIMEOUT_S)
     start = clock()
@@ -275,9 +277,10 @@ def follow(job_id: str, job: SlurmJob, output: Path, console: TextIO, stopped: C
         elif seen and not silent:
             silent = True
             print(f"{label}: Slurm's scontrol does not answer about job {job_id} (slurmctld down?); the job is "
-                  f"cancelled if it stays silent for {UNANSWERED_S} s", file=console, flush=True)
-        if state.state == UNKNOWN and clock() - answered > UNANSWERED_S:
-            why = f"Slurm's scontrol did not answer for {UNANSWERED_S} s; check slurmctld (sinfo)"
+                  f"cancelled if it stays silent for {job.unanswered_timeout} s", file=console, flush=True)
+        if state.state == UNKNOWN and clock() - answered > job.unanswered_timeout:
+            why = (f"Slurm's scontrol did not answer for {job.unanswered_timeout} s, hosts.json's "
+                   f"slurm.unanswered_timeout; check slurmctld (sinfo)")
         if state.state == "PENDING":
             if state.reason not in said and state.reason not in ("None", ""):
                 said.add(state.reason)
