@@ -1,6 +1,9 @@
 """The command that ``ck run program:p3`` executes in the run folder.
 
-    python -m reprokit.run.command p3-run.json
+    python -P -m reprokit.run.command p3-run.json
+
+``-P`` keeps the run folder off ``sys.path``: a local run ships ``reprokit/__init__.py`` and ``reprokit/wire``
+there for the engine's scripts, and that copy must not hide the framework from the next run in the same folder.
 
 Reads the run specification the preprocess wrote, launches and supervises every
 role, parses the workers' logs into the unified result (``p3-result.json``),
