@@ -81,7 +81,8 @@ class GuardedRun:
     def __init__(self, command: list[str], run_dir: Path):
         self.log = open(run_dir / CK_LOG, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reprokit.study.sweep.runner", "--guard", "--", *command],
+            # -P: a run folder may hold the reprokit/wire copy a run shipped there, which must not hide the framework
+            [sys.executable, "-P", "-m", "reprokit.study.sweep.runner", "--guard", "--", *command],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT, cwd=run_dir,
             start_new_session=True,
         )
