@@ -45,7 +45,8 @@ from mxnet.gluon.model_zoo import vision  # noqa: E402
 # (study model name, model zoo name, image shapes the study entry lists parameters for)
 MODELS = (("resnet", "resnet50_v1", ((3, 224, 224), (3, 32, 32))),
           ("inception-v3", "inceptionv3", ((3, 299, 299),)),
-          ("vgg", "vgg19", ((3, 224, 224), (3, 32, 32))))
+          ("vgg", "vgg19", ((3, 224, 224), (3, 32, 32))),
+          ("vgg16", "vgg16", ((3, 224, 224), (3, 32, 32))))
 CLASSES = 1000
 
 

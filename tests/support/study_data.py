@@ -7,7 +7,7 @@ from reprokit.study.store.records import Origin, Provenance, Record, RecordConfi
 from reprokit.wire.p3_timeline import CommMeter
 
 STUDY_META = studies.repository_meta("sysml19-p3")
-ALL_MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
+ALL_MODELS = {"resnet", "vgg", "vgg16", "inception-v3", "sockeye"}
 
 TESTBED4 = Target(name="tb", kind="testbed", hosts=tuple(f"10.77.0.{i}" for i in range(1, 5)), shaping=True,
                           link_capacity=None, testbed="tb")

@@ -42,6 +42,20 @@ def test_vgg_is_scaled_by_its_titan_x_speed_and_smaller_images_by_their_flops():
                                            layer_profiles.profile("resnet").forward_flops)
 
 
+def test_every_gpu_profile_has_vgg16_at_both_shapes_with_its_own_throughput():
+    for gpu in gpus().values():
+        for shape in ("3,224,224", "3,32,32"):
+            p = em.resolve_profile(gpu.name, "vgg16", shape, 1)
+            assert [x.arrays for x in p.layers] == [x.arrays for x in layer_profiles.profile("vgg16", shape).layers]
+            assert sum(sum(x.arrays) for x in p.layers) == layer_profiles.profile("vgg16", shape).parameters
+        at_224 = em.resolve_profile(gpu.name, "vgg16", "3,224,224", 1).total_s
+        assert 1 / at_224 == pytest.approx(gpu.throughput("vgg16").per_sec)
+        # VGG-16 is faster than VGG-19 on every GPU, by less than their FLOPs' ratio would say at most
+        assert 1.1 < gpu.throughput("vgg16").per_sec / gpu.throughput("vgg").per_sec < 1.3, gpu.name
+    titan_x = em.resolve_profile("titan-x-maxwell", "vgg16", "3,224,224", 30).total_s
+    assert 30 / titan_x == pytest.approx(59.80)  # knjcode/mxnet-finetuner's VGG16 at batch 30, measured
+
+
 def test_batch_scaling_is_linear_and_kept_as_a_factor():
     one = em.resolve_profile("v100", "resnet", "3,32,32", 1)
     assert one.at_batch(32).total_s == pytest.approx(32 * one.total_s)

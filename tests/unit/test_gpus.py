@@ -6,6 +6,7 @@ import pytest
 
 from reprokit.core.errors import UserError
 from reprokit.emulation import gpus as g, profile as em
+from reprokit.study.paper.claims import repository_study
 from reprokit.study.whatif.compute import layers_of
 from reprokit.study.whatif.predict import predict, request_from
 from support.study_data import study
@@ -19,7 +20,7 @@ def test_every_gpu_states_each_image_models_throughput_with_a_source_and_a_range
     assert paper == "p4000" and set(table) == {"p4000", "titan-x-maxwell", "v100", "a100", "h100"}
     for gpu in table.values():
         assert gpu.spec_source and gpu.fp32_tflops > 0 and gpu.memory_gb_per_s > 0
-        assert set(gpu.models) - {"sockeye"} == {"resnet", "inception-v3", "vgg"}, gpu.name
+        assert set(gpu.models) - {"sockeye"} == {"resnet", "inception-v3", "vgg", "vgg16"}, gpu.name
         for model, rate in gpu.models.items():
             assert rate.low <= rate.per_sec <= rate.high and len(rate.source) > 40
             assert rate.unit == ("sentences" if model == "sockeye" else "images")
@@ -109,3 +110,17 @@ def test_a_measured_profile_gives_the_model_the_compute_its_run_measured(tmp_pat
     # A measured profile of another network is refused in one line.
     with pytest.raises(UserError, match="is for resnet at 3,32,32, but the run trains vgg"):
         request_from(predict_options(gpu=f"measured:{measured}", model="vgg", image_shape="3,32,32"), study())
+
+
+def test_ck_predict_takes_vgg16_on_the_bytescheduler_study_and_checks_its_parameters():
+    """ByteScheduler's paper measured VGG-16: `ck predict study:sosp19-bytescheduler --model=vgg16` predicts from
+    VGG-16's own layers and each GPU's VGG-16 figure, and the entry's parameter count agrees with the profile."""
+    entry = repository_study("sosp19-bytescheduler")
+    request = request_from(predict_options(model="vgg16", gpu="v100,p4000", variants="bytescheduler"), entry)
+    v100, p4000 = request.computes
+    assert sum(sum(x.arrays) for x in v100.layers) == entry.parameters["vgg16"]["3,224,224"] == 138_357_544
+    rows = predict(request)
+    assert [r.predicted.compute_s for r in rows] == pytest.approx([32 / 219.2, 32 / 59.0])
+    assert all(r.baseline.iteration_s >= r.predicted.compute_s for r in rows)
+    small = request_from(predict_options(model="vgg16", image_shape="3,32,32", gpu="v100"), entry)
+    assert sum(sum(x.arrays) for x in small.computes[0].layers) == entry.parameters["vgg16"]["3,32,32"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reprokit.study.paper.claims import from_meta
+from reprokit.study.paper.claims import from_meta, repository_study
 from reprokit.study.profiles import layer_profiles
 from reprokit.study.whatif.iteration_model import (
     HOST_ITERATIONS,
@@ -182,18 +182,38 @@ def study():
 
 
 def test_per_layer_parameters_add_up_to_the_study_entry_totals():
-    totals = study().parameters
+    entries = (study(), repository_study("sosp19-bytescheduler"))  # P3's models; ByteScheduler's VGG-16 too
     checked = 0
     # Sockeye's arrays depend on the corpus's vocabularies (the study entry counts none); its profile is at IWSLT15's
     # published ones and must add up to itself.
     sockeye = layer_profiles.profile("sockeye")
-    assert "sockeye" not in totals and sum(sum(x.arrays) for x in sockeye.layers) == sockeye.parameters
-    for model in (m for m in layer_profiles.models() if m != "sockeye"):
-        for shape, expected in totals[model].items():
-            profile = layer_profiles.profile(model, shape)
-            assert sum(sum(layer.arrays) for layer in profile.layers) == profile.parameters == expected
-            checked += 1
-    assert checked == 5  # resnet and vgg at 224 and 32, inception-v3 at 299
+    assert all("sockeye" not in e.parameters for e in entries)
+    assert sum(sum(x.arrays) for x in sockeye.layers) == sockeye.parameters
+    for entry in entries:
+        for model, totals in entry.parameters.items():
+            for shape, expected in totals.items():
+                profile = layer_profiles.profile(model, shape)
+                assert sum(sum(layer.arrays) for layer in profile.layers) == profile.parameters == expected
+                checked += 1
+    # P3's: resnet and vgg at 224 and 32, inception-v3 at 299; ByteScheduler's: resnet, vgg and vgg16 at 224 and 32
+    assert checked == 5 + 6
+    assert set(layer_profiles.models()) - {"sockeye"} == {m for e in entries for m in e.parameters}
+
+
+def test_vgg16_has_vgg16s_parameters_and_layers():
+    """VGG-16 (Simonyan and Zisserman's configuration D, Gluon's vgg16): 13 convolutions and 3 dense layers,
+    138,357,544 trainable parameters at 224x224 with 1000 classes; VGG-19 (vgg) has 3 more convolutions."""
+    vgg16, vgg19 = layer_profiles.profile("vgg16"), layer_profiles.profile("vgg")
+    assert (vgg16.zoo_name, vgg16.image_shape, vgg16.parameters) == ("vgg16", "3,224,224", 138_357_544)
+    assert (vgg19.zoo_name, vgg19.parameters) == ("vgg19", 143_667_240)
+    assert [x.kind for x in vgg16.layers] == ["Conv2D"] * 13 + ["Dense"] * 3
+    assert [x.kind for x in vgg19.layers] == ["Conv2D"] * 16 + ["Dense"] * 3
+    # the same dense layers; the first one's input is 512 x 7 x 7 at 224x224, 512 x 1 x 1 at 32x32
+    assert [x.arrays for x in vgg16.layers[-3:]] == [x.arrays for x in vgg19.layers[-3:]] == [
+        (4096 * 25088, 4096), (4096 * 4096, 4096), (1000 * 4096, 1000)]
+    assert layer_profiles.profile("vgg16", "3,32,32").parameters == 138_357_544 - 4096 * (25088 - 512)
+    assert vgg16.forward_flops / vgg19.forward_flops == pytest.approx(0.788, abs=0.001)
+    assert layer_profiles.default_compute_s("vgg16") == pytest.approx(30 / 59.80)  # knjcode's VGG16 at batch 30
 
 
 def test_profiles_split_compute_by_flops_and_keep_the_key_order():

@@ -121,7 +121,7 @@ def test_ablations_set_what_they_claim():
 
 
 def test_unknown_cmd_key_lists_the_valid_ones():
-    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: inception-v3, resnet, sockeye, vgg"):
+    with pytest.raises(UserError, match=r"unknown cmd_key 'alexnet'; valid ones: inception-v3, resnet, sockeye, vgg, vgg16"):
         resolve("alexnet", DEFAULTS, default_profile="smoke")
 
 

@@ -23,7 +23,7 @@ from unit.test_study_options import Clock, machines_with_a_testbed
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "sosp19-bytescheduler"
-MODELS = {"resnet", "vgg", "inception-v3", "sockeye"}
+MODELS = {"resnet", "vgg", "vgg16", "inception-v3", "sockeye"}
 
 
 def bytescheduler():
@@ -40,14 +40,16 @@ def test_the_entry_passes_the_schema_with_its_claims_sources_and_subject():
     figures = {c.id: (c.model, c.speedup, c.variant, c.versus, c.bandwidth) for c in entry.claims}
     assert figures == {
         "resnet-up-to-196": ("resnet", 2.96, "bytescheduler", "baseline", None),
-        "vgg-up-to-196": ("vgg", 2.96, "bytescheduler", "baseline", None),
+        "vgg16-up-to-196": ("vgg16", 2.96, "bytescheduler", "baseline", None),
         "resnet-mxnet-ps-up-to-171": ("resnet", 2.71, "bytescheduler", "baseline", None),
-        "vgg-mxnet-ps-up-to-171": ("vgg", 2.71, "bytescheduler", "baseline", None)}
+        "vgg16-mxnet-ps-up-to-171": ("vgg16", 2.71, "bytescheduler", "baseline", None)}
     sources = {c.id: c.source for c in entry.claims}
-    assert sources["resnet-up-to-196"] == "abstract" and sources["vgg-mxnet-ps-up-to-171"].startswith("README")
-    assert all("VGG-16" in c.text and "another setting" in c.text for c in entry.claims if c.model == "vgg")
+    assert sources["resnet-up-to-196"] == "abstract" and sources["vgg16-mxnet-ps-up-to-171"].startswith("README")
+    # The paper's and the README's VGG is VGG-16, and so is the model the claims are judged on (no other setting).
+    assert all(c.text.startswith("VGG-16: ") and "VGG-19" not in c.text for c in entry.claims if c.model == "vgg16")
+    assert {c.model for c in entry.claims} == {"resnet", "vgg16"} and "VGG-19" not in meta["claims_note"]
     assert "per model" in meta["claims_note"] and entry.paper["venue"] == "SOSP 2019"
-    assert set(entry.matrix.models) == set(entry.quick.models) == {"resnet", "vgg"}
+    assert set(entry.matrix.models) == set(entry.quick.models) == {"resnet", "vgg16"}
     assert entry.matrix.variants == entry.quick.variants == ("baseline", "bytescheduler")
 
 
@@ -107,12 +109,12 @@ def test_the_quick_and_full_plans_run_bytescheduler_against_the_baseline(tmp_pat
            "of ByteScheduler)" in console.getvalue()
     runs = sweep.runs()
     assert len(runs) == 12 and {r.variant for r in runs} == {"baseline", "bytescheduler"}
-    assert {r.model for r in runs} == {"resnet", "vgg"} and {r.engine for r in runs} == {EMBEDDED_ENGINE}
+    assert {r.model for r in runs} == {"resnet", "vgg16"} and {r.engine for r in runs} == {EMBEDDED_ENGINE}
     assert [r.variant for r in runs[:4]] == ["baseline", "bytescheduler", "baseline", "bytescheduler"]
     assert [r.variant for r in runs if r.repetition == 2][:2] == ["bytescheduler", "baseline"]  # interleaved
     full, _ = open_sweep({"repetitions": "3"}, bytescheduler(), Store(tmp_path / "full", NAME), MODELS, NoMachines(),
                          io.StringIO(), artifact_builds=())
-    assert {(r.model, r.variant) for r in full.runs()} == {(m, v) for m in ("resnet", "vgg")
+    assert {(r.model, r.variant) for r in full.runs()} == {(m, v) for m in ("resnet", "vgg16")
                                                            for v in ("baseline", "bytescheduler")}
     with pytest.raises(UserError, match="this study has no authors' build of ByteScheduler"):
         open_sweep({"engines": "artifact,embedded"}, bytescheduler(), Store(tmp_path / "a", NAME), MODELS,
@@ -120,11 +122,11 @@ def test_the_quick_and_full_plans_run_bytescheduler_against_the_baseline(tmp_pat
 
 
 def bytescheduler_records():
-    """Fake runs on a 4-host testbed: ResNet-50 at two bandwidths, VGG-19 at one, all communication-bound."""
+    """Fake runs on a 4-host testbed: ResNet-50 at two bandwidths, VGG-16 at one, all communication-bound."""
     runs = (records("resnet", "1gbit", [50.0, 51.0, 49.0], [140.0, 142.0, 141.0], variant="bytescheduler", ratio=2.0)
             + records("resnet", "10gbit", [100.0, 101.0, 99.0], [150.0, 149.0, 151.0], variant="bytescheduler",
                       ratio=1.2)
-            + records("vgg", "1gbit", [20.0, 21.0, 19.0], [30.0, 31.0, 29.0], variant="bytescheduler", ratio=3.0))
+            + records("vgg16", "1gbit", [20.0, 21.0, 19.0], [30.0, 31.0, 29.0], variant="bytescheduler", ratio=3.0))
     return [replace(r, study=NAME) for r in runs]
 
 
@@ -139,7 +141,7 @@ def report(tmp_path_factory):
 def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report):
     analysis, paths = report
     assert analysis.overall == {"resnet-up-to-196": "replicated", "resnet-mxnet-ps-up-to-171": "replicated",
-                                "vgg-up-to-196": "not replicated", "vgg-mxnet-ps-up-to-171": "not replicated"}
+                                "vgg16-up-to-196": "not replicated", "vgg16-mxnet-ps-up-to-171": "not replicated"}
     md, html = paths["markdown"].read_text(), paths["html"].read_text()
     data = json.loads(paths["json"].read_text())
     assert data["study"] == NAME and {v["claim"] for v in data["verdicts"]} >= set(analysis.overall)

@@ -115,7 +115,7 @@ class JobData:
 class RunJob:
     """The run, in plain values: what an engine builds its roles' command from."""
     variant: Variant
-    model: str  # cmd_key: resnet, inception-v3, vgg, sockeye, ...
+    model: str  # cmd_key: resnet, inception-v3, vgg, vgg16, sockeye, ...
     batch_size: int
     image_shape: str  # "" for translation
     num_epochs: int

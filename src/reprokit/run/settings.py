@@ -71,7 +71,9 @@ MODELS: dict[str, Model] = {
     # makes the run affordable with a smaller batch and fewer, more frequent reports instead.
     "inception-v3": Model("inception-v3", "inceptionv3", IMAGE_SCRIPT, "3,299,299", "3,299,299",
                           min_image_side=299, params_mb=100, smoke_batch_size=8, smoke_num_batches=7, smoke_disp_batches=2),
-    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=550),
+    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=550),  # VGG-19, as P3's paper
+    # VGG-16, as ByteScheduler's paper (138,357,544 parameters at 224x224: 528 MB)
+    "vgg16": Model("vgg16", "vgg16", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=530),
     # Sockeye's LSTM is slow on a CPU: the smoke profile takes smaller batches and reports every 5.
     "sockeye": Model("sockeye", SOCKEYE_NETWORK, TRANSLATION_SCRIPT, params_mb=200,
                      smoke_batch_size=16, smoke_num_batches=16, smoke_disp_batches=5),

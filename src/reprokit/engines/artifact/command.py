@@ -39,6 +39,7 @@ IMAGE_NETWORKS: dict[str, list[str]] = {
     "resnet": ["--network", "resnet", "--num-layers", "50"],
     "inception-v3": ["--network", "inception-v3"],
     "vgg": ["--network", "vgg", "--num-layers", "19"],
+    "vgg16": ["--network", "vgg", "--num-layers", "16"],
 }
 TRAIN_IMAGENET = Path("example") / "image-classification" / "train_imagenet.py"
 SOCKEYE_SOURCE = Path("example") / "sockeye" / "source"  # holds the bundled sockeye package (1.5)

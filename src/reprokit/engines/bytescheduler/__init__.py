@@ -63,7 +63,7 @@ class ByteSchedulerVariant:
             return None, None
         if not is_image:
             raise UserError("VARIANT=bytescheduler runs the image models (train.py's Gluon trainer) only, not "
-                            "sockeye; pick resnet, inception-v3 or vgg, or another --env.VARIANT")
+                            "sockeye; pick resnet, inception-v3, vgg or vgg16, or another --env.VARIANT")
         partition, credit = (whole_number(given[k.name], k.name, f"--env.{k.name}=N ({k.meaning})", low=1,
                                           high=cls.HIGH) if given[k.name] else k.default for k in cls.KNOBS)
         return partition, credit

@@ -32,9 +32,10 @@ THROUGHPUT_SOURCE = ("MXNet training throughput on one Maxwell TITAN X, SGD, bat
                      "github.com/knjcode/mxnet-finetuner docs/benchmark.md (a fine-tuning tool's benchmark; "
                      "whether every layer was trained is not stated)")
 THROUGHPUT_BATCH = 30
-THROUGHPUT_IMAGES_PER_SEC = {"resnet": 109.98, "inception-v3": 80.67, "vgg": 48.62}
+THROUGHPUT_IMAGES_PER_SEC = {"resnet": 109.98, "inception-v3": 80.67, "vgg": 48.62, "vgg16": 59.80}
 # The image shape of each model's published figures; "" for Sockeye, a text model (its entry is keyed "").
-DEFAULT_SHAPE = {"resnet": "3,224,224", "inception-v3": "3,299,299", "vgg": "3,224,224", "sockeye": ""}
+DEFAULT_SHAPE = {"resnet": "3,224,224", "inception-v3": "3,299,299", "vgg": "3,224,224", "vgg16": "3,224,224",
+                 "sockeye": ""}
 
 
 @dataclass(frozen=True)
