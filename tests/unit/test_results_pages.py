@@ -14,7 +14,9 @@ pytestmark = pytest.mark.parallel
 
 
 def test_the_committed_pages_are_what_their_summaries_generate(tmp_path):
-    written = render_pages(read_summaries(RESULTS_DIR / "data"), tmp_path)
+    files = render_pages(read_summaries(RESULTS_DIR / "data"), tmp_path)
+    written = [p for p in files if p.suffix == ".md"]  # and the head-to-head page's figure, committed beside it
+    assert all((RESULTS_DIR / p.name).is_file() for p in files if p not in written)
     committed = sorted(p.name for p in RESULTS_DIR.glob("*.md"))
     assert sorted(p.name for p in written) == committed and "README.md" in committed
     for page in written:
@@ -29,7 +31,7 @@ def test_a_page_names_every_record_with_its_figure_and_states_the_speedup(tmp_pa
     runs[0] = replace(runs[0], provenance=replace(runs[0].provenance, repo_revision="a" * 40, repo_dirty=True))
     runs[1] = replace(runs[1], provenance=replace(runs[1].provenance, repo_revision="b" * 40, repo_dirty=False))
     summary = summarise(study(), runs, ALL_MODELS, "t", "A test page")
-    [page, _] = render_pages([summary], tmp_path)
+    page, *_ = render_pages([summary], tmp_path)
     text = page.read_text()
     for run in runs:  # each run's row names its record and holds its own figure, or why it failed
         row = next(line for line in text.splitlines() if f"`{run.record_id}`" in line)
@@ -52,7 +54,7 @@ def test_a_page_puts_the_forecast_beside_the_recorded_time_per_configuration(tmp
     # each run but the first: the median of the runs before it (the first has nothing to go by)
     forecast_of = {r["record"]: r["forecast_s"] for r in summary["runs"]}
     assert [forecast_of[r.record_id] for r in timed] == [None, 200.0, 250.0, 250.0, 275.0, 250.0]
-    [page, _] = render_pages([summary], tmp_path)
+    page, *_ = render_pages([summary], tmp_path)
     # 5 runs forecast at 1225 s = 20.4 min, recorded 300 + 250 + 400 + 100 + 300 s = 22.5 min: 1.10
     assert "| resnet | 4gbit | p4000, 20 | 6 | 25.8 | 4.3 | 5 | 20.4 | 22.5 | 1.10 |" in page.read_text()
 

@@ -29,6 +29,7 @@ from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.labelled import labelled_verdicts
 from reprokit.study.paper.claims import Study
+from reprokit.study.report import head_to_head
 from reprokit.study.store.records import Record
 from reprokit.study.sweep.forecast import hindcast
 
@@ -73,12 +74,15 @@ def run_summary(record: Record, forecast: tuple[float, str] | None = None) -> di
         "started_at": (provenance.started_at or "").split(" (")[0],
         "revision": (provenance.repo_revision or "")[:12] + (" (dirty)" if provenance.repo_dirty else ""),
         "setup": record.config.target.get("label", "") if isinstance(record.config.target, dict) else "",
+        # the testbed, so that pages comparing runs across stores pool only runs of one setting (head_to_head.py)
+        "hosts": len(record.config.target.hosts), "links": record.config.target.link_sharing,
+        "tcp": record.config.target.tcp,
     }
 
 
 def _rows(frame: Any) -> list[dict[str, Any]]:
     keep = ("setup", "model", "bandwidth", "engine", "gpu", "dilation", "variant", "versus", "n_variant", "n_versus",
-            "speedup", "ci_low", "ci_high")
+            "speedup", "ci_low", "ci_high", "comm_to_compute")
     out = []
     for row in ([] if frame is None or frame.empty else frame.to_dict("records")):
         out.append({k: (_number(row[k]) if isinstance(row.get(k), float) else row.get(k)) for k in keep if k in row})
@@ -133,8 +137,10 @@ def read_summaries(data_dir: Path) -> list[dict[str, Any]]:
     return summaries
 
 
-def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Write one page per summary and the index; returns the pages written."""
+def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path,
+                 predicted: dict[str, Any] | None = None) -> list[Path]:
+    """Write one page per summary, the head-to-head page across them (head_to_head.py; ``predicted``: its grid,
+    the committed one by default) and the index; returns the files written."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     page, index = env.get_template("results_page.md.j2"), env.get_template("results_index.md.j2")
@@ -144,7 +150,10 @@ def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path) -> list[Pat
         path = out_dir / f"{summary['name']}.md"
         replace_file(path, page.render(s=summary, fmt=_fmt, times=wall_times(summary["runs"])))
         written.append(path)
-    replace_file(out_dir / "README.md", index.render(summaries=listed))
+    written += head_to_head.write_page(listed, out_dir, predicted)
+    head = {"name": head_to_head.NAME, "title": head_to_head.TITLE, "studies": head_to_head.STUDIES,
+            "runs": head_to_head.measured_runs(listed)}
+    replace_file(out_dir / "README.md", index.render(summaries=listed, head=head))
     return [*written, out_dir / "README.md"]
 
 
