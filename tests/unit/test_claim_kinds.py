@@ -14,8 +14,8 @@ from reprokit.core.errors import UserError
 from reprokit.engines.base import EMBEDDED
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
+from reprokit.study.analysis.judged import labelled_verdicts
 from reprokit.study.analysis.kinds import MIN_RATIOS, OverConfigurations, configuration
-from reprokit.study.analysis.labelled import labelled_verdicts
 from reprokit.study.analysis.speedup import WORKER_UPDATE, claim_pairs
 from reprokit.study.analysis.verdict import Verdict
 from reprokit.study.paper.claims import (
