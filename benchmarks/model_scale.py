@@ -10,6 +10,7 @@ import statistics
 import time
 
 from reprokit.study.profiles import layer_profiles
+from reprokit.study.whatif.compute import profiled_layers
 from reprokit.study.whatif.iteration_model import Layout, ModelInput, Policy, simulate
 
 
@@ -18,7 +19,7 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--model", default="vgg")
     args = parser.parse_args()
-    layers = layer_profiles.profile(args.model).model_layers(layer_profiles.default_compute_s(args.model))
+    layers = profiled_layers(layer_profiles.profile(args.model), layer_profiles.default_compute_s(args.model))
     print(f"{args.model}: {len(layers)} layers; seconds per simulate() call (min / median of {args.repetitions})")
     print("| workers | layout | policy | messages | min s | median s | predicted s/iter |")
     print("|---|---|---|---|---|---|---|")

@@ -14,8 +14,8 @@ from reprokit.core.errors import UserError
 from reprokit.engines.base import EMBEDDED
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
+from reprokit.study.analysis.judged import JudgedKind, judged_kind, labelled_verdicts
 from reprokit.study.analysis.kinds import MIN_RATIOS, OverConfigurations, configuration
-from reprokit.study.analysis.labelled import labelled_verdicts
 from reprokit.study.analysis.speedup import WORKER_UPDATE, claim_pairs
 from reprokit.study.analysis.verdict import Verdict
 from reprokit.study.paper.claims import (
@@ -84,6 +84,8 @@ def test_every_kind_is_one_registered_class_and_speedup_is_the_default():
     p3 = repository_study("sysml19-p3")
     assert {c.kind for c in p3.claims} == {"speedup"} and "kind" not in json.dumps(repository_meta("sysml19-p3"))
     assert all(kind_of(c) is CLAIM_KINDS["speedup"] for c in p3.claims)
+    assert all(isinstance(k, JudgedKind) for k in CLAIM_KINDS.values())  # each with its judging side
+    assert all(judged_kind(c) is CLAIM_KINDS["speedup"] for c in p3.claims)
     with pytest.raises(ValueError, match="a kind needs a name no other kind has"):
         @register_kind
         class Again(OverConfigurations):

@@ -6,7 +6,8 @@ import pytest
 
 from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.analysis.labelled import emulation_status, labelled_verdicts, predicted_at, predicted_verdict
+from reprokit.study.analysis.judged import labelled_verdicts
+from reprokit.study.analysis.labelled import emulation_status, predicted_at, predicted_verdict
 from reprokit.study.analysis.verdict import judge_at_bandwidth
 from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.model_check import ModelValidation

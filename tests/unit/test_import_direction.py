@@ -1,7 +1,20 @@
 """Imports only go down: ck -> study -> run -> engines -> cluster/data -> model -> core, and nothing of ours is loaded
 by path. Code shipped to the engine's interpreter imports the standard library, MXNet (with numpy), Sockeye,
 ByteScheduler (its variant), its siblings in program/p3 and reprokit.wire only; reprokit.wire, which the framework
-imports too, the standard library only."""
+imports too, the standard library only.
+
+Inside the study, its subpackages stand on floors too, and imports between them only go down (TYPE_CHECKING
+imports included; the package's own __init__ may import any of them, a package importing downward):
+
+    report > sweep > analysis > whatif > profiles > store > paper
+
+report/ renders what the analysis judges (and the sweep's forecast, for the results pages); sweep/ runs the
+matrix and stores its runs (the report is written after it, by ck/study.py); analysis/ judges the stored runs,
+its labelled verdicts reading the what-if model's predictions; whatif/ is the iteration model, checked against
+stored runs; profiles/ are the models' layer and emulation profiles, data the what-if model and the analysis read
+(they import no other part of the study; they stand above the store, which keeps runs, not profiles, and never
+reads them); store/ keeps the runs of a paper's plan; paper/ is the paper as data, at the ground (its claims,
+their kinds as the paper states them: the judging side is analysis/judged.py's)."""
 import ast
 import sys
 import tomllib
@@ -56,6 +69,52 @@ def test_every_import_under_src_goes_down_or_stays_level():
             if target is not None and target > layer(module):
                 upward.append(f"{module} imports {name}")
     assert upward == []
+
+
+# The study's subpackages, top floor first (the module docstring says why this order).
+STUDY_FLOORS = ("report", "sweep", "analysis", "whatif", "profiles", "store", "paper")
+STUDY = PACKAGE / "study"
+
+
+def study_floor(module: str) -> int | None:
+    """The floor of a module of a study subpackage (the ground is 0), None for anything else."""
+    parts = module.split(".")
+    if parts[:2] != ["reprokit", "study"] or len(parts) < 3:
+        return None
+    return len(STUDY_FLOORS) - 1 - STUDY_FLOORS.index(parts[2])
+
+
+def test_the_study_floors_name_every_subpackage_of_the_study():
+    assert set(STUDY_FLOORS) == {p.name for p in STUDY.iterdir() if (p / "__init__.py").exists()}
+
+
+def test_imports_between_the_study_subpackages_only_go_down():
+    """ast.walk reaches imports under ``if TYPE_CHECKING:`` too: a type is an arrow like any other."""
+    upward = []
+    for path in sorted(STUDY.rglob("*.py")):
+        module = module_name(path)
+        floor = study_floor(module)
+        if floor is None:  # reprokit.study's own __init__: a package importing downward
+            continue
+        for name in imported(path, module):
+            target = study_floor(name)
+            if target is not None and target > floor:
+                upward.append(f"{module} imports {name}")
+    assert upward == []
+
+
+def test_ruffs_banned_imports_in_each_study_subpackage_are_the_floors_above_it():
+    """`make lint` refuses an upward import inside the study as it is typed: the ruff.toml nearest each subpackage
+    (its own, else study/'s) bans exactly the layers above the study and the subpackages on the floors above it."""
+    wrong = {}
+    for name in STUDY_FLOORS:
+        config = next(c for c in (STUDY / name / "ruff.toml", STUDY / "ruff.toml") if c.exists())
+        banned = tomllib.loads(config.read_text())["lint"]["flake8-tidy-imports"]["banned-api"]
+        above = {f"reprokit.{p}" for p in LAYERS if LAYERS[p] > LAYERS["study"]}
+        above |= {f"reprokit.study.{p}" for p in STUDY_FLOORS[:STUDY_FLOORS.index(name)]}
+        if set(banned) != above:
+            wrong[name] = sorted(set(banned) ^ above)
+    assert wrong == {}
 
 
 def test_nothing_of_ours_is_loaded_by_path():

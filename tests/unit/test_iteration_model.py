@@ -9,6 +9,7 @@ import pytest
 
 from reprokit.study.paper.claims import from_meta, repository_study
 from reprokit.study.profiles import layer_profiles
+from reprokit.study.whatif.compute import profiled_layers
 from reprokit.study.whatif.iteration_model import (
     HOST_ITERATIONS,
     TCP_OVER_ETHERNET,
@@ -218,7 +219,7 @@ def test_vgg16_has_vgg16s_parameters_and_layers():
 
 def test_profiles_split_compute_by_flops_and_keep_the_key_order():
     profile = layer_profiles.profile("vgg")
-    layers = profile.model_layers(3.0)
+    layers = profiled_layers(profile, 3.0)
     assert sum(x.forward_s + x.backward_s for x in layers) == pytest.approx(3.0)
     assert all(x.backward_s == pytest.approx(2 * x.forward_s) for x in layers)
     assert [x.name for x in layers][:2] == ["vgg0_conv0", "vgg0_conv1"] and layers[-1].name == "vgg0_dense2"

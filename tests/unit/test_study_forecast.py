@@ -125,7 +125,7 @@ def fake_runs(monkeypatch):
 def test_reproduce_says_the_forecast_before_the_first_run_and_learns_from_the_runs_stored(tmp_path, fake_runs):
     store = Store(tmp_path / "store", "sysml19-p3")
     console = io.StringIO()
-    summary, _ = reproduce({"quick": "yes"}, study(), store, ALL_MODELS, lambda name: None, console)
+    summary = reproduce({"quick": "yes"}, study(), store, ALL_MODELS, lambda name: None, console)
     lines = console.getvalue().splitlines()
     first_run = next(i for i, line in enumerate(lines) if line.startswith("[") and "now:" in line)
     [at] = [i for i, line in enumerate(lines) if line.startswith("study: forecast: 18 run(s), about 7m30s (resnet: 9")]

@@ -22,10 +22,10 @@ from markupsafe import escape
 
 from reprokit.core.errors import UserError
 from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.judged import labelled_verdicts
 from reprokit.study.analysis.labelled import (
     UP_TO_NOT_PREDICTED,
     emulation_status,
-    labelled_verdicts,
     predicted_verdict,
     self_check,
 )

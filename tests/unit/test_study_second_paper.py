@@ -11,7 +11,8 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.engines.base import ARTIFACT, EMBEDDED as EMBEDDED_ENGINE
 from reprokit.study.analysis.analyse import analyse
-from reprokit.study.analysis.labelled import labelled_verdicts, predicted_stated
+from reprokit.study.analysis.judged import labelled_verdicts
+from reprokit.study.analysis.labelled import predicted_stated
 from reprokit.study.analysis.speedup import SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, claim_pairs, study_series
 from reprokit.study.paper.claims import DEFAULT_SUBJECT, STUDY_SCHEMA, from_meta, repository_meta, repository_study
 from reprokit.study.report.render import render, write_report

@@ -82,8 +82,13 @@ def reproduce(i: CkDict) -> CkDict:
         job_id = submit_sweep(i, study, store, program_models(study), machine_cluster_data,
                               artifact_builds=artifact_builds(), engine_check=engine_check())
         return {"return": 0, "slurm_job": job_id}
-    summary, paths = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data,
-                                     artifact_builds=artifact_builds(), engine_check=engine_check())
+    summary = sweep.reproduce(i, study, store, program_models(study), machine_cluster_data,
+                              artifact_builds=artifact_builds(), engine_check=engine_check())
+    from reprokit.study.report.render import write_report  # noqa: PLC0415  pandas, scipy, matplotlib: not for a refusal
+
+    paths = write_report(study, store, program_models(study), options.report_dir(i, store.root),
+                         timeline_config=options.timeline_config(i))
+    sweep.failed_runs(summary, paths["html"])
     return {"return": 0, "sweep_id": summary.sweep_id, "report": str(paths["html"])}
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 from reprokit.emulation.profile import EMULATED, REAL
 from reprokit.run.result import Result
 from reprokit.study.analysis.badge import Badge, badges
+from reprokit.study.analysis.judged import judge_all
 from reprokit.study.analysis.speedup import (
     claim_pairs,
     comm_to_compute,
@@ -38,7 +39,6 @@ from reprokit.study.analysis.verdict import (
     Verdict,
     decided_on,
     engines_of,
-    judge_all,
     overall,
     setups,
 )

@@ -40,15 +40,6 @@ def paper_figure(claim: Claim) -> str:
     return kind_of(claim).paper_figure(claim)
 
 
-def speedup_figure(claim: Claim) -> str:
-    """A speedup claim's figure in brief: "+25% at 4gbit on 4 machines", "up to +66%"."""
-    gain = f"+{(claim.speedup - 1) * 100:.0f}%"
-    if not claim.bandwidth:
-        return f"up to {gain}"
-    where = f" on {claim.cluster_size} machines" if claim.cluster_size else ""
-    return f"{gain} at {claim.bandwidth}{where}"
-
-
 def measured_brief(claim: Claim, verdicts: Sequence[ClaimVerdict], engine: str) -> str:
     """The highest measured speedup of the claim on the engine its verdict is decided on, with interval and n."""
     mine = [v for v in verdicts if v.claim == claim.id and v.engine == engine and v.measured and v.speedup is not None]

@@ -1,10 +1,11 @@
 """The kinds of claim: one class each, registered by name (claims.register_kind), each owning its schema, its
-judging from the speedup rows (measured; emulated, labelled) and how its figure and verdict are shown.
+judging from the speedup rows (measured; emulated, labelled) and how its figure and verdict are shown: the paper's
+side (claims.ClaimKind) and the analysis's (judged.JudgedKind), which each class here subclasses.
 
 A study entry's claim says its ``kind`` ("speedup" when it does not). Adding a kind is one class here with
 ``@register_kind`` (and its tests): a ``name``, the fields its claims hold (``required``, ``optional``), ``build``,
-and either the ClaimKind methods or, for a claim judged over every configuration of a model with enough runs,
-``OverConfigurations``'s one method ``rule``. ``reprokit.study`` imports this module, so every kind is registered
+and either the ClaimKind and JudgedKind methods or, for a claim judged over every configuration of a model with
+enough runs, ``OverConfigurations``'s one method ``rule``. ``reprokit.study`` imports this module, so every kind is registered
 before a study entry is read.
 
 The kinds:
@@ -28,8 +29,7 @@ iteration model predicts one setting at a time, and these claims are about all o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -37,7 +37,7 @@ from reprokit.core import schema as s
 from reprokit.core.outputs import figure_text
 from reprokit.emulation.gpus import paper_gpu
 from reprokit.engines.base import EMBEDDED
-from reprokit.study.analysis.answer import speedup_figure
+from reprokit.study.analysis.judged import ClaimAxes, JudgedKind
 from reprokit.study.analysis.labelled import LabelledInputs, LabelledVerdict, speedup_labelled
 from reprokit.study.analysis.speedup import ENGINE_NAMES
 from reprokit.study.analysis.verdict import (
@@ -51,26 +51,8 @@ from reprokit.study.analysis.verdict import (
     claim_verdict,
     judge,
 )
-from reprokit.study.paper.claims import MIN_RUNS, POSITIVE, Claim, ClaimKind, Tolerance, register_kind
+from reprokit.study.paper.claims import MIN_RUNS, POSITIVE, Claim, Tolerance, register_kind
 from reprokit.study.paper.rates import same_rate
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-
-@dataclass(frozen=True)
-class ClaimAxes:
-    """A model's figure as render.draw_model hands it to each claim's kind: throughput (``ax_t``), speedup against
-    bandwidth (``ax_s``) and against the measured ratio (``ax_r``); each bandwidth's x (``x_of``), the measured ones
-    and those only a claim names; the model's configurations (``summary``) and the engine each claim is decided on."""
-    ax_t: Axes
-    ax_s: Axes
-    ax_r: Axes
-    x_of: dict[str, float]
-    measured: list[str]
-    claim_only: list[str]
-    summary: pd.DataFrame
-    decided: dict[str, str]
 
 
 def _num(x: float | None) -> float | None:
@@ -82,7 +64,7 @@ def _x(value: float | None) -> str:
 
 
 @register_kind
-class SpeedupKind(ClaimKind):
+class SpeedupKind(JudgedKind):
     """The subject's speedup over its baseline: ``speedup`` at ``bandwidth`` on ``cluster_size`` machines, or "up to"
     ``speedup`` when the bandwidth is not stated (verdict.py's module docstring gives the rules)."""
     name = "speedup"
@@ -105,7 +87,12 @@ class SpeedupKind(ClaimKind):
         return speedup_labelled(claim, inputs)
 
     def paper_figure(self, claim: Claim) -> str:
-        return speedup_figure(claim)
+        """In brief: "+25% at 4gbit on 4 machines", "up to +66%"."""
+        gain = f"+{(claim.speedup - 1) * 100:.0f}%"
+        if not claim.bandwidth:
+            return f"up to {gain}"
+        on = f" on {claim.cluster_size} machines" if claim.cluster_size else ""
+        return f"{gain} at {claim.bandwidth}{on}"
 
     def claimed(self, claim: Claim) -> str:
         return f"{claim.speedup:.2f}x ({claim.variant} over {claim.versus})"
@@ -154,7 +141,7 @@ def left_out(thin: pd.DataFrame, need: int) -> str:
             f"{', '.join(f'{r.bandwidth} n={int(min(r.n_variant, r.n_versus))}' for r in thin.itertuples())})")
 
 
-class OverConfigurations(ClaimKind):
+class OverConfigurations(JudgedKind):
     """A claim about every configuration (bandwidth) of its model and pair: ``rule`` judges the configurations with
     enough runs; the rest (which configurations count, too few runs, the emulated verdict, the figures) is here.
     A kind of this shape is one subclass with a name, its fields, ``build``, ``rule`` and its brief figures."""

@@ -27,14 +27,11 @@ from reprokit.emulation.gpus import gpu, gpus, paper_gpu
 from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.analysis.speedup import ENGINE_NAMES
 from reprokit.study.analysis.verdict import (
-    NOT_MEASURED,
-    ClaimVerdict,
     Verdict,
     judge_at_bandwidth,
     judge_up_to,
-    measured_at_all,
 )
-from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance, kind_of
+from reprokit.study.paper.claims import MIN_RUNS, Claim, Tolerance
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY
@@ -313,35 +310,9 @@ def finished_variants(runs: pd.DataFrame, claim: Claim) -> list[str]:
     return sorted(set(here["variant"]))
 
 
-def labelled_verdicts(claims: Sequence[Claim], overall: Mapping[str, str], study: str, *, tolerance: Tolerance,
-                      verdicts: Sequence[ClaimVerdict], check: Mapping[str, Any] | None = None,
-                      emulated: pd.DataFrame | None = None, emulated_runs: pd.DataFrame | None = None,
-                      validation: ModelValidation | None = None, gpu_name: str = "") -> list[LabelledVerdict]:
-    """``gpu_name``: the paper's GPU (Study.gpu; "" for gpus.json's default), the compute the claims are judged at.
-    ``emulated``: the emulated runs' speedups (Analysis.emulated_speedups); figures are shown even where the
-    self-check withholds a verdict, labelled so. ``emulated_runs`` (Analysis.emulated_runs) name the variants
-    stored where a claim's pair is not. ``verdicts``: the measured ones; a claim none of whose
-    configurations was measured reads "not measured" rather than its overall "inconclusive". ``check`` and
-    ``validation``: the emulation's self-check and the model's validation, the stored ones by default."""
-    withheld = emulation_status(self_check() if check is None else check)
-    rows = emulated if emulated is not None else pd.DataFrame()
-    runs = emulated_runs if emulated_runs is not None else pd.DataFrame()
-    checks = validation or ModelValidation.stored()
-    paper = paper_gpu(gpu_name).name
-    # The claims are judged at the paper's GPU; runs that waited another's compute are shown apart, as figures of
-    # that GPU, never as the claim's verdict.
-    at_paper, elsewhere = at_gpu(rows, paper), at_gpu(rows, paper, at=False)
-    out = []
-    for c in claims:
-        measured = overall.get(c.id, NOT_MEASURED) if measured_at_all(c.id, verdicts) else NOT_MEASURED
-        out.append(kind_of(c).labelled(c, LabelledInputs(measured, at_paper, elsewhere, runs, tolerance, withheld,
-                                                         study, checks, paper)))
-    return out
-
-
 @dataclass(frozen=True)
 class LabelledInputs:
-    """What a claim's kind judges its emulated and predicted verdicts from (ClaimKind.labelled): its overall measured
+    """What a claim's kind judges its emulated and predicted verdicts from (JudgedKind.labelled): its overall measured
     verdict, the emulated speedups at the paper's GPU and at others', the emulated runs, the study's tolerance, why no
     emulated verdict may be given ("" when one may), the study's name, the model's validation and the paper's GPU."""
     measured: str

@@ -1,7 +1,7 @@
 """A verdict per claim, setup and engine, from the speedups measured there.
 
 The rules below are the speedup claims' (``judge``); a claim of another kind is judged by its class in kinds.py,
-which ``judge_all`` asks for every claim (claims.CLAIM_KINDS).
+which ``judged.judge_all`` asks for every claim (claims.CLAIM_KINDS).
 
 Verdicts are judged per engine kind (speedup.py), on P3 over ``baseline``
 alone; P3 over the worker-update baseline is shown beside each verdict
@@ -50,8 +50,8 @@ import pandas as pd
 
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ENGINE_KINDS
-from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE, claim_pairs, speedups
-from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, Tolerance, kind_of
+from reprokit.study.analysis.speedup import ENGINE_NAMES, WORKER_UPDATE
+from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, Tolerance
 from reprokit.study.paper.rates import same_rate, shaped_bps
 
 
@@ -384,19 +384,6 @@ def engines_of(df: pd.DataFrame) -> list[str]:
     """The engine kinds with runs (failed ones too), in ENGINE_KINDS order."""
     present = set(df["engine"])
     return [e for e in ENGINE_KINDS if e in present]
-
-
-def judge_all(study: Study, df: pd.DataFrame, program_models: set[str]) -> list[ClaimVerdict]:
-    """A verdict per claim, setup and engine that has runs on that setup, as the claim's kind judges it (a speedup
-    claim: judge)."""
-    rows = speedups(df, claim_pairs(study), study.tolerance.confidence)
-    found = setups(df)
-    if not found:
-        return [ClaimVerdict(c.id, "no runs", Verdict.INCONCLUSIVE,
-                             f"{NOT_MEASURED}: no runs stored yet (ck reproduce study:{study.name})", measured=False)
-                for c in study.claims]
-    return [kind_of(c).judge(c, s, rows, study.tolerance, program_models, engine) for c in study.claims for s in found
-            for engine in engines_of(df[df["setup"] == s.label])]
 
 
 def decided_on(study: Study, verdicts: Sequence[ClaimVerdict]) -> dict[str, str]:

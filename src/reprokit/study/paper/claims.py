@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from reprokit.core import schema as s
 from reprokit.core.errors import UserError
@@ -21,13 +21,6 @@ from reprokit.core.paths import REPO_ROOT
 from reprokit.core.values import shown
 from reprokit.emulation.gpus import gpu
 from reprokit.study.paper.rates import rate_bps
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from reprokit.study.analysis.kinds import ClaimAxes
-    from reprokit.study.analysis.labelled import LabelledInputs, LabelledVerdict
-    from reprokit.study.analysis.verdict import ClaimVerdict, Setup
 
 
 @dataclass(frozen=True)
@@ -60,11 +53,13 @@ class Claim:
 
 
 class ClaimKind:
-    """A kind of claim, registered by name in CLAIM_KINDS (``register_kind``): the entry's claim says ``kind`` (default
-    "speedup"). A kind owns its schema (``required`` and ``optional``: the fields its claims hold beyond the common
-    ones, _COMMON), how a Claim is built from them (``build``), how it is judged from the speedup rows (``judge``;
-    ``labelled``: emulated and predicted) and how its paper figure and verdict are shown (``paper_figure``,
-    ``claimed``, ``where``, ``draw``, ``stated_rule``). The kinds are reprokit/study/analysis/kinds.py, one class each."""
+    """A kind of claim as the paper states it, registered by name in CLAIM_KINDS (``register_kind``): the entry's
+    claim says ``kind`` (default "speedup"). A kind owns its schema (``required`` and ``optional``: the fields its
+    claims hold beyond the common ones, _COMMON), how a Claim is built from them (``build``) and how the claim is
+    stated (``paper_figure``, ``claimed``, ``where``, ``stated_rule``). This is the paper's side of a kind only: how
+    it is judged and drawn (``judge``, ``labelled``, ``draw``) is the analysis's, declared by its subclass
+    reprokit.study.analysis.judged.JudgedKind. The kinds are reprokit/study/analysis/kinds.py, one class each, both
+    sides; ``reprokit.study`` imports that module, so every kind is registered before an entry is read."""
     name: ClassVar[str] = ""
     required: ClassVar[Mapping[str, s.Spec]] = {}
     optional: ClassVar[Mapping[str, s.Spec]] = {}
@@ -73,15 +68,6 @@ class ClaimKind:
 
     def build(self, raw: Mapping[str, Any], **common: Any) -> Claim:
         """The Claim of a checked entry claim (``common``: its id, model, source, text, variant, versus)."""
-        raise NotImplementedError
-
-    def judge(self, claim: Claim, setup: Setup, speedup_rows: pd.DataFrame, tol: Tolerance,
-              program_models: set[str], engine: str) -> ClaimVerdict:
-        """The claim's measured verdict on one setup from the runs of one engine."""
-        raise NotImplementedError
-
-    def labelled(self, claim: Claim, inputs: LabelledInputs) -> LabelledVerdict:
-        """The claim's emulated and predicted verdicts, labelled (never counted)."""
         raise NotImplementedError
 
     def paper_figure(self, claim: Claim) -> str:
@@ -96,16 +82,15 @@ class ClaimKind:
         """Where the claim holds, in the report's table of claims (its bandwidth column)."""
         raise NotImplementedError
 
-    def draw(self, claim: Claim, axes: ClaimAxes) -> None:
-        """The claim on its model's figure (render.draw_model)."""
-        raise NotImplementedError
-
 
 CLAIM_KINDS: dict[str, ClaimKind] = {}  # kind name -> its one instance; reprokit.study imports the kinds
 
 
-def register_kind(cls: type[ClaimKind]) -> type[ClaimKind]:
-    """A class decorator: the kind ``cls.name`` judged and shown by ``cls`` (one class in one place)."""
+K = TypeVar("K", bound=type[ClaimKind])
+
+
+def register_kind(cls: K) -> K:
+    """A class decorator: the kind ``cls.name`` read, stated, judged and shown by ``cls`` (one class in one place)."""
     if not cls.name or cls.name in CLAIM_KINDS and type(CLAIM_KINDS[cls.name]) is not cls:
         raise ValueError(f"claim kind {cls.name!r}: a kind needs a name no other kind has")
     CLAIM_KINDS[cls.name] = cls()
@@ -113,7 +98,7 @@ def register_kind(cls: type[ClaimKind]) -> type[ClaimKind]:
 
 
 def kind_of(claim: Claim) -> ClaimKind:
-    """The kind that judges and shows ``claim``."""
+    """The kind of ``claim``, as the paper states it (the analysis judges it through judged.judged_kind)."""
     return CLAIM_KINDS[claim.kind]
 
 

@@ -1,5 +1,5 @@
 """Per-layer profiles of the models for the iteration model: parameters from the real models, compute
-time split by FLOPs.
+time split by FLOPs (the iteration model's layers of a profile: whatif/compute.py, ``profiled_layers``).
 
 The parameters and FLOPs are in `layer_profiles.json` beside this file, written once by
 program/p3/layer_profile.py in MXNet 1.9.1's interpreter (the command is in the file). Per-layer compute time:
@@ -20,7 +20,6 @@ from typing import Any
 
 from reprokit.core.errors import UserError
 from reprokit.core.values import shown
-from reprokit.study.whatif.iteration_model import Layer
 
 DATA = Path(__file__).with_name("layer_profiles.json")
 FORWARD_SHARE = 1 / 3  # of a layer's compute; backward the rest
@@ -57,16 +56,6 @@ class Profile:
     @property
     def forward_flops(self) -> int:
         return sum(layer.forward_flops for layer in self.layers)
-
-    def model_layers(self, compute_s: float) -> tuple[Layer, ...]:
-        """The iteration model's layers, `compute_s` (forward + backward, one worker, one iteration) split by
-        FLOPs."""
-        total = self.forward_flops
-        out = []
-        for layer in self.layers:
-            share = compute_s * layer.forward_flops / total
-            out.append(Layer(layer.name, share * FORWARD_SHARE, share * (1 - FORWARD_SHARE), layer.arrays))
-        return tuple(out)
 
 
 @cache

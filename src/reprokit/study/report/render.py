@@ -42,8 +42,8 @@ from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ENGINE_KINDS
 from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
 from reprokit.study.analysis.answer import answer
-from reprokit.study.analysis.kinds import ClaimAxes
-from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION, labelled_verdicts
+from reprokit.study.analysis.judged import ClaimAxes, judged_kind, labelled_verdicts
+from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION
 from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, WORKER_UPDATE, study_series
 from reprokit.study.analysis.verdict import Setup
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, kind_of
@@ -205,7 +205,7 @@ def draw_model(study: Study, analysis: Analysis, model: str) -> Figure:
     unmeasured = [c for c in claims if c.bandwidth in claim_only]
     on = ClaimAxes(ax_t, ax_s, ax_r, x_of, measured, claim_only, summary, analysis.decided)
     for claim in claims:
-        kind_of(claim).draw(claim, on)
+        judged_kind(claim).draw(claim, on)
     if unmeasured:
         ax_s.plot([x_of[c.bandwidth] for c in unmeasured if c.bandwidth], [c.speedup for c in unmeasured], marker="*",
                   markersize=13, linestyle="none", markerfacecolor="none", markeredgecolor="0.5", color="0.5",

@@ -27,7 +27,7 @@ from reprokit.core.outputs import output_folder, replace_file
 from reprokit.core.paths import REPO_ROOT
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
-from reprokit.study.analysis.labelled import labelled_verdicts
+from reprokit.study.analysis.judged import labelled_verdicts
 from reprokit.study.paper.claims import Study
 from reprokit.study.report import head_to_head
 from reprokit.study.store.records import Record

@@ -69,10 +69,8 @@ from reprokit.study.sweep.options import (
     SweepRequest,
     check_runs,
     given,
-    report_dir,
     resume_of,
     sweep_request,
-    timeline_config,
 )
 from reprokit.study.sweep.progress import Progress
 from reprokit.vocabulary import RunStatus
@@ -384,11 +382,10 @@ def testbed_shaper(target: Target) -> Callable[[str | None], None] | None:
 
 def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_models: set[str], machine_config: MachineConfig,
               console: TextIO = sys.stdout, artifact_builds: Collection[str] = (),
-              engine_check: EngineCheck | None = None) -> tuple[SweepSummary, dict[str, Path]]:
-    """`ck reproduce study:NAME`: open the sweep, run what is not stored yet, then write the report.
-
-    A stopped sweep, and failed runs (after the report, which shows their reasons), are one UserError each.
-    """
+              engine_check: EngineCheck | None = None) -> SweepSummary:
+    """`ck reproduce study:NAME`'s sweep: open it and run what is not stored yet. A stopped sweep is one UserError;
+    ck/study.py writes the report next (the sweep stands under the report and never imports it), then refuses
+    failed runs (``failed_runs``)."""
     sweep, target = open_sweep(options, study, store, program_models, machine_config, console,
                                artifact_builds=artifact_builds, engine_check=engine_check)
     check_can_shape(target)
@@ -403,14 +400,14 @@ def reproduce(options: Mapping[str, Any], study: Study, store: Store, program_mo
     if summary.stopped:
         raise UserError(f"sweep {summary.sweep_id} {summary.stopped}; the runs stored are kept; continue with: "
                         f"ck reproduce study:{study.name} --resume={summary.sweep_id}")
-    from reprokit.study.report.render import write_report  # noqa: PLC0415  pandas, scipy, matplotlib: not for a refusal
+    return summary
 
-    paths = write_report(study, store, program_models, report_dir(options, store.root), console,
-                         timeline_config=timeline_config(options))
+
+def failed_runs(summary: SweepSummary, report: Path) -> None:
+    """The sweep's failed runs, after its report (``report``, which shows their reasons): one UserError."""
     if summary.failed:
-        raise UserError(f"{len(summary.failed)} run(s) failed (stored with their reasons, see {paths['html']}); "
+        raise UserError(f"{len(summary.failed)} run(s) failed (stored with their reasons, see {report}); "
                         f"first: {summary.failed[0]}")
-    return summary, paths
 
 
 def pending_forecast(study: Study, store: Store, sweep: Sweep, target: Target) -> Forecast:

@@ -20,7 +20,7 @@ from reprokit.run.settings import PAPER_BATCH_SIZE
 from reprokit.study.paper.claims import Study
 from reprokit.study.paper.rates import shaped_bps
 from reprokit.study.profiles import layer_profiles
-from reprokit.study.whatif.compute import gpu_layers
+from reprokit.study.whatif.compute import gpu_layers, profiled_layers
 from reprokit.study.whatif.iteration_model import (
     BYTESCHEDULER_CREDIT,
     BYTESCHEDULER_PARTITION,
@@ -134,7 +134,7 @@ def request_from(options: Mapping[str, object], study: Study) -> PredictRequest:
         per_sec = decimal(given_rate, "--images_per_sec", "--images_per_sec=100", 1e-6, 1e9)
         unit = unit_of(model)  # --images_per_sec is Sockeye's sentence pairs per second
         computes: tuple[Compute, ...] = (Compute(
-            f"{per_sec:g} {rate_label(unit)}", profile.model_layers(batch / per_sec),
+            f"{per_sec:g} {rate_label(unit)}", profiled_layers(profile, batch / per_sec),
             f"given: {per_sec:g} {unit}/s at batch {batch} per worker"),)
     else:
         factor = 1.0 if scale in (None, "") else decimal(scale, "--compute_scale", "--compute_scale=0.5", 1e-6, 1e6)
