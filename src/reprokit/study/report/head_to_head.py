@@ -57,12 +57,12 @@ CONFIDENCE = 0.95  # every study entry's (tolerance.confidence), as on the other
 PREDICTED = REPO_ROOT / "docs" / "results" / "predicted" / f"{NAME}.json"
 PREDICTED_FORMAT = "reprokit-head-to-head-predicted/1"
 GRID_GPUS = ("p4000", "v100")
-GRID_MODELS = ("resnet", "vgg")  # the layer profiles hold VGG-19 only (no VGG-16)
+GRID_MODELS = ("resnet", "vgg", "vgg16")  # VGG-19 is P3's paper's, VGG-16 ByteScheduler's
 GRID_BANDWIDTHS = ("1gbit", "4gbit", "10gbit", "25gbit", "100gbit")
 GRID_HOSTS = (4, 8, 16)
 PREDICTED_VARIANTS = ("p3", "bytescheduler")  # the worker-update baseline: no policy (the model times no optimizer)
 BATCH = 32
-MODEL_NAMES = {"resnet": "ResNet-50", "vgg": "VGG-19", "sockeye": "Sockeye", "inception-v3": "Inception-v3"}
+MODEL_NAMES = {"resnet": "ResNet-50", "vgg": "VGG-19", "vgg16": "VGG-16", "sockeye": "Sockeye", "inception-v3": "Inception-v3"}
 
 
 def overlap_bound(comm_to_compute: float) -> float:
@@ -305,12 +305,14 @@ def plot(cells: Sequence[PredictedCell], missed: Mapping[str, list[str]], path: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only for the figure; Agg chosen before pyplot
 
-    panels = [(g, m) for g in dict.fromkeys(c.gpu for c in cells) for m in dict.fromkeys(c.model for c in cells)]
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(3.4 * max(1, len(panels)), 3.9), sharey=True,
+    gpus, models = list(dict.fromkeys(c.gpu for c in cells)) or [""], list(dict.fromkeys(c.model for c in cells)) or [""]
+    # A row per GPU, a column per model: the page stays readable at its width
+    fig, axes = plt.subplots(len(gpus), len(models), figsize=(3.6 * len(models), 3.2 * len(gpus) + 0.9), sharey=True,
                              squeeze=False)
+    panels = [(g, m) for g in gpus for m in models]
     colours = {"p3": "tab:blue", "bytescheduler": "tab:red"}
     markers = {h: mk for h, mk in zip(GRID_HOSTS, ("o", "s", "^", "D"))}
-    for ax, (gpu_name, model) in zip(axes[0], panels):
+    for ax, (gpu_name, model) in zip(axes.flat, panels):
         mine = [c for c in cells if c.gpu == gpu_name and c.model == model]
         xs = sorted(c.compute_to_comm for c in mine)
         if xs:
@@ -328,11 +330,12 @@ def plot(cells: Sequence[PredictedCell], missed: Mapping[str, list[str]], path: 
         ax.set_xscale("log")
         ax.set_title(f"{MODEL_NAMES.get(model, model)}, {gpu_name.upper()}: PREDICTED", fontsize=9)
         ax.set_xlabel("predicted compute / communication")
-    axes[0][0].set_ylabel("predicted speedup over the baseline")
+    for row in axes:
+        row[0].set_ylabel("predicted speedup over the baseline")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle("PREDICTED by the iteration model, not measured", fontsize=10)
-    fig.tight_layout(rect=(0, 0.2, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.9 / (3.2 * len(gpus) + 0.9), 1, 0.96))
     save_figure(fig, path, dpi=90, metadata={"Software": None})
     plt.close(fig)
 
