@@ -1,6 +1,10 @@
 """The engine registry: three engines, the variants each runs, what their runs report, and what they store."""
+import re
+from pathlib import Path
+
 import pytest
 
+import reprokit
 from reprokit.data.registered import EnvEntry
 from reprokit.engines.artifact.installed import ENV_PREFIX, ArtifactEnv
 from reprokit.engines.base import (
@@ -13,6 +17,7 @@ from reprokit.engines.base import (
     get_engine,
     register_engine,
 )
+from reprokit.engines.choice import stock_mxnet_version
 from reprokit.run.launch import local_environment
 from reprokit.run.remote import role_command
 from support.runs import fake_plan
@@ -74,3 +79,25 @@ def test_a_role_takes_the_engines_switches_from_its_plan_never_from_the_launchin
     assert {k: env[k] for k in engine_switches() if k in env} == {"MXNET_KVSTORE_SLICE_THRESHOLD": "50000"}
     remote = role_command("/tmp/run", {}, ["true"])
     assert [name for name in engine_switches() if f"-u {name}" not in remote] == []  # unset before the plan's env
+
+
+def test_no_engine_side_or_name_test_and_no_launcher_name_test_outside_their_packages():
+    """What an engine or a launcher is, only its own package asks: the rest asks the class (capabilities)."""
+    src = Path(reprokit.__file__).parent
+    engine_question = re.compile(r"\bside\s*[!=]=|engine_name\.startswith|\.startswith\((ARTIFACT|\"mxnet|'mxnet)")
+    launcher_question = re.compile(r"\blauncher(_name)?\s*[!=]=\s*[\"']")
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        text = path.read_text()
+        if not rel.startswith("engines/") and engine_question.search(text):
+            found.append(f"{rel}: {engine_question.search(text).group(0)}")
+        if rel != "run/launchers.py" and launcher_question.search(text):
+            found.append(f"{rel}: {launcher_question.search(text).group(0)}")
+    assert found == []
+
+
+def test_the_stock_engines_name_gives_its_mxnet_version_and_no_other_does():
+    assert stock_mxnet_version("mxnet-1.9.1-cpu") == "1.9.1"
+    assert stock_mxnet_version("mxnet-1.9.1-cpu+sockeye-1.18.106") == "1.9.1"
+    assert stock_mxnet_version("sysml19-p3@c647954") is None and stock_mxnet_version("") is None

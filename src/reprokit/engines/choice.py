@@ -29,6 +29,13 @@ def engine_kind(engine_name: str) -> str:
     return ARTIFACT if str(engine_name or "").startswith(ARTIFACT_NAME_PREFIX) else EMBEDDED
 
 
+def stock_mxnet_version(engine_name: str) -> str | None:
+    """The MXNet version a result's ``engine`` name records for the stock engine (mxnet-1.9.1-cpu...); None for
+    another engine (the artifact's builds record their commit instead)."""
+    kind, _, version = str(engine_name or "").partition("-")
+    return version.split("-")[0] or None if kind == "mxnet" else None
+
+
 def select_engine(candidates: Sequence[InstalledEngine], variant: str, engine: str = "",
                   pinned: str = "") -> InstalledEngine:
     """The engine for ``variant``: the embedded stock MXNet, or the artifact's P3 / baseline build.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reprokit.core.paths import REPO_ROOT
+from reprokit.engines.choice import stock_mxnet_version
 from reprokit.study.paper.rates import NATIVE
 from reprokit.study.paper.target import Target
 from reprokit.study.store.records import Provenance, Sweep
@@ -69,7 +70,7 @@ def run_provenance(environment: Provenance, run_dir: Path, command: list[str], o
     return replace(
         environment,
         engine=engine_name or None,
-        mxnet_version=engine_name.split("-")[1] if engine_name.startswith("mxnet-") else None,
+        mxnet_version=stock_mxnet_version(engine_name),
         engine_env_uid=engine.get("env_uid"),
         engine_python=engine.get("python"),
         hosts=tuple(hosts) if hosts is not None else None,
