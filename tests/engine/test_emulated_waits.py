@@ -8,20 +8,31 @@ from pathlib import Path
 P3_DIR = Path(__file__).resolve().parents[2] / "program" / "p3"
 
 WAITS = """
-import json, resource, sys, time
+import json, os, resource, sys, time
+def runnable():  # seconds the process's threads ran or waited to run (on the CPU or in its run queue)
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                on_cpu, queued = f.read().split()[:2]
+        except OSError:  # a thread that ended meanwhile
+            continue
+        total += int(on_cpu) + int(queued)
+    return total / 1e9
 sys.path.insert(0, sys.argv[1])
 import mxnet as mx
 import emulated_compute as ec
 merged = ec.merge_short([[0], [1, 2], [3], [4], [5]], [0.01, 0.0, 0.0005, 0.02, 0.001])
 ec.CLOCK.busy = sys.argv[2] == "busy"
 mx.nd.waitall()
-cpu, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
+cpu, ran, start = resource.getrusage(resource.RUSAGE_SELF), runnable(), time.time()
 token = ec.wait(0.0, [mx.nd.zeros((1,)), mx.nd.zeros((1,))])  # reads two arrays: not chained, sets the clock
 for _ in range(20):
     token = ec.wait(0.025, [token])
 token.wait_to_read()
-wall, used = time.time() - start, resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"merged": merged, "wall": wall, "cpu": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime}))
+wall, used, ran = time.time() - start, resource.getrusage(resource.RUSAGE_SELF), runnable() - ran
+print(json.dumps({"merged": merged, "wall": wall, "cpu": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime,
+                  "runnable": ran}))
 """
 
 
@@ -73,13 +84,14 @@ def test_short_layers_share_the_wait_before_them_and_the_time_is_kept(engine_pyt
 
 
 def test_a_busy_wait_holds_a_core_and_a_sleeping_one_does_not(engine_python):
-    """20 chained waits of 25 ms: both last about 0.5 s; busy ones spend about that on the CPU, sleeping ones
-    little (the engine's own threads only)."""
+    """20 chained waits of 25 ms: both last at least 0.5 s; a busy one wants a core all along (its spinning thread
+    is on the CPU or in the run queue, whatever else runs: a loaded machine moves time from the first to the
+    second, /proc's schedstat), a sleeping one little of it (the engine's own threads only)."""
     sleep, busy = run_waits(engine_python, "sleep"), run_waits(engine_python, "busy")
     for figures in (sleep, busy):
-        assert 0.5 <= figures["wall"] < 1.5, figures
-    assert busy["cpu"] > 0.8 * busy["wall"], busy
-    assert sleep["cpu"] < 0.3 * sleep["wall"], sleep
+        assert 0.5 <= figures["wall"], figures
+    assert busy["runnable"] > 0.8 * busy["wall"], busy
+    assert sleep["runnable"] < 0.3 * sleep["wall"] and sleep["cpu"] < 0.3 * sleep["wall"], sleep
 
 
 def test_a_busy_wait_holds_the_engines_cpu_thread_as_a_cpu_operator_does(engine_python):
