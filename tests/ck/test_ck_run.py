@@ -149,7 +149,7 @@ def test_an_unknown_cmd_key_is_refused_in_one_line_listing_the_valid_keys(bare_c
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1
     assert output.strip() == (f"p3: error: unknown --cmd_key 'alexnet' for program:{program}; valid ones: "
-                              "inception-v3, resnet, sockeye, vgg (e.g. --cmd_key=resnet)")
+                              "inception-v3, resnet, sockeye, vgg, vgg16 (e.g. --cmd_key=resnet)")
     assert not run_dir.exists()  # refused before CK prepared anything
 
 
