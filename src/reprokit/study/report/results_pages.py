@@ -29,7 +29,7 @@ from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.judged import labelled_verdicts
 from reprokit.study.paper.claims import Study
-from reprokit.study.report import head_to_head
+from reprokit.study.report import claims_page, head_to_head
 from reprokit.study.store.records import Record
 from reprokit.study.sweep.forecast import hindcast
 
@@ -140,7 +140,8 @@ def read_summaries(data_dir: Path) -> list[dict[str, Any]]:
 def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path,
                  predicted: dict[str, Any] | None = None) -> list[Path]:
     """Write one page per summary, the head-to-head page across them (head_to_head.py; ``predicted``: its grid,
-    the committed one by default) and the index; returns the files written."""
+    the committed one by default), the page of every study entry's claims with their verdicts (claims_page.py) and
+    the index; returns the files written."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     page, index = env.get_template("results_page.md.j2"), env.get_template("results_index.md.j2")
@@ -151,9 +152,13 @@ def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path,
         replace_file(path, page.render(s=summary, fmt=_fmt, times=wall_times(summary["runs"])))
         written.append(path)
     written += head_to_head.write_page(listed, out_dir, predicted)
+    written += claims_page.write_page(listed, out_dir)
     head = {"name": head_to_head.NAME, "title": head_to_head.TITLE, "studies": head_to_head.STUDIES,
             "runs": head_to_head.measured_runs(listed)}
-    replace_file(out_dir / "README.md", index.render(summaries=listed, head=head))
+    claims = {"name": claims_page.NAME, "title": claims_page.TITLE,
+              "studies": ", ".join(s.name for s in claims_page.study_entries()),
+              "runs": sum(len(s.get("runs", [])) for s in listed)}
+    replace_file(out_dir / "README.md", index.render(summaries=listed, head=head, claims=claims))
     return [*written, out_dir / "README.md"]
 
 
