@@ -3,6 +3,7 @@ judged and shown by the same machinery as the speedup claims; and the third stud
 whose claims are of the kinds bounded, concave and little-beyond-overlap, each giving each verdict."""
 import io
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -315,6 +316,9 @@ def test_emulated_runs_are_judged_by_the_same_rule_labelled_and_nothing_is_predi
     by = {r.claim: r for r in rows}
     assert by["resnet-bounded-3x"].emulated.startswith("replicated (emulated) over 4 configuration(s)")
     assert by["resnet-concave"].emulated.startswith("replicated (emulated)")
+    # The brief cell speaks of every configuration, not of one alone
+    assert re.match(r"over 4 configuration\(s\), \d\.\d\dx to \d\.\d\dx; deciding: .+: replicated$",
+                    by["resnet-bounded-3x"].emulated_brief), by["resnet-bounded-3x"].emulated_brief
     assert by["resnet-bounded-3x"].measured == "not measured"
     assert all(r.predicted.startswith("not given: a ") and "predicts one setting at a time" in r.predicted
                for r in rows)

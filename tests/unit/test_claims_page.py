@@ -45,6 +45,12 @@ def test_an_emulated_verdict_is_labelled_emulated_and_never_shown_as_measured():
     assert row(text, "vgg-up-to-66")[-1] == "no verdict yet (not run)"  # held, but without a verdict
 
 
+def test_a_verdict_over_every_configuration_says_so_and_names_no_single_bandwidth():
+    emulated = "over 3 configuration(s), 0.90x to 1.00x; deciding: 1.00x [1.00x, 1.00x], n=3 at 10gbit: replicated"
+    text = page([summary("emu", [("resnet-up-to-25", {"emulated": emulated})])], [study()])
+    assert row(text, "resnet-up-to-25")[-1] == "Holds: emulated at the P4000 over 3 configuration(s). Not measured."
+
+
 def test_a_predicted_verdict_is_labelled_predicted_once_for_every_summary_that_holds_it():
     predicted = "0.87x to 1.43x: inconclusive"
     rows = [("resnet-4gbit", {"predicted": predicted})]

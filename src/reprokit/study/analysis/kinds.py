@@ -224,7 +224,11 @@ class OverConfigurations(JudgedKind):
             else:
                 kind, reason, row = self.rule(claim, enough, thin, tol)
                 emulated = f"{kind} (emulated) over {len(enough)} configuration(s): {reason}"
-                brief = f"{configuration(row)}: {kind}" if row is not None else str(kind)
+                # The brief cell speaks of every configuration, as the claim does: their range, then the one that
+                # decided (a single configuration's figure alone reads as a verdict at that setting)
+                deciding = f"; deciding: {configuration(row)}" if row is not None else ""
+                brief = (f"over {len(enough)} configuration(s), {enough['speedup'].min():.2f}x to "
+                         f"{enough['speedup'].max():.2f}x{deciding}: {kind}")
         return LabelledVerdict(claim.id, self.where(claim), inputs.measured, emulated, predicted, "", brief,
                                "not given (about every configuration)")
 

@@ -34,6 +34,7 @@ MAX_WORDS = 40  # a table cell's most words (tests/unit/test_claims_page.py chec
 JUDGED = (Verdict.REPLICATED, Verdict.NOT_REPLICATED, Verdict.INCONCLUSIVE)
 _VERDICT = re.compile(r"\b(not replicated|replicated|inconclusive)\b")
 _AT = re.compile(r"\bat (\d+(?:\.\d+)?[kmg]bit)\b")
+_OVER = re.compile(r"^over (\d+) configuration\(s\)")  # a claim about every configuration (kinds.OverConfigurations)
 KINDS = ("measured", "emulated", "predicted")  # the answer row's cells, in the page's column order
 PAPER_GPU, DEFAULT_GPU = "the paper's GPU", "the paper's GPU is not known: the default"
 ENGINES = {"stock MXNet 1.9.1": "stock MXNet", "the authors' build": "the authors' build"}
@@ -143,9 +144,10 @@ def where_it_holds(row: ClaimRow, claim_bandwidth: str | None = None) -> str:
     found: dict[str, dict[str, list[str]]] = {v: {} for v in said}
     for c in row.cells:
         for engine, text in _parts(c):
-            at = _AT.search(text)
+            at, over = _AT.search(text), _OVER.match(text)
             bandwidth = at.group(1) if at else claim_bandwidth
-            where = c.label + (f" at {bandwidth}" if bandwidth else "")
+            where = c.label + (f" over {over.group(1)} configuration(s)" if over
+                               else f" at {bandwidth}" if bandwidth else "")
             for v in verdicts_in(text):
                 engines = found[v].setdefault(where, [])
                 if engine and engine not in engines:
