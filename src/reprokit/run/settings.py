@@ -56,6 +56,7 @@ class Model:
     smoke_batch_size: int = PAPER_BATCH_SIZE
     smoke_num_batches: int | None = None
     smoke_disp_batches: int | None = None
+    title: str = ""  # the model's name in a page or a figure (ResNet-50)
 
     @property
     def is_image(self) -> bool:
@@ -66,17 +67,18 @@ class Model:
 SOCKEYE_NETWORK = "rnn-lstm-2:2-h512-e512:512-mlp512"
 
 MODELS: dict[str, Model] = {
-    "resnet": Model("resnet", "resnet50_v1", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=100),
+    "resnet": Model("resnet", "resnet50_v1", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=100, title="ResNet-50"),
     # Inception-v3 needs 299x299 (its last pooling is 8x8); the smoke profile keeps that shape and
     # makes the run affordable with a smaller batch and fewer, more frequent reports instead.
     "inception-v3": Model("inception-v3", "inceptionv3", IMAGE_SCRIPT, "3,299,299", "3,299,299",
-                          min_image_side=299, params_mb=100, smoke_batch_size=8, smoke_num_batches=7, smoke_disp_batches=2),
-    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=550),  # VGG-19, as P3's paper
+                          min_image_side=299, params_mb=100, smoke_batch_size=8, smoke_num_batches=7, smoke_disp_batches=2,
+                          title="Inception-v3"),
+    "vgg": Model("vgg", "vgg19", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=550, title="VGG-19"),  # VGG-19, as P3's paper
     # VGG-16, as ByteScheduler's paper (138,357,544 parameters at 224x224: 528 MB)
-    "vgg16": Model("vgg16", "vgg16", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=530),
+    "vgg16": Model("vgg16", "vgg16", IMAGE_SCRIPT, "3,224,224", "3,32,32", params_mb=530, title="VGG-16"),
     # Sockeye's LSTM is slow on a CPU: the smoke profile takes smaller batches and reports every 5.
     "sockeye": Model("sockeye", SOCKEYE_NETWORK, TRANSLATION_SCRIPT, params_mb=200,
-                     smoke_batch_size=16, smoke_num_batches=16, smoke_disp_batches=5),
+                     smoke_batch_size=16, smoke_num_batches=16, smoke_disp_batches=5, title="Sockeye"),
 }
 
 

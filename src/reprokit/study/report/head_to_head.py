@@ -38,6 +38,7 @@ from typing import Any
 
 from reprokit.core.outputs import figure_text, replace_file, save_figure
 from reprokit.core.paths import REPO_ROOT
+from reprokit.run.settings import MODELS
 from reprokit.study.analysis.speedup import BASELINE, WORKER_UPDATE, MeanInterval, mean_interval, ratio_interval
 from reprokit.study.paper.rates import rate_bps, shaped_bps
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
@@ -62,7 +63,7 @@ GRID_BANDWIDTHS = ("1gbit", "4gbit", "10gbit", "25gbit", "100gbit")
 GRID_HOSTS = (4, 8, 16)
 PREDICTED_VARIANTS = ("p3", "bytescheduler")  # the worker-update baseline: no policy (the model times no optimizer)
 BATCH = 32
-MODEL_NAMES = {"resnet": "ResNet-50", "vgg": "VGG-19", "vgg16": "VGG-16", "sockeye": "Sockeye", "inception-v3": "Inception-v3"}
+MODEL_NAMES = {key: model.title for key, model in MODELS.items()}  # the model table's own names
 
 
 def overlap_bound(comm_to_compute: float) -> float:
