@@ -20,6 +20,11 @@ class Variant(StrEnum):
     P3 = "p3"
     BYTESCHEDULER = "bytescheduler"
 
+    @property
+    def updates_on_workers(self) -> bool:
+        """Whether the optimizer runs on the workers (P3's store cannot update on the servers)."""
+        return self in (Variant.BASELINE_WORKER_UPDATE, Variant.P3)
+
 
 VARIANTS: tuple[str, ...] = tuple(v.value for v in Variant)  # the VARIANT knob's values, in this order
 DEFAULT_VARIANT = Variant.P3  # what a run without --env.VARIANT measures

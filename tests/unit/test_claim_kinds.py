@@ -176,8 +176,12 @@ def test_the_critique_entry_passes_the_schema_with_its_claims_sources_and_settin
     assert entry.matrix.variants == entry.quick.variants == ("baseline", "bytescheduler")
     assert set(entry.matrix.models) == {"resnet", "vgg"} and entry.quick.models == ("resnet",)
     assert len(entry.quick.ratios) >= MIN_RATIOS  # the concave claims need 3 ratios
-    assert claim_pairs(entry) == [("bytescheduler", "baseline")]
-    assert entry.variants == {"baseline": {"VARIANT": "baseline"}, "bytescheduler": {"VARIANT": "bytescheduler"}}
+    # ByteScheduler updates on the servers, so it is never set against the worker-update baseline; P3 is
+    assert claim_pairs(entry) == [("baseline-worker-update", "baseline"), ("bytescheduler", "baseline"),
+                                  ("p3", "baseline"), ("p3", "baseline-worker-update")]
+    # P3 and the worker-update baseline can run beside it (the head-to-head), but the matrix runs only the subject
+    assert entry.variants == {"baseline": {"VARIANT": "baseline"}, "bytescheduler": {"VARIANT": "bytescheduler"},
+                              "p3": {"VARIANT": "p3"}, "baseline-worker-update": {"VARIANT": "baseline-worker-update"}}
     assert all(c.bandwidth is None and c.cluster_size is None for c in entry.claims)
 
 
@@ -281,7 +285,7 @@ def test_little_beyond_overlap_is_not_testable_without_an_overlap_baseline_and_s
 
 def test_little_beyond_overlap_with_its_baseline_is_judged_against_one_plus_the_margin():
     entry = with_overlap_baseline()
-    assert claim_pairs(entry)[-1] == ("bytescheduler", WORKER_UPDATE)
+    assert ("bytescheduler", WORKER_UPDATE) in claim_pairs(entry)  # the claim's own pair
     none_run = verdict_of(analyse(entry, curve("resnet", HUMP), MODELS), "resnet-little-beyond-overlap")
     assert none_run.verdict == Verdict.NOT_TESTABLE
     assert none_run.reason.startswith("no successful runs of both bytescheduler and baseline-worker-update (the baseline "

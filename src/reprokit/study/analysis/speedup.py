@@ -36,6 +36,7 @@ from scipy.special import stdtrit
 from reprokit.engines.base import ARTIFACT, EMBEDDED
 from reprokit.engines.choice import ENGINE_KINDS
 from reprokit.study.paper.claims import DEFAULT_SUBJECT, MIN_RUNS, Study, Subject
+from reprokit.vocabulary import Variant
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -234,11 +235,12 @@ def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame, subject: Sub
 
 def claim_pairs(study: Study) -> list[tuple[str, str]]:
     """The (variant, reference) speedups formed: the claims', every variant over the baseline, and, where the study
-    has the worker-update baseline, every variant of its subject's program variant (run settings with the subject's
-    VARIANT: for P3's study VARIANT=p3) over it, as both update on the workers."""
+    has the worker-update baseline, every other variant that updates on the workers too (run settings with
+    VARIANT=p3) over it: the optimizer's placement is then the same on both sides."""
     pairs = {(c.variant, c.versus) for c in study.claims}
     pairs |= {(v, BASELINE) for v in study.variants if v != BASELINE}
     if WORKER_UPDATE in study.variants:
-        own = study.variants.get(study.subject.variant, {}).get("VARIANT", study.subject.variant)
-        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items() if settings.get("VARIANT") == own}
+        on_workers = {str(x) for x in Variant if x.updates_on_workers and x != WORKER_UPDATE}
+        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items()
+                  if settings.get("VARIANT", v) in on_workers}
     return sorted(pairs)
