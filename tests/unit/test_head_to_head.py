@@ -122,3 +122,26 @@ def test_a_summary_keeps_each_run_s_testbed_and_the_baseline_s_ratio_for_the_pag
     assert sorted((r.setting.links, r.setting.tcp, r.baseline.n) for r in rows) == [("fair", "cubic", 3),
                                                                                    ("fifo", "default", 3)]
     assert all(r.comm_to_compute == 0.5 and r.bound == 1.5 for r in rows)
+
+
+def test_rows_with_a_measured_ratio_are_drawn_against_compute_per_byte_and_the_others_are_named(tmp_path):
+    speedups = [{"variant": v, "versus": "baseline", "model": "resnet", "bandwidth": "4gbit", "engine": "embedded",
+                 "gpu": "p4000", "dilation": 20.0, "comm_to_compute": 0.5} for v in ("p3", "bytescheduler")]
+    with_r = summary("with-r", [run("baseline", s) for s in (10.0, 10.1, 9.9)]
+                     + [run("p3", s) for s in (12.0, 12.1, 11.9)] + [run("bytescheduler", s) for s in (9.0, 9.2, 9.1)],
+                     speedups=speedups)
+    without = summary("without-r", [run("baseline", s, bandwidth="2gbit") for s in (5.0, 5.1, 4.9)]
+                      + [run("p3", s, bandwidth="2gbit") for s in (6.0, 6.1, 5.9)])
+    rows = h2h.measured_rows([with_r, without])
+    assert [len(h2h.with_ratio(rows)), len(rows)] == [2, 3]
+    text = h2h.page([with_r, without], None)
+    assert "![measured speedup over the baseline" in text and "(head-to-head-measured.png)" in text
+    assert "the 2 rows whose baseline has a measured ratio r" in text
+    assert "Not drawn (their summaries keep no ratio): ResNet-50, P4000 compute (k=20), 2gbit" in text
+    written = h2h.write_page([with_r, without], tmp_path, {"cells": []})
+    assert [p.name for p in written] == ["head-to-head.md", "head-to-head-measured.png"]
+    assert written[1].read_bytes().startswith(b"\x89PNG")
+    # no ratio anywhere: no figure, and the page does not point at one
+    (tmp_path / "none").mkdir()
+    assert [p.name for p in h2h.write_page([without], tmp_path / "none", {"cells": []})] == ["head-to-head.md"]
+    assert "head-to-head-measured.png" not in h2h.page([without], None)

@@ -97,8 +97,12 @@ class Setting:
     dilation: float
     engine: str  # embedded (stock MXNet 1.9.1) or artifact (the authors' builds)
 
+    @staticmethod
+    def gpu_label(gpu: str) -> str:
+        return Path(gpu).stem if "/" in gpu else gpu.upper() if gpu.isalnum() else gpu
+
     def label(self) -> str:
-        gpu = Path(self.gpu).stem if "/" in self.gpu else self.gpu.upper() if self.gpu.isalnum() else self.gpu
+        gpu = self.gpu_label(self.gpu)
         engine = {"embedded": "stock MXNet 1.9.1", "artifact": "the authors' builds"}.get(self.engine, self.engine)
         return (f"{MODEL_NAMES.get(self.model, self.model)}, {gpu} compute (k={self.dilation:g}), {self.bandwidth}, "
                 f"{self.hosts} hosts, {self.links} links, TCP {self.tcp}, {engine}")
@@ -189,6 +193,55 @@ def measured_table(rows: Sequence[MeasuredRow]) -> list[str]:
                      f"{SHOWN[r.variant]} | {_throughput(r.measured)} | {_fmt(speedup)}x {_interval(low, high)} | "
                      f"{_fmt(r.comm_to_compute)} | {_fmt(r.bound, suffix='x')} |")
     return lines
+
+
+def with_ratio(rows: Sequence[MeasuredRow]) -> list[MeasuredRow]:
+    """The rows whose baseline has a measured ratio r, which the measured figure draws."""
+    return [r for r in rows if math.isfinite(r.comm_to_compute) and r.comm_to_compute > 0]
+
+
+def plot_measured(rows: Sequence[MeasuredRow], path: Path) -> int:
+    """Measured speedup against the baseline's measured compute/communication (1 / r), a point per row that has r,
+    with its 95% interval, a colour per variant and a marker per GPU, and the bound (1 + r) / max(1, r) as a curve;
+    the number of points drawn (0: no figure written)."""
+    drawn = with_ratio(rows)
+    if not drawn:
+        return 0
+    import matplotlib  # noqa: PLC0415  matplotlib: only for the figure, not for the page's import
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only for the figure; Agg chosen before pyplot
+
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    xs = sorted(1 / r.comm_to_compute for r in drawn)
+    low_x, high_x = xs[0] / 1.5, xs[-1] * 1.5
+    grid = [low_x * (high_x / low_x) ** (i / 99) for i in range(100)]
+    ax.plot(grid, [overlap_bound(1 / x) for x in grid], color="black", linestyle=":", linewidth=1,
+            label="bound (1 + r) / max(1, r)")
+    colours = {"p3": "tab:blue", "bytescheduler": "tab:red", WORKER_UPDATE: "tab:green"}
+    gpus = list(dict.fromkeys(r.setting.gpu for r in drawn))
+    markers = dict(zip(gpus, ("o", "s", "^", "D", "v")))
+    for variant in VARIANTS[1:]:
+        for gpu_name in gpus:
+            mine = [r for r in drawn if r.variant == variant and r.setting.gpu == gpu_name]
+            if not mine:
+                continue
+            ys = [r.speedup[0] for r in mine]
+            ax.errorbar([1 / r.comm_to_compute for r in mine], ys,
+                        yerr=[[y - r.speedup[1] for y, r in zip(ys, mine)], [r.speedup[2] - y for y, r in zip(ys, mine)]],
+                        color=colours.get(variant, "grey"), marker=markers.get(gpu_name, "."), linestyle="none",
+                        markersize=5, capsize=3, label=figure_text(f"{SHOWN[variant]}, {Setting.gpu_label(gpu_name)}"))
+    ax.axhline(1.0, color="grey", linewidth=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("the baseline's measured compute / communication (1 / r)")
+    ax.set_ylabel("measured speedup over the baseline [95%]")
+    ns = sorted({n for r in drawn for n in (r.baseline.n, r.measured.n)})
+    ax.set_title(f"Emulated runs (n = {' or '.join(map(str, ns))} per side), dilation undone", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="best")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return len(drawn)
 
 
 # --- predicted -----------------------------------------------------------------------------------------------------
@@ -344,7 +397,7 @@ def plot(cells: Sequence[PredictedCell], missed: Mapping[str, list[str]], path: 
 # --- the page ------------------------------------------------------------------------------------------------------
 
 def page(summaries: Sequence[Mapping[str, Any]], predicted: Mapping[str, Any] | None,
-         figure: str = f"{NAME}.png") -> str:
+         figure: str = f"{NAME}.png", measured_figure: str = f"{NAME}-measured.png") -> str:
     rows = measured_rows(summaries)
     shown = {v for r in rows for v in (BASELINE, r.variant)}
     out = [f"# {TITLE}", "",
@@ -367,6 +420,14 @@ def page(summaries: Sequence[Mapping[str, Any]], predicted: Mapping[str, Any] | 
     else:
         out.append("No summary holds emulated runs of the baseline beside one of its rivals.")
     out.append("")
+    drawn = with_ratio(rows)
+    if drawn:
+        undrawn = sorted({f"{r.setting.label()} ({r.summary})" for r in rows if r not in drawn})
+        out += [f"![measured speedup over the baseline against the baseline's measured compute/communication]"
+                f"({measured_figure})", "",
+                f"The figure: the {len(drawn)} rows whose baseline has a measured ratio r, each at 1 / r (right: more "
+                f"compute per byte) with its 95% interval, and the dotted curve the bound."
+                + (f" Not drawn (their summaries keep no ratio): {'; '.join(undrawn)}." if undrawn else ""), ""]
     if all(math.isnan(r.comm_to_compute) for r in rows):
         out.append("No measured ratio r, so no measured bound: the summaries these rows come from keep each run's "
                    "throughput but not its communication and computation per iteration (summaries written by "
@@ -445,13 +506,16 @@ def write_page(summaries: Sequence[Mapping[str, Any]], out_dir: Path,
     """head-to-head.md and its figure into out_dir (the figure only with a predicted grid); the paths written.
     ``predicted``: the grid (PREDICTED's by default)."""
     grid = predicted if predicted is not None else read_predicted()
-    md, png = out_dir / f"{NAME}.md", out_dir / f"{NAME}.png"
-    replace_file(md, page(summaries, grid, png.name))
+    md, png, measured_png = out_dir / f"{NAME}.md", out_dir / f"{NAME}.png", out_dir / f"{NAME}-measured.png"
+    replace_file(md, page(summaries, grid, png.name, measured_png.name))
+    written = [md]
+    if plot_measured(measured_rows(summaries), measured_png):
+        written.append(measured_png)
     cells = predicted_cells(grid) if grid else []
-    if not cells:
-        return [md]
-    plot(cells, unvalidated(), png)
-    return [md, png]
+    if cells:
+        plot(cells, unvalidated(), png)
+        written.append(png)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
