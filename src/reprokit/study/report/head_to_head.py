@@ -211,6 +211,7 @@ def plot_measured(rows: Sequence[MeasuredRow], path: Path) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415  matplotlib: only for the figure; Agg chosen before pyplot
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415  matplotlib: only for the figure
 
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     xs = sorted(1 / r.comm_to_compute for r in drawn)
@@ -233,6 +234,10 @@ def plot_measured(rows: Sequence[MeasuredRow], path: Path) -> int:
                         markersize=5, capsize=3, label=figure_text(f"{SHOWN[variant]}, {Setting.gpu_label(gpu_name)}"))
     ax.axhline(1.0, color="grey", linewidth=0.6)
     ax.set_xscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.6, not 6 x 10^-1
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("the baseline's measured compute / communication (1 / r)")
     ax.set_ylabel("measured speedup over the baseline [95%]")
     ns = sorted({n for r in drawn for n in (r.baseline.n, r.measured.n)})
