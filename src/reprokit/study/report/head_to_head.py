@@ -202,7 +202,7 @@ def with_ratio(rows: Sequence[MeasuredRow]) -> list[MeasuredRow]:
 
 def plot_measured(rows: Sequence[MeasuredRow], path: Path) -> int:
     """Measured speedup against the baseline's measured compute/communication (1 / r), a point per row that has r,
-    with its 95% interval, a colour per variant and a marker per GPU, and the bound (1 + r) / max(1, r) as a curve;
+    with its 95% interval, a colour per variant, a marker per model (hollow: a GPU other than the first), and the bound (1 + r) / max(1, r) as a curve;
     the number of points drawn (0: no figure written)."""
     drawn = with_ratio(rows)
     if not drawn:
@@ -221,17 +221,22 @@ def plot_measured(rows: Sequence[MeasuredRow], path: Path) -> int:
             label="bound (1 + r) / max(1, r)")
     colours = {"p3": "tab:blue", "bytescheduler": "tab:red", WORKER_UPDATE: "tab:green"}
     gpus = list(dict.fromkeys(r.setting.gpu for r in drawn))
-    markers = dict(zip(gpus, ("o", "s", "^", "D", "v")))
+    models = list(dict.fromkeys(r.setting.model for r in drawn))
+    markers = dict(zip(models, ("o", "s", "^", "D", "v", "P")))
     for variant in VARIANTS[1:]:
         for gpu_name in gpus:
-            mine = [r for r in drawn if r.variant == variant and r.setting.gpu == gpu_name]
-            if not mine:
-                continue
-            ys = [r.speedup[0] for r in mine]
-            ax.errorbar([1 / r.comm_to_compute for r in mine], ys,
-                        yerr=[[y - r.speedup[1] for y, r in zip(ys, mine)], [r.speedup[2] - y for y, r in zip(ys, mine)]],
-                        color=colours.get(variant, "grey"), marker=markers.get(gpu_name, "."), linestyle="none",
-                        markersize=5, capsize=3, label=figure_text(f"{SHOWN[variant]}, {Setting.gpu_label(gpu_name)}"))
+            for model in models:
+                mine = [r for r in drawn if (r.variant, r.setting.gpu, r.setting.model) == (variant, gpu_name, model)]
+                if not mine:
+                    continue
+                ys = [r.speedup[0] for r in mine]
+                ax.errorbar([1 / r.comm_to_compute for r in mine], ys,
+                            yerr=[[y - r.speedup[1] for y, r in zip(ys, mine)],
+                                  [r.speedup[2] - y for y, r in zip(ys, mine)]],
+                            color=colours.get(variant, "grey"), marker=markers.get(model, "."), linestyle="none",
+                            fillstyle="full" if gpu_name == gpus[0] else "none", markersize=5, capsize=3,
+                            label=figure_text(f"{SHOWN[variant]}, {MODEL_NAMES.get(model, model)}, "
+                                              f"{Setting.gpu_label(gpu_name)}"))
     ax.axhline(1.0, color="grey", linewidth=0.6)
     ax.set_xscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.6, not 6 x 10^-1
