@@ -62,15 +62,14 @@ def test_runs_of_two_settings_never_share_a_row():
                                                                                    ("b", "bytescheduler", 0.5)]
 
 
-def test_a_summary_without_the_runs_testbed_takes_it_from_its_title_and_no_unemulated_run_counts():
+def test_a_run_whose_summary_keeps_no_testbed_is_shown_as_unknown_apart_and_no_unemulated_run_counts():
     legacy = [{k: v for k, v in r.items() if k not in ("hosts", "links", "tcp")}
               for r in [run("baseline", 10.0), run("p3", 11.0)]]
-    a = summary("a", legacy, title="X (stock MXNet 1.9.1, 4 hosts, fair links, TCP cubic)")
-    b = summary("b", legacy, title="X (stock MXNet 1.9.1, 8 hosts, fair links, TCP bbr)")
-    native = summary("c", [run("baseline", 1.0, gpu=""), run("p3", 2.0, gpu="")])
-    rows = h2h.measured_rows([a, b, native])
-    assert sorted((r.summary, r.setting.hosts, r.setting.tcp) for r in rows) == [("a", "4", "cubic"),
-                                                                                ("b", "8", "bbr")]
+    kept = [run("baseline", 20.0), run("p3", 22.0)]
+    native = [run("baseline", 1.0, gpu=""), run("p3", 2.0, gpu="")]
+    rows = h2h.measured_rows([summary("a", legacy + kept + native, title="X (4 hosts, fair links, TCP cubic)")])
+    assert sorted((r.setting.hosts, r.setting.links, r.setting.tcp, r.baseline.n) for r in rows) == [
+        ("4", "fair", "cubic", 1), ("?", "?", "?", 1)]  # the title is never read for a setting
 
 
 def grid():
@@ -136,8 +135,11 @@ def test_rows_with_a_measured_ratio_are_drawn_against_compute_per_byte_and_the_o
     assert [len(h2h.with_ratio(rows)), len(rows)] == [2, 3]
     text = h2h.page([with_r, without], None)
     assert "![measured speedup over the baseline" in text and "(head-to-head-measured.png)" in text
-    assert "the 2 rows whose baseline has a measured ratio r" in text
-    assert "Not drawn (their summaries keep no ratio): ResNet-50, P4000 compute (k=20), 2gbit" in text
+    assert "the 2 rows whose baseline has a measured ratio r and whose sides have n >= 3" in text
+    assert "Not drawn (no ratio kept, or n < 3): ResNet-50, P4000 compute (k=20), 2gbit" in text
+    # a row with its ratio but fewer than 3 runs a side is not drawn either
+    few = summary("few", [run("baseline", 10.0), run("p3", 12.0)], speedups=speedups[:1])
+    assert h2h.with_ratio(h2h.measured_rows([few])) == []
     written = h2h.write_page([with_r, without], tmp_path, {"cells": []})
     assert [p.name for p in written] == ["head-to-head.md", "head-to-head-measured.png"]
     assert written[1].read_bytes().startswith(b"\x89PNG")

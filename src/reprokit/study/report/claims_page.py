@@ -187,11 +187,11 @@ def _bandwidth(study: Study | None, claim: str) -> str | None:
 def runs_in_brief(summary: Mapping[str, Any]) -> str:
     """A summary's runs in a few words: how many, at what compute, on how many hosts."""
     runs = summary.get("runs", [])
-    gpus = sorted({Path(r["gpu"]).stem if "/" in r["gpu"] else r["gpu"].upper() for r in runs if r.get("gpu")})
-    hosts = sorted({head_to_head.setting_of(summary, r).hosts for r in runs} - {"?"})
+    gpus = sorted({head_to_head.Setting.gpu_label(r["gpu"]) for r in runs if r.get("gpu")})
+    hosts = sorted({head_to_head.setting_of(r).hosts for r in runs} - {"?"}, key=int)
     compute = f"{' and '.join(gpus)} compute emulated" if gpus else "CPU compute, no GPU emulated"
     return f"{_link(str(summary['name']))}: {len(runs)} runs, {compute}" + (
-        f", {' and '.join(hosts)} hosts" if hosts else "")
+        f", {' and '.join(hosts)} host{'' if hosts == ['1'] else 's'}" if hosts else "")
 
 
 def table(rows: Sequence[ClaimRow], study: Study | None) -> list[str]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,6 +39,7 @@ from reprokit.core.outputs import figure_text, replace_file, save_figure
 from reprokit.core.paths import REPO_ROOT
 from reprokit.run.settings import MODELS
 from reprokit.study.analysis.speedup import BASELINE, WORKER_UPDATE, MeanInterval, mean_interval, ratio_interval
+from reprokit.study.paper.claims import MIN_RUNS
 from reprokit.study.paper.rates import rate_bps, shaped_bps
 from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif import iteration_model
@@ -112,18 +112,12 @@ class Setting:
                 self.dilation)
 
 
-def _from_title(title: str, pattern: str) -> str:
-    found = re.search(pattern, title)
-    return found.group(1) if found else "?"
-
-
-def setting_of(summary: Mapping[str, Any], run: Mapping[str, Any]) -> Setting:
-    """The run's setting. Hosts, link sharing and TCP: the run's own (summaries written since they are kept), else
-    what its summary's title states ("4 hosts, fair links, TCP cubic"); '?' when neither says."""
-    title = str(summary.get("title", ""))
-    hosts = str(run["hosts"]) if run.get("hosts") else _from_title(title, r"(\d+) hosts")
-    links = str(run["links"]) if run.get("links") else _from_title(title, r"\b(fair|fifo) links")
-    tcp = (str(run["tcp"]) or "default") if "tcp" in run else _from_title(title, r"\bTCP (\w+)")
+def setting_of(run: Mapping[str, Any]) -> Setting:
+    """The run's setting, as its summary keeps it; '?' for what a summary of an earlier version does not keep
+    (regenerate it with ck report --docs)."""
+    hosts = str(run["hosts"]) if run.get("hosts") else "?"
+    links = str(run["links"]) if run.get("links") else "?"
+    tcp = (str(run["tcp"]) or "default") if "tcp" in run else "?"
     return Setting(str(run["gpu"]), str(run["model"]), str(run["bandwidth"]), hosts, links, tcp,
                    float(run["dilation"]), str(run["engine"]))
 
@@ -163,7 +157,7 @@ def measured_rows(summaries: Iterable[Mapping[str, Any]]) -> list[MeasuredRow]:
             if not run.get("ok") or not run.get("gpu") or run.get("samples_per_sec") is None \
                     or run.get("variant") not in VARIANTS:
                 continue
-            groups.setdefault(setting_of(summary, run), {}).setdefault(run["variant"], []).append(
+            groups.setdefault(setting_of(run), {}).setdefault(run["variant"], []).append(
                 float(run["samples_per_sec"]))
         for setting, by_variant in groups.items():
             base = by_variant.get(BASELINE)
@@ -196,8 +190,10 @@ def measured_table(rows: Sequence[MeasuredRow]) -> list[str]:
 
 
 def with_ratio(rows: Sequence[MeasuredRow]) -> list[MeasuredRow]:
-    """The rows whose baseline has a measured ratio r, which the measured figure draws."""
-    return [r for r in rows if math.isfinite(r.comm_to_compute) and r.comm_to_compute > 0]
+    """The rows the measured figure draws: their baseline has a measured ratio r, and both sides have the runs an
+    interval needs (MIN_RUNS, as for a verdict)."""
+    return [r for r in rows if math.isfinite(r.comm_to_compute) and r.comm_to_compute > 0
+            and min(r.baseline.n, r.measured.n) >= MIN_RUNS]
 
 
 def plot_measured(rows: Sequence[MeasuredRow], path: Path) -> int:
@@ -435,9 +431,10 @@ def page(summaries: Sequence[Mapping[str, Any]], predicted: Mapping[str, Any] | 
         undrawn = sorted({f"{r.setting.label()} ({r.summary})" for r in rows if r not in drawn})
         out += [f"![measured speedup over the baseline against the baseline's measured compute/communication]"
                 f"({measured_figure})", "",
-                f"The figure: the {len(drawn)} rows whose baseline has a measured ratio r, each at 1 / r (right: more "
-                f"compute per byte) with its 95% interval, and the dotted curve the bound."
-                + (f" Not drawn (their summaries keep no ratio): {'; '.join(undrawn)}." if undrawn else ""), ""]
+                f"The figure: the {len(drawn)} rows whose baseline has a measured ratio r and whose sides have "
+                f"n >= {MIN_RUNS}, each at 1 / r (right: more compute per byte) with its 95% interval, and the dotted "
+                f"curve the bound." + (f" Not drawn (no ratio kept, or n < {MIN_RUNS}): {'; '.join(undrawn)}."
+                                       if undrawn else ""), ""]
     if all(math.isnan(r.comm_to_compute) for r in rows):
         out.append("No measured ratio r, so no measured bound: the summaries these rows come from keep each run's "
                    "throughput but not its communication and computation per iteration (summaries written by "
