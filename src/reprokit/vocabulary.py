@@ -21,6 +21,12 @@ class Variant(StrEnum):
     BYTESCHEDULER = "bytescheduler"
 
     @property
+    def shown(self) -> str:
+        """The variant's name in prose and tables."""
+        return {"baseline": "baseline", "baseline-worker-update": "worker-update baseline", "p3": "P3",
+                "bytescheduler": "ByteScheduler"}[self.value]
+
+    @property
     def updates_on_workers(self) -> bool:
         """Whether the optimizer runs on the workers (P3's store cannot update on the servers)."""
         return self in (Variant.BASELINE_WORKER_UPDATE, Variant.P3)

@@ -17,7 +17,7 @@ from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.judged import JudgedKind, judged_kind, labelled_verdicts
 from reprokit.study.analysis.kinds import MIN_RATIOS, OverConfigurations, configuration
-from reprokit.study.analysis.speedup import WORKER_UPDATE, claim_pairs
+from reprokit.study.analysis.speedup import WORKER_UPDATE, claim_pairs, study_series
 from reprokit.study.analysis.verdict import Verdict
 from reprokit.study.paper.claims import (
     CLAIM_KINDS,
@@ -373,3 +373,26 @@ def test_a_kind_judges_only_the_rows_it_is_given():
     verdict, reason, row = kind.rule(claim, rows, rows.iloc[0:0], tol)
     assert verdict == Verdict.REPLICATED and row["bandwidth"] == "1gbit"
     assert isinstance(kind.required["at_most"], s.Spec)
+
+
+def test_p3_and_the_worker_update_baseline_run_beside_bytescheduler_each_against_its_own_reference(tmp_path):
+    entry = critique()
+    throughputs, ratios = study_series(entry)
+    assert [v for _, v, _ in throughputs] == ["baseline", WORKER_UPDATE, "bytescheduler", "p3"]
+    assert [(v, ref) for _, v, ref, _, _ in ratios] == [("bytescheduler", "baseline"), ("p3", "baseline"),
+                                                        ("p3", WORKER_UPDATE)]  # ByteScheduler updates on the servers
+    four = (runs("resnet", "10gbit", around(100.0), around(90.0), 1.5)
+            + [replace(r, study=NAME) for r in records("resnet", "10gbit", around(100.0), around(120.0), ratio=1.5)
+               if r.config.variant == "p3"]
+            + runs("resnet", "10gbit", around(110.0), None, 1.5, versus=WORKER_UPDATE))
+    analysis = analyse(entry, four, MODELS)
+    row = analysis.side_by_side.iloc[0]
+    assert row["embedded_speedup"] == pytest.approx(0.9, rel=0.01)  # ByteScheduler over the baseline
+    assert row["embedded_p3_speedup"] == pytest.approx(1.2, rel=0.01)
+    assert row["embedded_p3_worker_update_speedup"] == pytest.approx(120 / 110, rel=0.01)
+    assert "embedded_worker_update_speedup" not in analysis.side_by_side.columns
+    md = render(entry, analysis, [], tmp_path, tmp_path / "store", MODELS)["markdown"].read_text()
+    assert ("| MXNet 1.9.1 ByteScheduler/baseline | MXNet 1.9.1 P3/baseline | MXNet 1.9.1 P3/worker-update baseline |"
+            in md)
+    assert "ByteScheduler over the worker-update baseline" not in md and "ByteScheduler updates on the workers" not in md
+    assert "and beside them MXNet 1.9.1 P3 (run in the same sweeps; no claim is about it)" in md

@@ -77,7 +77,7 @@ def test_the_pairs_and_side_by_side_series_come_from_the_entry():
     assert study_series(entry) == (
         ((EMBEDDED_ENGINE, "baseline", "MXNet 1.9.1 baseline"),
          (EMBEDDED_ENGINE, "bytescheduler", "MXNet 1.9.1 ByteScheduler")),
-        ((EMBEDDED_ENGINE, "baseline", "embedded_speedup", "MXNet 1.9.1 ByteScheduler/baseline"),))
+        ((EMBEDDED_ENGINE, "bytescheduler", "baseline", "embedded_speedup", "MXNet 1.9.1 ByteScheduler/baseline"),))
 
 
 def test_p3s_study_without_a_subject_reads_as_before():
@@ -88,9 +88,9 @@ def test_p3s_study_without_a_subject_reads_as_before():
          (EMBEDDED_ENGINE, "baseline", "MXNet 1.9.1 baseline"),
          (EMBEDDED_ENGINE, "baseline-worker-update", "MXNet 1.9.1 worker-update baseline"),
          (EMBEDDED_ENGINE, "p3", "MXNet 1.9.1 P3")),
-        ((ARTIFACT, "baseline", "artifact_speedup", "authors' P3/baseline"),
-         (EMBEDDED_ENGINE, "baseline", "embedded_speedup", "MXNet 1.9.1 P3/baseline"),
-         (EMBEDDED_ENGINE, "baseline-worker-update", "embedded_worker_update_speedup",
+        ((ARTIFACT, "p3", "baseline", "artifact_speedup", "authors' P3/baseline"),
+         (EMBEDDED_ENGINE, "p3", "baseline", "embedded_speedup", "MXNet 1.9.1 P3/baseline"),
+         (EMBEDDED_ENGINE, "p3", "baseline-worker-update", "embedded_worker_update_speedup",
           "MXNet 1.9.1 P3/worker-update baseline")))
     assert ("p3", "baseline-worker-update") in claim_pairs(p3)
     assert ("p3-slicing-only", "baseline-worker-update") in claim_pairs(p3)

@@ -177,7 +177,7 @@ def analyse(study: Study, records: Iterable[Record], program_models: set[str]) -
         runs=df, summary=summary, speedups=speedup_rows, verdicts=verdicts,
         overall={c.id: overall(verdicts, c.id, decided[c.id]) for c in study.claims},
         badges=badges(study, df, verdicts, program_models), setups=setups(df),
-        side_by_side=side_by_side(summary, speedup_rows, study.subject, study_series(study)),
+        side_by_side=side_by_side(summary, speedup_rows, study_series(study)),
         overall_by_engine={e: {c.id: overall(verdicts, c.id, e) for c in study.claims} for e in engines_of(df)},
         decided=decided, untested=nothing_tested(study, verdicts, setups(df), len(emulated)),
         emulated_speedups=speedups(emulated, claim_pairs(study), study.tolerance.confidence),

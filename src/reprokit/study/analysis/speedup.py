@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -112,27 +112,39 @@ ENGINE_NAMES = {ARTIFACT: "the authors' build", EMBEDDED: "stock MXNet 1.9.1"}
 BASELINE = "baseline"  # stock MXNet, the optimizer on the servers: the claims are P3 over this one
 WORKER_UPDATE = "baseline-worker-update"  # the optimizer on the workers, as P3 updates: shown beside, never judged
 Series = tuple[tuple[str, str, str], ...]  # (engine, variant, label)
-RatioSeries = tuple[tuple[str, str, str, str], ...]  # (engine, reference, column prefix, label)
+RatioSeries = tuple[tuple[str, str, str, str, str], ...]  # (engine, variant, reference, column prefix, label)
 
 
-def side_by_side_series(subject: Subject, variants: Collection[str]) -> tuple[Series, RatioSeries]:
+def on_workers(variants: Mapping[str, Mapping[str, str]], variant: str) -> bool:
+    """Whether a study's variant (its run settings' VARIANT) updates on the workers, as the worker-update baseline
+    does (P3), so that a speedup over that baseline isolates what the variant does besides."""
+    value = variants.get(variant, {}).get("VARIANT", variant)
+    return value in {str(x) for x in Variant if x.updates_on_workers} and variant != WORKER_UPDATE
+
+
+def side_by_side_series(subject: Subject, variants: Mapping[str, Mapping[str, str]]) -> tuple[Series, RatioSeries]:
     """The report's throughputs per configuration, (engine, variant, label): the paper authors' builds (where the
     study's subject has them) beside stock MXNet 1.9.1's baseline, its worker-update baseline (where the study has
-    that variant) and the subject's variant; and the subject's speedups beside them, (engine, reference, column
-    prefix, label). For P3's study: the authors' 2018 builds beside MXNet 1.9.1's P3 and its two baselines."""
+    that variant), the subject's variant, and any other program variant the study runs beside it (a VARIANT of its
+    own: P3 beside ByteScheduler, not P3's ablations); and their speedups, (engine, variant, reference, column prefix,
+    label): each over the baseline, and over the worker-update baseline where both update on the workers. For P3's
+    study: the authors' 2018 builds beside MXNet 1.9.1's P3 and its two baselines."""
     v, name, theirs = subject.variant, subject.name, subject.authors_build
+    others = [o for o in variants if o in {str(x) for x in Variant} and o not in (BASELINE, WORKER_UPDATE, v)]
     throughputs: list[tuple[str, str, str]] = []
-    ratios: list[tuple[str, str, str, str]] = []
+    ratios: list[tuple[str, str, str, str, str]] = []
     if theirs:
         throughputs += [(ARTIFACT, BASELINE, f"{theirs} baseline"), (ARTIFACT, v, f"{theirs} {name}")]
-        ratios.append((ARTIFACT, BASELINE, "artifact_speedup", f"authors' {name}/baseline"))
+        ratios.append((ARTIFACT, v, BASELINE, "artifact_speedup", f"authors' {name}/baseline"))
     throughputs.append((EMBEDDED, BASELINE, "MXNet 1.9.1 baseline"))
-    ratios.append((EMBEDDED, BASELINE, "embedded_speedup", f"MXNet 1.9.1 {name}/baseline"))
     if WORKER_UPDATE in variants:
         throughputs.append((EMBEDDED, WORKER_UPDATE, "MXNet 1.9.1 worker-update baseline"))
-        ratios.append((EMBEDDED, WORKER_UPDATE, "embedded_worker_update_speedup",
-                       f"MXNet 1.9.1 {name}/worker-update baseline"))
-    throughputs.append((EMBEDDED, v, f"MXNet 1.9.1 {name}"))
+    for variant, label, prefix in [(v, name, "embedded"), *((o, Variant(o).shown, f"embedded_{o}") for o in others)]:
+        throughputs.append((EMBEDDED, variant, f"MXNet 1.9.1 {label}"))
+        ratios.append((EMBEDDED, variant, BASELINE, f"{prefix}_speedup", f"MXNet 1.9.1 {label}/baseline"))
+        if WORKER_UPDATE in variants and on_workers(variants, variant):
+            ratios.append((EMBEDDED, variant, WORKER_UPDATE, f"{prefix}_worker_update_speedup",
+                           f"MXNet 1.9.1 {label}/worker-update baseline"))
     return tuple(throughputs), tuple(ratios)
 
 
@@ -142,7 +154,8 @@ def study_series(study: Study) -> tuple[Series, RatioSeries]:
 
 
 # P3's study (a study entry without 'subject'), as the report showed it before studies named their subject.
-SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS = side_by_side_series(DEFAULT_SUBJECT, (BASELINE, WORKER_UPDATE, "p3"))
+SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS = side_by_side_series(
+    DEFAULT_SUBJECT, {v: {"VARIANT": v} for v in (BASELINE, WORKER_UPDATE, "p3")})
 
 
 def too_few(n: int) -> str:
@@ -201,15 +214,14 @@ def speedups(df: pd.DataFrame, pairs: Iterable[tuple[str, str]], confidence: flo
     return ordered(pd.DataFrame(out, columns=cols))
 
 
-def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame, subject: Subject = DEFAULT_SUBJECT,
+def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame,
                  series: tuple[Series, RatioSeries] = (SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS)) -> pd.DataFrame:
     """Per setup, profile, model and bandwidth: the throughputs of ``series`` (study_series; P3's by default) with
-    n, failed runs and interval, and the subject's speedups of its ratio series with interval and n. An engine or
+    n, failed runs and interval, and the speedups of its ratio series with interval and n. An engine or
     variant without runs there has n = failed = 0 and NaN figures: the report says "not measured"."""
     throughput_series, ratio_series = series
     keys = ["setup", "profile", "model", "bandwidth"]
-    pairs = speedup_rows[speedup_rows["variant"] == subject.variant]
-    ratios = {tuple(r[k] for k in keys + ["engine", "versus"]): r for _, r in pairs.iterrows()}
+    ratios = {tuple(r[k] for k in keys + ["engine", "variant", "versus"]): r for _, r in speedup_rows.iterrows()}
     rows = []
     for key, config in summary.groupby(keys, sort=False, dropna=False):
         row = {**dict(zip(keys, key)), "bandwidth_bps": config["bandwidth_bps"].iloc[0]}
@@ -221,15 +233,15 @@ def side_by_side(summary: pd.DataFrame, speedup_rows: pd.DataFrame, subject: Sub
                         f"{prefix}_failed": int(one["failed"]) if one is not None else 0,
                         **{f"{prefix}_{c}": float(one[c]) if one is not None else math.nan
                            for c in ("geometric_mean", "ci_low", "ci_high")}})
-        for engine, versus, prefix, _ in ratio_series:
-            one = ratios.get((*key, engine, versus))
+        for engine, variant, versus, prefix, _ in ratio_series:
+            one = ratios.get((*key, engine, variant, versus))
             row.update({f"{prefix}_n": int(min(one["n_variant"], one["n_versus"])) if one is not None else 0,
                         **{f"{prefix}{suffix}": float(one[c]) if one is not None else math.nan
                            for suffix, c in (("", "speedup"), ("_low", "ci_low"), ("_high", "ci_high"))}})
         rows.append(row)
     cols = keys + ["bandwidth_bps"] + [f"{e}_{v}_{c}" for e, v, _ in throughput_series
                                        for c in ("n", "failed", "geometric_mean", "ci_low", "ci_high")] \
-        + [f"{prefix}{c}" for _, _, prefix, _ in ratio_series for c in ("_n", "", "_low", "_high")]
+        + [f"{prefix}{c}" for _, _, _, prefix, _ in ratio_series for c in ("_n", "", "_low", "_high")]
     return ordered(pd.DataFrame(rows, columns=cols))
 
 
@@ -240,7 +252,5 @@ def claim_pairs(study: Study) -> list[tuple[str, str]]:
     pairs = {(c.variant, c.versus) for c in study.claims}
     pairs |= {(v, BASELINE) for v in study.variants if v != BASELINE}
     if WORKER_UPDATE in study.variants:
-        on_workers = {str(x) for x in Variant if x.updates_on_workers and x != WORKER_UPDATE}
-        pairs |= {(v, WORKER_UPDATE) for v, settings in study.variants.items()
-                  if settings.get("VARIANT", v) in on_workers}
+        pairs |= {(v, WORKER_UPDATE) for v in study.variants if on_workers(study.variants, v)}
     return sorted(pairs)

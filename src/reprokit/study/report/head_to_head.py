@@ -47,13 +47,14 @@ from reprokit.study.whatif.compute import gpu_layers
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY, ModelInput
 from reprokit.study.whatif.model_check import ModelValidation
 from reprokit.study.whatif.shipped_predictions import model_version
+from reprokit.vocabulary import Variant
 
 NAME = "head-to-head"
 TITLE = ("Head to head: the baseline, P3, ByteScheduler and the worker-update baseline against the perfect-overlap "
          "bound")
 STUDIES = "sysml19-p3, sosp19-bytescheduler, scheduling-critique-2024"
 VARIANTS = (BASELINE, "p3", WORKER_UPDATE, "bytescheduler")
-SHOWN = {BASELINE: "baseline", "p3": "P3", WORKER_UPDATE: "worker-update baseline", "bytescheduler": "ByteScheduler"}
+SHOWN = {v: Variant(v).shown for v in VARIANTS}
 CONFIDENCE = 0.95  # every study entry's (tolerance.confidence), as on the other results pages
 PREDICTED = REPO_ROOT / "docs" / "results" / "predicted" / f"{NAME}.json"
 PREDICTED_FORMAT = "reprokit-head-to-head-predicted/1"

@@ -44,7 +44,14 @@ from reprokit.study.analysis.analyse import Analysis, analyse, setup_label
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.judged import ClaimAxes, judged_kind, labelled_verdicts
 from reprokit.study.analysis.labelled import EXPLANATION as LABELLED_EXPLANATION
-from reprokit.study.analysis.speedup import BASELINE, ENGINE_NAMES, SIDE_BY_SIDE, WORKER_UPDATE, study_series
+from reprokit.study.analysis.speedup import (
+    BASELINE,
+    ENGINE_NAMES,
+    SIDE_BY_SIDE,
+    WORKER_UPDATE,
+    on_workers,
+    study_series,
+)
 from reprokit.study.analysis.verdict import Setup
 from reprokit.study.paper.claims import MIN_RUNS, Claim, Study, kind_of
 from reprokit.study.paper.rates import NATIVE, same_rate, shaped_bps
@@ -292,7 +299,7 @@ def throughput_cell(row: dict[str, Any], engine: str, variant: str) -> str:
 
 
 def ratio_cell(row: dict[str, Any], prefix: str) -> str:
-    """A P3 speedup of a side_by_side row (its SIDE_BY_SIDE_RATIOS column prefix) with its interval and n, or
+    """A speedup of a side_by_side row (its ratio series column prefix, study_series) with its interval and n, or
     "not measured"."""
     n = int(row[f"{prefix}_n"])
     if n == 0:
@@ -448,6 +455,9 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
         "ratios": study_series(study)[1], "subject": study.subject, "engine_kinds": ENGINE_KINDS, "untested": analysis.untested,
         "engine_names": ENGINE_NAMES, "throughput_cell": throughput_cell, "ratio_cell": ratio_cell,
         "worker_update_cell": worker_update_cell, "worker_update": WORKER_UPDATE,
+        "subject_vs_worker_update": WORKER_UPDATE in study.variants and on_workers(study.variants, study.subject.variant),
+        "other_variants": [label for e, v, label in study_series(study)[0]
+                           if v not in (BASELINE, WORKER_UPDATE, study.subject.variant)],
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
         "environments": _environments(records), "failed": failed.to_dict("records"),
         "claims": study.claims, "claimed": claimed, "claim_where": claim_where,
