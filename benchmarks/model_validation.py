@@ -63,7 +63,7 @@ from reprokit.emulation.profile import MEASURED_FILE, PROFILE_FILE
 from reprokit.run.result import Result
 from reprokit.study.store.records import Origin
 from reprokit.study.whatif import model_check as model_check_module
-from reprokit.study.whatif.iteration_model import simulate
+from reprokit.study.whatif.iteration_model import VARIANT_POLICY, Policy, simulate, simulate_hosts
 from reprokit.study.whatif.model_check import (
     UNSHAPED,
     Configuration,
@@ -138,9 +138,43 @@ def predict_again(observed: list[ObservedRun], heading: str, costs: StackCosts, 
     for c, (fastest, error, cv) in sorted(spreads.items()):
         print(f"{c.model:7s} {c.bandwidth:9s}  {c.variant:16s} fastest {fastest:8.3f} s (predicted {error:+6.1%})  "
               f"cv {cv:5.1%}")
+    both_simulators(observed, costs)
     if record:
         write_check(record, observed, costs)
     return 0
+
+
+def both_simulators(observed: list[ObservedRun], costs: StackCosts) -> None:
+    """Where a scheduled policy ran (ByteScheduler: simulated host by host only), the baseline beside it simulated
+    both ways, averaged (as its prediction is) and host by host (as the scheduled variant's is), with the speedup
+    each gives: a diagnosis of which simulator a miss comes from."""
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    settings = {(r.config.model, r.config.bandwidth, r.config.dilation) for r in observed
+                if VARIANT_POLICY.get(r.config.variant, Policy.BASELINE).scheduled}
+    if not settings:
+        return
+    print("\nthe baseline simulated both ways beside each scheduled variant (s/iteration; means over the runs):")
+    print("model   bandwidth  baseline measured  averaged  host by host  variant          measured  predicted  "
+          "speedup measured  vs averaged  vs host by host")
+    for model, bandwidth, dilation in sorted(settings):
+        mine = [r for r in observed if (r.config.model, r.config.bandwidth, r.config.dilation) == (model, bandwidth,
+                                                                                                   dilation)]
+        base = [r for r in mine if r.config.variant == "baseline"]
+        if not base:
+            continue
+        measured_base = mean([measured_s(r.result) for r in base])
+        averaged = mean([simulate(model_input(r, costs)).iteration_s for r in base])
+        by_host = mean([simulate_hosts(model_input(r, costs)).iteration_s for r in base])
+        for variant in sorted({r.config.variant for r in mine if VARIANT_POLICY.get(r.config.variant,
+                                                                                    Policy.BASELINE).scheduled}):
+            runs = [r for r in mine if r.config.variant == variant]
+            measured_v = mean([measured_s(r.result) for r in runs])
+            predicted_v = mean([simulate(model_input(r, costs)).iteration_s for r in runs])
+            print(f"{model:7s} {bandwidth:9s}  {measured_base:17.3f} {averaged:9.3f} {by_host:13.3f}  {variant:16s} "
+                  f"{measured_v:8.3f} {predicted_v:10.3f}  {measured_base / measured_v:15.3f}x "
+                  f"{averaged / predicted_v:11.3f}x {by_host / predicted_v:15.3f}x")
 
 
 VALIDATION_RECORD = Path(model_check_module.__file__).with_name("model_validation.json")  # the record the library reads
