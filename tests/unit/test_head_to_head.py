@@ -121,6 +121,10 @@ def test_a_summary_keeps_each_run_s_testbed_and_the_baseline_s_ratio_for_the_pag
     assert sorted((r.setting.links, r.setting.tcp, r.baseline.n) for r in rows) == [("fair", "cubic", 3),
                                                                                    ("fifo", "default", 3)]
     assert all(r.comm_to_compute == 0.5 and r.bound == 1.5 for r in rows)
+    assert not any(r["cpu_bound"] for r in data["runs"])
+    flagged = summarise(study(), records("resnet", "4gbit", [10.0, 10.1, 9.9], [12.0, 12.1, 11.9], emulated=True,
+                                         ratio=0.5, cpu_bound=True), ALL_MODELS, "t", "no testbed named here")
+    assert all(r["cpu_bound"] for r in flagged["runs"]) and h2h.measured_rows([flagged])[0].cpu_bound == 6
 
 
 def test_rows_with_a_measured_ratio_are_drawn_against_compute_per_byte_and_the_others_are_named(tmp_path):
@@ -147,3 +151,12 @@ def test_rows_with_a_measured_ratio_are_drawn_against_compute_per_byte_and_the_o
     (tmp_path / "none").mkdir()
     assert [p.name for p in h2h.write_page([without], tmp_path / "none", {"cells": []})] == ["head-to-head.md"]
     assert "head-to-head-measured.png" not in h2h.page([without], None)
+
+
+def test_a_row_says_how_many_of_its_runs_were_cpu_bound():
+    runs = [run("baseline", 10.0), run("baseline", 10.1), {**run("p3", 12.0), "cpu_bound": True}, run("p3", 12.1)]
+    row, = h2h.measured_rows([summary("one", runs)])
+    assert row.cpu_bound == 1
+    assert "(1 of 4 runs CPU-bound)" in "\n".join(h2h.measured_table([row]))
+    calm, = h2h.measured_rows([summary("two", [run("baseline", 10.0), run("p3", 12.0)])])
+    assert calm.cpu_bound == 0 and "CPU-bound" not in "\n".join(h2h.measured_table([calm]))

@@ -132,6 +132,7 @@ class MeasuredRow:
     measured: MeanInterval
     speedup: tuple[float, float, float]  # ratio of geometric means, interval low, high
     comm_to_compute: float  # the baseline's measured ratio; NaN: the summary holds none
+    cpu_bound: int = 0  # runs of either side their result flagged CPU-bound (the hosts' CPU, not the link, set the pace)
 
     @property
     def bound(self) -> float:
@@ -154,12 +155,15 @@ def measured_rows(summaries: Iterable[Mapping[str, Any]]) -> list[MeasuredRow]:
     rows = []
     for summary in summaries:
         groups: dict[Setting, dict[str, list[float]]] = {}
+        flagged: dict[Setting, dict[str, int]] = {}
         for run in summary.get("runs", []):
             if not run.get("ok") or not run.get("gpu") or run.get("samples_per_sec") is None \
                     or run.get("variant") not in VARIANTS:
                 continue
             groups.setdefault(setting_of(run), {}).setdefault(run["variant"], []).append(
                 float(run["samples_per_sec"]))
+            counts = flagged.setdefault(setting_of(run), {})
+            counts[run["variant"]] = counts.get(run["variant"], 0) + bool(run.get("cpu_bound"))
         for setting, by_variant in groups.items():
             base = by_variant.get(BASELINE)
             if not base:
@@ -170,7 +174,8 @@ def measured_rows(summaries: Iterable[Mapping[str, Any]]) -> list[MeasuredRow]:
                                             mean_interval(base, CONFIDENCE),
                                             mean_interval(by_variant[variant], CONFIDENCE),
                                             ratio_interval(by_variant[variant], base, CONFIDENCE),
-                                            _summary_ratio(summary, setting, variant)))
+                                            _summary_ratio(summary, setting, variant),
+                                            flagged[setting].get(BASELINE, 0) + flagged[setting].get(variant, 0)))
     return sorted(rows, key=lambda r: (r.setting.order(), r.summary, VARIANTS.index(r.variant)))
 
 
@@ -184,8 +189,9 @@ def measured_table(rows: Sequence[MeasuredRow]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         speedup, low, high = r.speedup
+        flagged = f" ({r.cpu_bound} of {r.baseline.n + r.measured.n} runs CPU-bound)" if r.cpu_bound else ""
         lines.append(f"| {r.setting.label()} | [{r.summary}]({r.summary}.md) | {_throughput(r.baseline)} | "
-                     f"{SHOWN[r.variant]} | {_throughput(r.measured)} | {_fmt(speedup)}x {_interval(low, high)} | "
+                     f"{SHOWN[r.variant]} | {_throughput(r.measured)} | {_fmt(speedup)}x {_interval(low, high)}{flagged} | "
                      f"{_fmt(r.comm_to_compute)} | {_fmt(r.bound, suffix='x')} |")
     return lines
 
@@ -421,7 +427,9 @@ def page(summaries: Sequence[Mapping[str, Any]], predicted: Mapping[str, Any] | 
            "Emulated runs (a GPU's compute emulated on a testbed, dilation k undone) from the summaries in `data/`. "
            "A row holds runs of one setting from one summary: the variant beside the baseline that ran in the same "
            "store. Throughput: the geometric mean of the runs' samples/s (all workers) with its 95% interval; speedup: "
-           "the ratio of the geometric means with its Welch interval on the log scale (study/analysis/speedup.py).", ""]
+           "the ratio of the geometric means with its Welch interval on the log scale (study/analysis/speedup.py). "
+           "A speedup says how many of its runs their result flagged CPU-bound (the busiest host's CPU near full, so "
+           "the hosts, not the links, may have set the pace); such rows give no verdict on the study pages.", ""]
     if rows:
         out += measured_table(rows)
     else:
