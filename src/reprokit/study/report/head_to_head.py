@@ -160,9 +160,9 @@ def measured_rows(summaries: Iterable[Mapping[str, Any]]) -> list[MeasuredRow]:
             if not run.get("ok") or not run.get("gpu") or run.get("samples_per_sec") is None \
                     or run.get("variant") not in VARIANTS:
                 continue
-            groups.setdefault(setting_of(run), {}).setdefault(run["variant"], []).append(
-                float(run["samples_per_sec"]))
-            counts = flagged.setdefault(setting_of(run), {})
+            setting = setting_of(run)
+            groups.setdefault(setting, {}).setdefault(run["variant"], []).append(float(run["samples_per_sec"]))
+            counts = flagged.setdefault(setting, {})
             counts[run["variant"]] = counts.get(run["variant"], 0) + bool(run.get("cpu_bound"))
         for setting, by_variant in groups.items():
             base = by_variant.get(BASELINE)

@@ -446,18 +446,18 @@ def render(study: Study, analysis: Analysis, records: list[Record], out_dir: Pat
     sensitivity_plot = (save_figure(draw_sensitivity(curves), out_dir / "plots", SENSITIVITY_PLOT, SENSITIVITY_PLOT)
                         if curves else None)
     predicted_map: HardwareMap = hardware_map(study, today)
+    throughputs, ratios = study_series(study)
     context = {
         "study": study, "generated": generated, "store": str(store_root),
         "summary": analysis.summary.to_dict("records"), "speedups": analysis.speedups.to_dict("records"),
         "verdicts": [v.to_dict() for v in analysis.verdicts], "overall": analysis.overall,
         "overall_by_engine": analysis.overall_by_engine, "decided": analysis.decided,
-        "side_by_side": analysis.side_by_side.to_dict("records"), "throughputs": study_series(study)[0],
-        "ratios": study_series(study)[1], "subject": study.subject, "engine_kinds": ENGINE_KINDS, "untested": analysis.untested,
+        "side_by_side": analysis.side_by_side.to_dict("records"), "throughputs": throughputs,
+        "ratios": ratios, "subject": study.subject, "engine_kinds": ENGINE_KINDS, "untested": analysis.untested,
         "engine_names": ENGINE_NAMES, "throughput_cell": throughput_cell, "ratio_cell": ratio_cell,
         "worker_update_cell": worker_update_cell, "worker_update": WORKER_UPDATE,
         "subject_vs_worker_update": WORKER_UPDATE in study.variants and on_workers(study.variants, study.subject.variant),
-        "other_variants": [label for e, v, label in study_series(study)[0]
-                           if v not in (BASELINE, WORKER_UPDATE, study.subject.variant)],
+        "other_variants": [label for e, v, label in throughputs if v not in (BASELINE, WORKER_UPDATE, study.subject.variant)],
         "badges": [b.to_dict() for b in analysis.badges], "plots": plots,
         "environments": _environments(records), "failed": failed.to_dict("records"),
         "claims": study.claims, "claimed": claimed, "claim_where": claim_where,
