@@ -110,6 +110,19 @@ def test_the_credit_returns_only_when_a_pull_is_done_and_each_round_trip_is_kvst
     assert every.iteration_s == pytest.approx(4 * latency)
 
 
+def test_host_by_host_a_baseline_key_is_one_pushpull_answered_without_acknowledgement_or_request():
+    """MXNet 1.9.1's trainers send dense gradients with pushpull: KVStoreDist sends one ZPushPull per server's part,
+    and the server answers each worker's push with the updated part once every worker pushed it. So a key on the
+    other host costs two latencies (push, answer), where push then pull (ByteScheduler's tasks) costs four. A key on
+    worker 0's own server waits for worker 1's push, so it costs two as well; an array split over both servers too
+    (each part answered on its own, the local part over loopback)."""
+    latency = 0.01
+    for arrays in ((1_000,), (1_000, 1_000), (3_000_000,)):
+        spec = ModelInput(tuple(Layer(f"l{i}", 0.0, 0.0, (n,)) for i, n in enumerate(arrays)), 2, 2,
+                          float("inf"), Policy.BASELINE, latency_s=latency)
+        assert simulate_hosts(spec).iteration_s == pytest.approx(2 * latency)
+
+
 def test_colocated_bytescheduler_is_simulated_host_by_host_with_each_key_on_its_server():
     """Eight arrays of 100,000 elements (B bytes in all), each unpartitioned, so their data keys are odd integer keys,
     on servers 1 and 3 of 4. Host by host, host 1's ingress carries 3 workers' pushes of half the bytes and its own
@@ -130,6 +143,23 @@ def test_colocated_bytescheduler_is_simulated_host_by_host_with_each_key_on_its_
     assert simulate_hosts(replace(spec, policy=Policy.BASELINE)).comm_s == pytest.approx(averaged.comm_s)
     with pytest.raises(ValueError, match="KVStoreDist places"):
         simulate_hosts(replace(spec, policy=Policy.P3))
+
+
+def test_an_unshaped_ingress_receives_from_several_peers_at_once_and_the_averaged_layout_does_not_notice():
+    """Three hosts, one array of 3.6 MB (under the split bound) on server 0, no compute. In the first iteration
+    workers 1 and 2 push it at once, each at its own egress's full rate (1 unit of time): an ingress shaped like a
+    switch's port takes both in 2 units, the testbed's unshaped one in 1, and worker 0 (its server on its own host)
+    has its answer then. (Later, server 0's answers leave one after the other, so the pushes no longer meet.) The
+    averaged layout mirrors each host's egress on its ingress, so an unshaped ingress changes nothing there."""
+    size = 900_000
+    unit = size * 4 * 8 / GBIT
+    spec = ModelInput((Layer("only", 0.0, 0.0, (size,)),), 3, 3, GBIT, Policy.BASELINE, wire_efficiency=1.0)
+    assert simulate_hosts(spec).iteration_times[0] == pytest.approx(2 * unit)
+    assert simulate_hosts(replace(spec, ingress_shaped=False)).iteration_times[0] == pytest.approx(unit)
+    for policy in (Policy.BASELINE, Policy.P3):
+        for big_last in (True, False):
+            layered = replace(spec, layers=tuple(input_first_layer_with_long_forward(big_last)), policy=policy)
+            assert simulate(replace(layered, ingress_shaped=False)).iteration_s == simulate(layered).iteration_s
 
 
 def test_a_fairly_shared_link_serves_a_message_to_an_idle_peer_before_the_rest_of_a_busy_peers_queue():
@@ -180,15 +210,17 @@ def test_scheduling_helps_where_a_later_layers_traffic_would_delay_an_earlier_la
 
 
 def test_priority_orders_the_ready_partitions_input_layer_first():
-    """Three layers ready at once (no compute): with a credit of one partition, the input layer's arrays go first,
-    so its next forward waits least; with reversed priorities it would wait for everything (the baseline's order
-    here, since backward hands over the last layer first)."""
-    layers = [Layer("input", 0.3, 0.0, (1_000_000,)), Layer("mid", 0.0, 0.0, (4_000_000,)),
-              Layer("last", 0.0, 0.0, (4_000_000,))]
-    bs = run(layers, Policy.BYTESCHEDULER, credit_elements=1)
-    fifo = run(layers, Policy.BASELINE)
-    # input first: its forward (0.3 s) overlaps the other layers' traffic, which the baseline cannot do
-    assert bs.iteration_s < fifo.iteration_s
+    """Three layers ready at once (no backward compute): with a credit of one partition, the input layer's array goes
+    first, so its next forward (0.3 s) overlaps the other layers' traffic and adds nothing to the iteration; first in,
+    first out (the baseline's order, since backward hands over the last layer first) it waits for everything, and the
+    forward adds its whole length."""
+    def layers(input_forward_s):
+        return [Layer("input", input_forward_s, 0.0, (1_000_000,)), Layer("mid", 0.0, 0.0, (4_000_000,)),
+                Layer("last", 0.0, 0.0, (4_000_000,))]
+    bs, bs_no_forward = (run(layers(f), Policy.BYTESCHEDULER, credit_elements=1) for f in (0.3, 0.0))
+    fifo, fifo_no_forward = (run(layers(f), Policy.BASELINE) for f in (0.3, 0.0))
+    assert bs.iteration_s == pytest.approx(bs_no_forward.iteration_s, rel=1e-9)
+    assert fifo.iteration_s == pytest.approx(fifo_no_forward.iteration_s + 0.3, rel=1e-9)
 
 
 @pytest.mark.parametrize("layout", list(Layout))

@@ -78,8 +78,8 @@ Rows = dict[Configuration, list[tuple[float, float]]]  # per configuration: (mea
 
 def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInput:
     """What the model is given for a run: each layer's time from its profile times its dilation, the links at the
-    rate they were shaped to, the run's workers, servers, slice and ByteScheduler's knobs (its result's, else their
-    defaults), and the policy of the configuration's variant, the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with P3_PRIORITY=0)."""
+    rate they were shaped to (each host's egress only, as the testbed shapes them), the run's workers, servers, slice
+    and ByteScheduler's knobs (its result's, else their defaults), and the policy of the configuration's variant, the study's (the run's own says only program:p3's VARIANT: slicing alone runs as p3 with P3_PRIORITY=0)."""
     profile = ComputeProfile.from_dict(json.loads(run.profile_file.read_text()), run.profile_file.name)
     result = run.result
     layers = layers_of(profile, run.config.dilation * late_compute(result))
@@ -89,7 +89,7 @@ def model_input(run: ObservedRun, costs: StackCosts = StackCosts()) -> ModelInpu
                       math.inf if run.link_rate == UNSHAPED else shaped_bps(run.link_rate),
                       VARIANT_POLICY[run.config.variant], slice_elements=result.p3_slice_size or 50_000,
                       stack_s_per_byte=costs.per_byte, stack_s_per_message=costs.per_message,
-                      fifo_bytes=costs.fifo_bytes,
+                      fifo_bytes=costs.fifo_bytes, ingress_shaped=False,
                       partition_elements=int(knobs.get("partition") or BYTESCHEDULER_PARTITION),
                       credit_elements=float(knobs.get("credit") or BYTESCHEDULER_CREDIT))
 
