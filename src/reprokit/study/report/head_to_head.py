@@ -469,7 +469,9 @@ def page(summaries: Sequence[Mapping[str, Any]], predicted: Mapping[str, Any] | 
                f" not measured: {len(cells)} settings, a worker and a server on each host, batch "
                f"{predicted.get('batch', BATCH) if predicted else BATCH} per worker, each variant's default knobs "
                f"(P3's 50,000-element slices; ByteScheduler's partition {iteration_model.BYTESCHEDULER_PARTITION:,} and "
-               f"credit {iteration_model.BYTESCHEDULER_CREDIT:,}). Compute/comm: the worker's compute per iteration "
+               f"credit {iteration_model.BYTESCHEDULER_CREDIT:,}), each host receiving at most at the link's rate, "
+               f"as from a switch's port (the checks were of the testbed, which shapes only egress). Compute/comm: "
+               f"the worker's compute per iteration "
                f"over its busiest link's bytes at the bandwidth; r is its inverse. The worker-update baseline has no "
                f"prediction: it differs from the baseline only in where the optimizer runs, which the model does not "
                f"time.")
