@@ -329,6 +329,8 @@ def test_emulated_runs_are_judged_by_the_same_rule_labelled_and_nothing_is_predi
     table = answer(entry, analysis.verdicts, analysis.overall, analysis.decided, rows)
     assert {r.verdict for r in table.rows} == {"not measured"} and {r.measured for r in table.rows} == {"not measured"}
     assert all(not r.predicted[0].isdigit() for r in table.rows)  # never a predicted figure in a measured column
+    verdicts = {r.claim: (r.emulated_verdict, r.predicted_verdict) for r in table.rows}
+    assert verdicts["resnet-bounded-3x"] == verdicts["resnet-concave"] == ("replicated", "")
 
 
 def test_ck_report_renders_the_critique_from_a_store_of_records(tmp_path):

@@ -11,7 +11,7 @@ from support.study_data import study
 pytestmark = pytest.mark.parallel
 
 NOT_RUN = {"measured": "not measured", "emulated": "not run", "predicted": "not given (see the figures below)",
-           "verdict": "not measured"}
+           "verdict": "not measured", "emulated_verdict": "", "predicted_verdict": "", "emulated_engines": []}
 GPU_SAID = "Emulated and predicted figures are at the paper's GPU (P4000 compute) and never count towards a badge."
 
 
@@ -37,7 +37,8 @@ def test_a_claim_no_summary_holds_reads_not_yet_run():
 
 def test_an_emulated_verdict_is_labelled_emulated_and_never_shown_as_measured():
     emulated = "1.22x [1.17, 1.28], n=3 at 2gbit: replicated"
-    text = page([summary("emu", [("resnet-up-to-25", {"emulated": emulated}), ("vgg-up-to-66", {})])], [study()])
+    text = page([summary("emu", [("resnet-up-to-25", {"emulated": emulated, "emulated_verdict": "replicated"}),
+                                 ("vgg-up-to-66", {})])], [study()])
     _, _, measured, shown, predicted, where = row(text, "resnet-up-to-25")
     assert measured == "-" and predicted == "-"
     assert shown == f"emulated at the P4000 ([emu](emu.md)): {emulated}"
@@ -47,13 +48,14 @@ def test_an_emulated_verdict_is_labelled_emulated_and_never_shown_as_measured():
 
 def test_a_verdict_over_every_configuration_says_so_and_names_no_single_bandwidth():
     emulated = "over 3 configuration(s), 0.90x to 1.00x; deciding: 1.00x [1.00x, 1.00x], n=3 at 10gbit: replicated"
-    text = page([summary("emu", [("resnet-up-to-25", {"emulated": emulated})])], [study()])
+    text = page([summary("emu", [("resnet-up-to-25", {"emulated": emulated, "emulated_verdict": "replicated"})])],
+                [study()])
     assert row(text, "resnet-up-to-25")[-1] == "Holds: emulated at the P4000 over 3 configuration(s). Not measured."
 
 
 def test_a_predicted_verdict_is_labelled_predicted_once_for_every_summary_that_holds_it():
     predicted = "0.87x to 1.43x: inconclusive"
-    rows = [("resnet-4gbit", {"predicted": predicted})]
+    rows = [("resnet-4gbit", {"predicted": predicted, "predicted_verdict": "inconclusive"})]
     text = page([summary("a", rows), summary("b", rows)], [study()])
     _, _, measured, emulated, shown, where = row(text, "resnet-4gbit")
     assert (measured, emulated) == ("-", "-")
@@ -64,7 +66,8 @@ def test_a_predicted_verdict_is_labelled_predicted_once_for_every_summary_that_h
 def test_a_measured_verdict_is_labelled_measured_beside_an_emulated_one_by_engine():
     cells = {"measured": "1.27x [1.20, 1.33], n=3", "verdict": "replicated",
              "emulated": "stock MXNet 1.9.1: 1.05x [1.04, 1.05], n=3: not replicated; the authors' build: 1.03x "
-                         "[1.00, 1.06], n=3: not replicated"}
+                         "[1.00, 1.06], n=3: not replicated", "emulated_verdict": "not replicated",
+             "emulated_engines": [["stock MXNet 1.9.1", "not replicated"], ["the authors' build", "not replicated"]]}
     text = page([summary("m", [("resnet-4gbit", cells)])], [study()])
     _, _, measured, emulated, _, where = row(text, "resnet-4gbit")
     assert measured == "measured ([m](m.md)): 1.27x [1.20, 1.33], n=3: replicated"
@@ -75,7 +78,8 @@ def test_a_measured_verdict_is_labelled_measured_beside_an_emulated_one_by_engin
 
 def test_a_claim_id_only_an_older_summary_holds_is_shown_as_from_an_earlier_version():
     old = summary("old", [("vgg-up-to-66", {}), ("vgg19-renamed", {"emulated": "1.10x [1.0, 1.2], n=3 at 10gbit: "
-                                                                                "not replicated"})])
+                                                                                "not replicated",
+                                                                    "emulated_verdict": "not replicated"})])
     text = page([old], [study()])
     claim, paper, _, emulated, _, where = row(text, "vgg19-renamed")
     assert EARLIER in claim and "[old](old.md)" in claim and paper == "up to +25%"
@@ -85,8 +89,8 @@ def test_a_claim_id_only_an_older_summary_holds_is_shown_as_from_an_earlier_vers
 
 
 def test_a_summary_of_a_study_that_is_no_entry_now_keeps_its_claims():
-    text = page([summary("gone", [("c1", {"predicted": "0.9x to 1.1x: not replicated"})], study_name="gone")],
-                [study()])
+    text = page([summary("gone", [("c1", {"predicted": "0.9x to 1.1x: not replicated",
+                                          "predicted_verdict": "not replicated"})], study_name="gone")], [study()])
     assert "## gone" in text and EARLIER in row(text, "c1")[0]
 
 
@@ -99,3 +103,25 @@ def test_every_study_entry_is_on_the_committed_page_and_its_cells_are_short():
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     cells = [tokens[n + 1].content for n, t in enumerate(tokens) if t.type == "td_open"]
     assert cells and all(len(c.split()) <= MAX_WORDS for c in cells), [c for c in cells if len(c.split()) > MAX_WORDS]
+
+
+def test_the_verdicts_are_the_answer_rows_fields_never_the_words_of_their_cells():
+    """A cell's words are shown as they are; what it holds, where and for which engine, is its row's verdict fields."""
+    emulated = "1.22x [1.17, 1.28], n=3 at 2gbit: replicated"
+    predicted = "0.87x to 1.43x: replicated by nobody, inconclusive"
+    rows = [("resnet-up-to-25", {"emulated": emulated, "emulated_verdict": "not replicated"}),
+            ("resnet-4gbit", {"predicted": predicted, "predicted_verdict": ""}),
+            ("vgg-up-to-66", {"emulated": "not given (n < 3)", "emulated_verdict": "inconclusive"})]
+    text = page([summary("f", rows)], [study()])
+    assert row(text, "resnet-up-to-25")[3] == f"emulated at the P4000 ([f](f.md)): {emulated}"
+    assert row(text, "resnet-up-to-25")[-1] == "Does not hold: emulated at the P4000 at 2gbit. Not measured."
+    assert row(text, "resnet-4gbit")[4] == "-"  # no verdict in its field: no verdict, whatever its words say
+    assert row(text, "resnet-4gbit")[-1] == "no verdict yet (not run)"
+    assert row(text, "vgg-up-to-66")[-1] == "Undecided: emulated at the P4000. Not measured."
+    # by engine: each engine's verdict is its own field, whatever the words say
+    engines = {"emulated": "stock MXNet 1.9.1: 1.05x [1.04, 1.05], n=3: not replicated; the authors' build: 1.03x "
+                           "[1.00, 1.06], n=3: not replicated", "emulated_verdict": "not replicated",
+               "emulated_engines": [["stock MXNet 1.9.1", "not replicated"], ["the authors' build", "replicated"]]}
+    assert row(page([summary("e", [("resnet-4gbit", engines)])], [study()]), "resnet-4gbit")[-1] == (
+        "Holds: emulated at the P4000 at 4gbit (the authors' build). Does not hold: emulated at the P4000 at 4gbit "
+        "(stock MXNet). Not measured.")

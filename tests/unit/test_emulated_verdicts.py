@@ -6,6 +6,7 @@ import pytest
 
 from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
+from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.judged import labelled_verdicts
 from reprokit.study.analysis.labelled import emulation_status, predicted_at, predicted_verdict
 from reprokit.study.analysis.verdict import judge_at_bandwidth
@@ -23,13 +24,17 @@ def emulated(p3, baseline=(10.0, 10.1, 9.9), host_cpu_busy=None, cpu_bound=None,
                    cpu_bound=cpu_bound, dilation=dilation, variant=variant)
 
 
-def resnet_4gbit(analysis, check=HOLDS):
+def labelled_4gbit(analysis, check=HOLDS):
     s = study()
     [v] = [v for v in labelled_verdicts(s.claims, analysis.overall, s.name, check=check,
                                         emulated=analysis.emulated_speedups, tolerance=s.tolerance,
                                         emulated_runs=analysis.emulated_runs,
                                         verdicts=analysis.verdicts) if v.claim == "resnet-4gbit"]
-    return v.emulated
+    return v
+
+
+def resnet_4gbit(analysis, check=HOLDS):
+    return labelled_4gbit(analysis, check).emulated
 
 
 def test_emulated_runs_change_no_measured_figure_verdict_or_badge():
@@ -56,14 +61,36 @@ def test_an_emulated_verdict_follows_the_claims_band_and_needs_enough_runs(p3, s
     assert re.match(r"\d\.\d\dx \[", text) and f"n={min(len(p3), 3)}" in text and said in text
 
 
+@pytest.mark.parametrize("p3, kind", [([13.0, 12.9, 13.1], "replicated"), ([10.0, 10.1, 9.9], "not replicated"),
+                                      ([10.0, 16.0, 13.0], "inconclusive"), ([13.0, 12.9], "")])
+def test_the_emulated_verdict_is_a_field_of_its_own_down_to_the_answer_row(p3, kind):
+    """The claims page reads these fields (claims_page.stated), never the cells' words."""
+    s = study()
+    analysis = analyse(s, MEASURED + emulated(p3), ALL_MODELS)
+    every = labelled_verdicts(s.claims, analysis.overall, s.name, check=HOLDS, tolerance=s.tolerance,
+                              emulated=analysis.emulated_speedups, emulated_runs=analysis.emulated_runs,
+                              verdicts=analysis.verdicts)
+    [labelled] = [v for v in every if v.claim == "resnet-4gbit"]
+    assert labelled.emulated_verdict == kind and labelled.emulated_engines == ()
+    assert labelled.predicted_verdict in ("replicated", "not replicated", "inconclusive", "")
+    assert (labelled.predicted_verdict != "") == ("(predicted)" in labelled.predicted)
+    table = answer(s, analysis.verdicts, analysis.overall, analysis.decided, every)
+    [row] = [r for r in table.rows if r.claim == "resnet-4gbit"]
+    assert (row.emulated_verdict, row.predicted_verdict) == (kind, labelled.predicted_verdict)
+    assert row.to_dict()["emulated_verdict"] == kind
+
+
 def test_runs_at_two_dilations_are_two_figures_each_with_its_k():
     """A claim run again at a larger k into the same store (its CPU-bound runs at k=20 kept): never pooled."""
-    text = resnet_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], host_cpu_busy=0.9, cpu_bound=True)
-                                + emulated([10.0, 10.1, 9.9], dilation=40), ALL_MODELS))
-    at_20, at_40 = text.split("; ")
+    both = labelled_4gbit(analyse(study(), MEASURED + emulated([13.0, 12.9, 13.1], host_cpu_busy=0.9, cpu_bound=True)
+                                  + emulated([10.0, 10.1, 9.9], dilation=40), ALL_MODELS))
+    at_20, at_40 = both.emulated.split("; ")
     assert at_20.startswith("1.30x [") and ", k=20, " in at_20 and "CPU-bound" in at_20
     assert at_40.startswith("1.00x [") and ", k=40" in at_40 and "n=3" in at_40
     assert "not replicated (emulated): lies below the claimed 1.26x" in at_40
+    # two figures: each with its verdict field ("" for the CPU-bound one), and the verdict over them
+    assert both.emulated_engines == (("stock MXNet 1.9.1", ""), ("stock MXNet 1.9.1", "not replicated"))
+    assert both.emulated_verdict == "not replicated"
 
 
 def test_runs_whose_hosts_ran_out_of_cpu_show_their_figure_and_no_verdict():

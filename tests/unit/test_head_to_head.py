@@ -81,7 +81,7 @@ def grid():
 
 
 def test_every_predicted_figure_is_labelled_predicted_and_an_unvalidated_policy_says_so(tmp_path, monkeypatch):
-    text = h2h.page([], grid())
+    text = h2h.page([], [], grid())
     predicted = text[text.index("## Predicted"):]
     assert "PREDICTED by the iteration model" in predicted
     tables = [line for line in predicted.splitlines() if line.startswith("| hosts |")]
@@ -94,12 +94,12 @@ def test_every_predicted_figure_is_labelled_predicted_and_an_unvalidated_policy_
                for t in tables)
     # a cell: speedups over the baseline (1.6 s), the ceiling and the bound (compute 0.4 s, link 1.2 s: r = 3)
     assert "| 4 | 1gbit | 0.33 | 1.27x | 0.94x | 1.33x | 1.33x |" in predicted
-    written = h2h.write_page([], tmp_path, grid())
+    written = h2h.write_page([], [], tmp_path, grid())
     assert [p.name for p in written] == ["head-to-head.md", "head-to-head.png"]
     assert written[1].read_bytes().startswith(b"\x89PNG")
     for bytescheduler_missed in ([], ["a check of ByteScheduler"]):
         monkeypatch.setattr(h2h, "unvalidated", lambda m=bytescheduler_missed: {"p3": [], "bytescheduler": m})
-        predicted = h2h.page([], grid())
+        predicted = h2h.page([], [], grid())
         predicted = predicted[predicted.index("## Predicted"):]
         tables = [line for line in predicted.splitlines() if line.startswith("| hosts |")]
         assert all("predicted P3 speedup |" in t for t in tables)
@@ -146,20 +146,21 @@ def test_rows_with_a_measured_ratio_are_drawn_against_compute_per_byte_and_the_o
                       + [run("p3", s, bandwidth="2gbit") for s in (6.0, 6.1, 5.9)])
     rows = h2h.measured_rows([with_r, without])
     assert [len(h2h.with_ratio(rows)), len(rows)] == [2, 3]
-    text = h2h.page([with_r, without], None)
+    text = h2h.page([with_r, without], rows, None)
     assert "![measured speedup over the baseline" in text and "(head-to-head-measured.png)" in text
     assert "the 2 rows whose baseline has a measured ratio r and whose sides have n >= 3" in text
     assert "Not drawn (no ratio kept, or n < 3): ResNet-50, P4000 compute (k=20), 2gbit" in text
     # a row with its ratio but fewer than 3 runs a side is not drawn either
     few = summary("few", [run("baseline", 10.0), run("p3", 12.0)], speedups=speedups[:1])
     assert h2h.with_ratio(h2h.measured_rows([few])) == []
-    written = h2h.write_page([with_r, without], tmp_path, {"cells": []})
+    written = h2h.write_page([with_r, without], rows, tmp_path, {"cells": []})
     assert [p.name for p in written] == ["head-to-head.md", "head-to-head-measured.png"]
     assert written[1].read_bytes().startswith(b"\x89PNG")
     # no ratio anywhere: no figure, and the page does not point at one
     (tmp_path / "none").mkdir()
-    assert [p.name for p in h2h.write_page([without], tmp_path / "none", {"cells": []})] == ["head-to-head.md"]
-    assert "head-to-head-measured.png" not in h2h.page([without], None)
+    alone = h2h.measured_rows([without])
+    assert [p.name for p in h2h.write_page([without], alone, tmp_path / "none", {"cells": []})] == ["head-to-head.md"]
+    assert "head-to-head-measured.png" not in h2h.page([without], alone, None)
 
 
 def test_a_row_says_how_many_of_its_runs_were_cpu_bound():

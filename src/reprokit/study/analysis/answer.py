@@ -15,15 +15,20 @@ from reprokit.study.paper.claims import Claim, Study, kind_of
 
 @dataclass(frozen=True)
 class AnswerRow:
+    """One claim's row: its cells as the table shows them, then the verdicts its emulated and predicted cells state,
+    as data (the claims page, claims_page.py, reads these, never the cells' words)."""
     claim: str  # the claim's id
     paper: str  # what the paper claims, in brief
     measured: str
     emulated: str
     predicted: str
     verdict: str  # the measured verdict, the only one that counts, or "not measured"
+    emulated_verdict: str = ""  # the verdict the emulated cell states (a Verdict's value), or "" when it states none
+    predicted_verdict: str = ""  # the verdict the predicted cell states (a Verdict's value), or ""
+    emulated_engines: tuple[tuple[str, str], ...] = ()  # emulated on several engines: each one's name and verdict
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "emulated_engines": [list(pair) for pair in self.emulated_engines]}  # as JSON reads it
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,10 @@ def answer(study: Study, verdicts: Sequence[ClaimVerdict], overall: dict[str, Ve
             measured=measured_brief(c, verdicts, decided.get(c.id, "")) if measured else NOT_MEASURED,
             emulated=here.emulated_brief if here else NOT_MEASURED,
             predicted=here.predicted_brief if here else NOT_MEASURED,
-            verdict=str(overall[c.id]) if measured else NOT_MEASURED))
+            verdict=str(overall[c.id]) if measured else NOT_MEASURED,
+            emulated_verdict=here.emulated_verdict if here else "",
+            predicted_verdict=here.predicted_verdict if here else "",
+            emulated_engines=here.emulated_engines if here else ()))
     judged = Counter(r.verdict for r in rows if r.verdict != NOT_MEASURED)
     if judged:
         counts = ", ".join(f"{n} {kind}" for kind, n in sorted(judged.items()))

@@ -209,6 +209,7 @@ class OverConfigurations(JudgedKind):
                      f"predicts one setting at a time")
         how = (f"(ck reproduce study:{inputs.study} --target=TESTBED --emulate={paper_gpu(inputs.paper).name} "
                f"--models={claim.model} --bandwidths=B1,B2,...)")
+        judged = ""  # the emulated verdict, when one is given
         if inputs.withheld:
             emulated, brief = inputs.withheld, "not given: self-check failed"
         elif mine.empty:
@@ -223,6 +224,7 @@ class OverConfigurations(JudgedKind):
                                    f"runs {how}"), f"not given (n < {need})"
             else:
                 kind, reason, row = self.rule(claim, enough, thin, tol)
+                judged = str(kind)
                 emulated = f"{kind} (emulated) over {len(enough)} configuration(s): {reason}"
                 # The brief cell speaks of every configuration, as the claim does: their range, then the one that
                 # decided (a single configuration's figure alone reads as a verdict at that setting)
@@ -230,7 +232,7 @@ class OverConfigurations(JudgedKind):
                 brief = (f"over {len(enough)} configuration(s), {enough['speedup'].min():.2f}x to "
                          f"{enough['speedup'].max():.2f}x{deciding}: {kind}")
         return LabelledVerdict(claim.id, self.where(claim), inputs.measured, emulated, predicted, "", brief,
-                               "not given (about every configuration)")
+                               "not given (about every configuration)", judged)
 
 
 @register_kind

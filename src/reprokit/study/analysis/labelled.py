@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -58,9 +58,30 @@ class LabelledVerdict:
     other_hardware: str = ""  # emulated runs at other GPUs' compute: figures, not the claim's verdict
     emulated_brief: str = ""  # the report's first table: the figure and the verdict, or a short reason
     predicted_brief: str = ""
+    emulated_verdict: str = ""  # the verdict the emulated runs give (a Verdict's value), or "" when none is given
+    predicted_verdict: str = ""  # the verdict the model predicts (a Verdict's value), or "" when none is given
+    emulated_engines: tuple[tuple[str, str], ...] = ()  # emulated on several engines: each one's name and verdict
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "emulated_engines": [list(pair) for pair in self.emulated_engines]}  # as JSON reads it
+
+
+class Stated(NamedTuple):
+    """An emulated or predicted verdict in full and in brief, and the verdict it states (a Verdict's value; "" when
+    none is given). ``engines``: when it is of runs on several engines, each one's name and its verdict ("" when that
+    engine's runs give none), in the order the brief names them."""
+    full: str
+    brief: str
+    verdict: str = ""
+    engines: tuple[tuple[str, str], ...] = ()
+
+
+def combined(verdicts: Iterable[str]) -> str:
+    """Several engines' verdicts as one, as ``verdict.overall`` combines setups': not replicated on any engine
+    outweighs replicated, which outweighs inconclusive; "" when none is given."""
+    given = set(verdicts)
+    return next((str(v) for v in (Verdict.NOT_REPLICATED, Verdict.REPLICATED, Verdict.INCONCLUSIVE) if v in given),
+                "")
 
 
 def self_check() -> dict[str, Any]:
@@ -161,8 +182,14 @@ def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValid
 
 def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValidation,
                      gpu_name: str = "") -> tuple[str, str]:
+    """predicted_judged's full text and brief."""
+    said = predicted_judged(claim, tolerance, validation, gpu_name)
+    return said.full, said.brief
+
+
+def predicted_judged(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str = "") -> Stated:
     """The claim's predicted figure and verdict at a GPU (the paper's by default), or why none is given, in full and
-    in brief (the range and the verdict, or a short reason). The
+    in brief (the range and the verdict, or a short reason), with the verdict. The
     paper's hosts' stack costs and queues are not known: the speedup is predicted with none and with a testbed host's,
     and widened by the model's validated error; at one compute speed the verdict holds only where that whole range
     says the same (wholly below or above the claim's band: not replicated; wholly inside: replicated; else
@@ -172,17 +199,17 @@ def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValida
     label = gpu(name).label
     no_policy = [v for v in dict.fromkeys((claim.variant, claim.versus)) if v not in VARIANT_POLICY]
     if no_policy:  # a variant the iteration model does not know (e.g. bytescheduler): nothing to validate either
-        return (f"not possible: the iteration model has no policy for {' or '.join(no_policy)} "
-                f"(docs/explanation/iteration-model.md)", f"not possible: no {' or '.join(no_policy)} policy")
+        return Stated(f"not possible: the iteration model has no policy for {' or '.join(no_policy)} "
+                      f"(docs/explanation/iteration-model.md)", f"not possible: no {' or '.join(no_policy)} policy")
     missed = validation.missed(claim.cluster_size or 0, (claim.variant, claim.versus), claim.model, name)
     if missed:
-        return (f"not given: the iteration model is not validated ({'; '.join(missed)}; "
-                f"docs/explanation/iteration-model.md)",
-                f"not given: model not validated at the {label}")
+        return Stated(f"not given: the iteration model is not validated ({'; '.join(missed)}; "
+                      f"docs/explanation/iteration-model.md)",
+                      f"not given: model not validated at the {label}")
     if (claim.model not in DEFAULT_SHAPE or not claim.cluster_size or claim.variant not in VARIANT_POLICY
             or claim.versus not in VARIANT_POLICY or claim.model not in gpu(name).models):
-        return (f"not given: the iteration model has no layer profile or policy for {claim.model} {claim.variant}",
-                "not given: no layer profile")
+        return Stated(f"not given: the iteration model has no layer profile or policy for {claim.model} "
+                      f"{claim.variant}", "not given: no layer profile")
     rate = gpu(name).throughput(claim.model)
     central = predicted_at(claim, tolerance, validation, name, rate.per_sec)
     stretches = over_range(claim, tolerance, validation, name)
@@ -195,17 +222,19 @@ def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValida
             f"{predicted_setting(claim, name)}")
     brief = f"{lowest:.2f}x to {highest:.2f}x"
     if len(stretches) == 1:
-        return f"{said}: {central.kind} (predicted): over the whole range it {central.how}", f"{brief}: {central.kind}"
+        return Stated(f"{said}: {central.kind} (predicted): over the whole range it {central.how}",
+                      f"{brief}: {central.kind}", str(central.kind))
     parts = ", ".join(f"{s.kind} from {a:.1f} to {b:.1f} {rate.short_unit}" for a, b, s in stretches)
     flips = ", ".join(f"{b:.1f}" for _, b, _ in stretches[:-1])
-    return (f"{said}: {Verdict.INCONCLUSIVE} (predicted): the verdict flips within the range at {flips} {rate.short_unit} "
-            f"({parts})", f"{brief}: {Verdict.INCONCLUSIVE}")
+    return Stated(f"{said}: {Verdict.INCONCLUSIVE} (predicted): the verdict flips within the range at {flips} "
+                  f"{rate.short_unit} ({parts})", f"{brief}: {Verdict.INCONCLUSIVE}", str(Verdict.INCONCLUSIVE))
 
 
 def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str, study: str,
-                     finished: Sequence[str] = (), *, paper: str = "") -> tuple[str, str]:
+                     finished: Sequence[str] = (), *, paper: str = "") -> Stated:
     """The claim's emulated figure (speedup with its interval, n, where) and its verdict by the rule of a measured
-    claim at a bandwidth (verdict.judge_at_bandwidth), in full and in brief (figure and verdict, or a short reason).
+    claim at a bandwidth (verdict.judge_at_bandwidth), in full and in brief (figure and verdict, or a short reason),
+    with the verdict (runs on several engines: each engine's, and the verdict over them as ``combined`` gives it).
     ``withheld``: why no verdict may be given (the self-check), or "". ``finished``: the variants of the emulated
     runs at the claim's model and bandwidth that ran to the end."""
     mine = rows[(rows["model"] == claim.model) & (rows["bandwidth"] == claim.bandwidth)
@@ -214,12 +243,14 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
         how = f"(ck reproduce study:{study} --target=TESTBED --emulate={paper_gpu(paper).name})"
         lacking = [v for v in (claim.variant, claim.versus) if v not in finished]
         if withheld:
-            return withheld, "not given: self-check failed"
+            return Stated(withheld, "not given: self-check failed")
         if not finished or not lacking:
-            return f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored {how}", "not run"
-        return (f"not run: the emulated runs of {claim.model} at {claim.bandwidth} that finished are of "
-                f"{', '.join(finished)}; none of {' or '.join(lacking)} {how}", f"not run: no {' or '.join(lacking)}")
-    said, brief = [], []
+            return Stated(f"not run: no emulated runs of {claim.model} at {claim.bandwidth} are stored {how}",
+                          "not run")
+        return Stated(f"not run: the emulated runs of {claim.model} at {claim.bandwidth} that finished are of "
+                      f"{', '.join(finished)}; none of {' or '.join(lacking)} {how}",
+                      f"not run: no {' or '.join(lacking)}")
+    said, brief, engines = [], [], []
     need = max(MIN_RUNS, tolerance.min_runs)
     for _, row in mine.iterrows():
         n = int(min(row["n_variant"], row["n_versus"]))
@@ -229,6 +260,7 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
         short = f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n}"
         if len(mine) > 1:
             short = f"{engine}: {short}"
+        kind = ""
         busy = float(row.get("host_cpu_busy", math.nan))
         if busy == busy:  # NaN: not recorded
             figure += f", hosts' CPU up to {busy:.0%} busy"
@@ -248,16 +280,19 @@ def emulated_verdict(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, wit
             said.append(f"{figure}: not given: n < {need}")
             brief.append(f"{short}: not given (n < {need})")
         else:
-            kind, how = judge_at_bandwidth(row, claim, tolerance)
+            judged, how = judge_at_bandwidth(row, claim, tolerance)
+            kind = str(judged)
             said.append(f"{figure}: {kind} (emulated){':' if how.startswith(' ') else ''}{how}")
             brief.append(f"{short}: {kind}")
-    return "; ".join(said), "; ".join(brief)
+        engines.append((engine, kind))
+    return Stated("; ".join(said), "; ".join(brief), combined(kind for _, kind in engines),
+                  tuple(engines) if len(mine) > 1 else ())
 
 
 def emulated_up_to(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withheld: str,
-                   study: str, paper: str = "") -> tuple[str, str]:
+                   study: str, paper: str = "") -> Stated:
     """An "up to" claim over the emulated configurations (bandwidths) of its model, by the rule of a measured one
-    (verdict.judge_up_to: its best configuration), in full and in brief. Runs whose workers ended apart or that
+    (verdict.judge_up_to: its best configuration), in full and in brief, with the verdict. Runs whose workers ended apart or that
     were CPU-bound are left out, as they give no verdict at a bandwidth either. ``paper``: the paper's GPU."""
     at = paper_gpu(paper)
     how = (f"(ck reproduce study:{study} --target=TESTBED --emulate={at.name} --models={claim.model} "
@@ -265,26 +300,27 @@ def emulated_up_to(claim: Claim, rows: pd.DataFrame, tolerance: Tolerance, withh
     mine = rows[(rows["model"] == claim.model) & (rows["variant"] == claim.variant)
                 & (rows["versus"] == claim.versus)] if not rows.empty else rows
     if claim.model not in at.models:
-        return (f"not possible: the {at.label} has no compute profile for {claim.model} "
-                f"(reprokit/emulation/gpus.json)", "not possible: no profile")
+        return Stated(f"not possible: the {at.label} has no compute profile for {claim.model} "
+                      f"(reprokit/emulation/gpus.json)", "not possible: no profile")
     if withheld:
-        return withheld, "not given: self-check failed"
+        return Stated(withheld, "not given: self-check failed")
     if mine.empty:
-        return f"not run: no emulated runs of {claim.model} are stored {how}", "not run"
+        return Stated(f"not run: no emulated runs of {claim.model} are stored {how}", "not run")
     usable = mine[(mine["params_apart"] == 0) & ~mine["cpu_bound"].astype(bool)]
     need = max(MIN_RUNS, tolerance.min_runs)
     has_enough = usable[["n_variant", "n_versus"]].min(axis=1) >= need
     enough, thin = usable[has_enough], usable[~has_enough]
     if enough.empty:
-        return (f"not given: no emulated configuration of {claim.model} has n >= {need} usable runs {how}",
-                f"not given (n < {need})")
+        return Stated(f"not given: no emulated configuration of {claim.model} has n >= {need} usable runs {how}",
+                      f"not given (n < {need})")
     engine = str(enough.iloc[0]["engine"])
     kind, reason, row = judge_up_to(claim, enough, thin, tolerance, engine)
     n = int(min(row["n_variant"], row["n_versus"]))
     where = (f"{len(enough)} bandwidth(s) ({', '.join(map(str, enough['bandwidth']))}), {row['setup']}, "
              f"{compute_label(str(row.get('gpu', '')))} emulated")
-    return (f"{kind} (emulated) over {where}: {reason}",
-            f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n} at {row['bandwidth']}: {kind}")
+    return Stated(f"{kind} (emulated) over {where}: {reason}",
+                  f"{row['speedup']:.2f}x [{row['ci_low']:.2f}, {row['ci_high']:.2f}], n={n} at {row['bandwidth']}: "
+                  f"{kind}", str(kind))
 
 
 def compute_label(gpu_name: str) -> str:
@@ -334,13 +370,13 @@ def speedup_labelled(c: Claim, inputs: LabelledInputs) -> LabelledVerdict:
     tolerance, withheld, study, checks, paper = (inputs.tolerance, inputs.withheld, inputs.study, inputs.checks,
                                                  inputs.paper)
     if not c.bandwidth:
-        emulated, emulated_brief = emulated_up_to(c, at_paper, tolerance, withheld, study, paper)
-        return LabelledVerdict(c.id, UP_TO, measured, emulated, UP_TO_NOT_PREDICTED, "", emulated_brief,
-                               "not given (see the figures below)")
-    other = emulated_verdict(c, elsewhere, tolerance, withheld, study, paper=paper)[0] if not elsewhere.empty else ""
-    emulated, emulated_brief = emulated_verdict(c, at_paper, tolerance, withheld, study,
-                                                finished_variants(at_gpu(runs, paper), c), paper=paper)
-    predicted, predicted_brief = predicted_stated(c, tolerance, checks, paper)
-    return LabelledVerdict(c.id, c.bandwidth, measured, emulated, predicted,
+        emulated = emulated_up_to(c, at_paper, tolerance, withheld, study, paper)
+        return LabelledVerdict(c.id, UP_TO, measured, emulated.full, UP_TO_NOT_PREDICTED, "", emulated.brief,
+                               "not given (see the figures below)", emulated.verdict)
+    other = emulated_verdict(c, elsewhere, tolerance, withheld, study, paper=paper).full if not elsewhere.empty else ""
+    emulated = emulated_verdict(c, at_paper, tolerance, withheld, study, finished_variants(at_gpu(runs, paper), c),
+                                paper=paper)
+    predicted = predicted_judged(c, tolerance, checks, paper)
+    return LabelledVerdict(c.id, c.bandwidth, measured, emulated.full, predicted.full,
                            "" if other.startswith(("not run", withheld or "not run")) else other,
-                           emulated_brief, predicted_brief)
+                           emulated.brief, predicted.brief, emulated.verdict, predicted.verdict, emulated.engines)

@@ -4,7 +4,9 @@ One table per study entry (study/NAME, read by claims.repository_study), one row
 (its kind's ``paper_figure``), then the verdicts the results summaries (docs/results/data/*.json, as results_pages
 reads them) hold for it, each labelled with how it was reached (measured; emulated at the paper's GPU; predicted at
 it) and linked to its page, then the verdicts in plain words. An emulated or predicted verdict is never shown as
-measured: each has its own column and says its label in the cell.
+measured: each has its own column and says its label in the cell. The verdicts are the answer rows' own fields
+(``verdict``, ``emulated_verdict``, ``predicted_verdict``, ``emulated_engines``: answer.AnswerRow), never read from
+the cells' words; the words are shown as they are.
 
 A summary's answer rows are the claims of the entry as it was when the summary was written. A claim id that a
 summary holds and the entry no longer does (the ByteScheduler entry renamed ``vgg-…`` to ``vgg16-…``) is kept as a
@@ -32,7 +34,6 @@ NOT_YET_RUN = "not yet run"
 EARLIER = "from an earlier version of the entry"
 MAX_WORDS = 40  # a table cell's most words (tests/unit/test_claims_page.py checks the committed page)
 JUDGED = (Verdict.REPLICATED, Verdict.NOT_REPLICATED, Verdict.INCONCLUSIVE)
-_VERDICT = re.compile(r"\b(not replicated|replicated|inconclusive)\b")
 _AT = re.compile(r"\bat (\d+(?:\.\d+)?[kmg]bit)\b")
 _OVER = re.compile(r"^over (\d+) configuration\(s\)")  # a claim about every configuration (kinds.OverConfigurations)
 KINDS = ("measured", "emulated", "predicted")  # the answer row's cells, in the page's column order
@@ -49,9 +50,19 @@ def study_entries(root: Path = REPO_ROOT / "study") -> list[Study]:
     return [repository_study(n) for n in names]
 
 
-def verdicts_in(text: str) -> list[str]:
-    """The verdicts a cell states (replicated, not replicated, inconclusive), in order, each once."""
-    return list(dict.fromkeys(_VERDICT.findall(text)))
+def verdict_of(value: Any) -> str:
+    """A verdict field's value when it is a verdict that judges (replicated, not replicated, inconclusive), else ""."""
+    return str(value) if str(value) in JUDGED else ""
+
+
+def stated(row: Mapping[str, Any], kind: str) -> tuple[tuple[str, str], ...]:
+    """The verdicts an answer row holds for one of its cells (KINDS), as (engine, verdict) pairs: the engine's name
+    when the cell is of runs on several engines (``emulated_engines``), else "" with the cell's one verdict field
+    (``verdict`` for the measured cell, ``emulated_verdict``, ``predicted_verdict``); "" where none is given."""
+    if kind == "measured":
+        return (("", verdict_of(row.get("verdict"))),)
+    engines = tuple((str(engine), verdict_of(v)) for engine, v in row.get(f"{kind}_engines") or ())
+    return engines or (("", verdict_of(row.get(f"{kind}_verdict"))),)
 
 
 def judged_gpu(summary: Mapping[str, Any], studies: Mapping[str, Study]) -> str:
@@ -71,22 +82,27 @@ class Cell:
     gpu: str  # the GPU its emulated or predicted figure is at ("" for measured)
     summary: str  # the summary's name: its page is NAME.md
     text: str  # the answer row's cell as the summary holds it
+    verdicts: tuple[tuple[str, str], ...]  # its verdicts as the answer row's fields hold them (stated)
 
     @property
     def label(self) -> str:
         return "measured" if self.kind == "measured" else f"{self.kind} at the {self.gpu}"
 
+    @property
+    def judged(self) -> list[str]:
+        """The cell's verdicts, in order, each once."""
+        return list(dict.fromkeys(v for _, v in self.verdicts if v))
+
 
 def cells_of(row: Mapping[str, Any], summary: str, gpu: str) -> list[Cell]:
     """The verdicts of one answer row: its measured verdict (with its figure), its emulated and predicted cells;
-    only those that state a verdict (a cell saying "not run" or "not given" is none)."""
+    only those whose fields give a verdict (a cell of runs "not run" or "not given" has none)."""
     out = []
-    if str(row.get("verdict")) in JUDGED:
-        out.append(Cell("measured", "", summary, f"{row.get('measured')}: {row.get('verdict')}"))
-    for kind in KINDS[1:]:
-        text = str(row.get(kind, ""))
-        if verdicts_in(text):
-            out.append(Cell(kind, gpu, summary, text))
+    for kind in KINDS:
+        verdicts = stated(row, kind)
+        if any(v for _, v in verdicts):
+            text = f"{row.get('measured')}: {row.get('verdict')}" if kind == "measured" else str(row.get(kind, ""))
+            out.append(Cell(kind, "" if kind == "measured" else gpu, summary, text, verdicts))
     return out
 
 
@@ -115,21 +131,25 @@ def kind_cell(row: ClaimRow, kind: str) -> str:
     mine = [c for c in row.cells if c.kind == kind]
     if not mine:
         return "-"
-    grouped: dict[tuple[str, str], list[str]] = {}
+    grouped: dict[tuple[str, str], list[Cell]] = {}
     for c in mine:
-        grouped.setdefault((c.label, c.text), []).append(c.summary)
-    full = "; ".join(f"{label} ({', '.join(map(_link, names))}): {text}" for (label, text), names in grouped.items())
+        grouped.setdefault((c.label, c.text), []).append(c)
+    full = "; ".join(f"{label} ({', '.join(_link(c.summary) for c in same)}): {text}"
+                     for (label, text), same in grouped.items())
     if _words(full) <= MAX_WORDS:
         return full
-    return "; ".join(f"{label} ({', '.join(map(_link, names))}): {', '.join(verdicts_in(text))}"
-                     for (label, text), names in grouped.items())
+    return "; ".join(f"{label} ({', '.join(_link(c.summary) for c in same)}): {', '.join(same[0].judged)}"
+                     for (label, _), same in grouped.items())
 
 
-def _parts(c: Cell) -> list[tuple[str, str]]:
-    """A cell's verdicts by engine: (the engine in brief, or "" when the cell names none; its text)."""
+def _parts(c: Cell) -> list[tuple[str, str, str]]:
+    """A cell's verdicts by engine: (the engine in brief, or "" when one verdict stands for the whole cell; the part
+    of the cell's text about it, where its bandwidth is read; its verdict, or "" when it has none)."""
+    if len(c.verdicts) == 1:
+        return [("", c.text, c.verdicts[0][1])]
     parts = c.text.split("; ")
-    named = [(short, part) for part in parts for long, short in ENGINES.items() if part.startswith(long)]
-    return named if len(named) == len(parts) > 1 else [("", c.text)]
+    texts = parts if len(parts) == len(c.verdicts) else [c.text] * len(c.verdicts)
+    return [(ENGINES.get(engine, engine), text, v) for (engine, v), text in zip(c.verdicts, texts)]
 
 
 def where_it_holds(row: ClaimRow, claim_bandwidth: str | None = None) -> str:
@@ -143,15 +163,16 @@ def where_it_holds(row: ClaimRow, claim_bandwidth: str | None = None) -> str:
     said = {"replicated": "Holds", "not replicated": "Does not hold", "inconclusive": "Undecided"}
     found: dict[str, dict[str, list[str]]] = {v: {} for v in said}
     for c in row.cells:
-        for engine, text in _parts(c):
+        for engine, text, v in _parts(c):
+            if not v:
+                continue
             at, over = _AT.search(text), _OVER.match(text)
             bandwidth = at.group(1) if at else claim_bandwidth
             where = c.label + (f" over {over.group(1)} configuration(s)" if over
                                else f" at {bandwidth}" if bandwidth else "")
-            for v in verdicts_in(text):
-                engines = found[v].setdefault(where, [])
-                if engine and engine not in engines:
-                    engines.append(engine)
+            engines = found[v].setdefault(where, [])
+            if engine and engine not in engines:
+                engines.append(engine)
     text = " ".join(f"{said[v]}: " + ", and ".join(w + (f" ({' and '.join(e)})" if e else "")
                                                     for w, e in places.items()) + "."
                     for v, places in found.items() if places)
@@ -171,8 +192,10 @@ def claim_rows(study: Study | None, name: str, summaries: Sequence[Mapping[str, 
     for claim in dict.fromkeys(order):
         held = [(str(s["name"]), r) for s in mine for r in s["answer"]["rows"] if r["claim"] == claim]
         cells = tuple(c for s, r in held for c in cells_of(r, s, gpus[s]))
-        undecided = tuple(dict.fromkeys(str(x) for _, r in held for x in (r.get("verdict"), r.get("emulated"))
-                                        if x and x != "not measured" and not verdicts_in(str(x))))
+        undecided = tuple(dict.fromkeys(str(r.get(field)) for _, r in held
+                                        for kind, field in (("measured", "verdict"), ("emulated", "emulated"))
+                                        if r.get(field) and r.get(field) != "not measured"
+                                        and not any(v for _, v in stated(r, kind))))
         paper = current.get(claim) or next((str(r.get("paper", "")) for _, r in held), "")
         rows.append(ClaimRow(claim, paper, claim in current, tuple(dict.fromkeys(s for s, _ in held)), cells,
                              undecided))

@@ -33,7 +33,7 @@ from reprokit.study.report import claims_page, head_to_head
 from reprokit.study.store.records import Record
 from reprokit.study.sweep.forecast import hindcast
 
-SUMMARY_FORMAT = "reprokit-results-summary/1"
+SUMMARY_FORMAT = "reprokit-results-summary/2"
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 TEMPLATES = Path(__file__).with_name("templates")
@@ -152,10 +152,11 @@ def render_pages(summaries: Iterable[dict[str, Any]], out_dir: Path,
         path = out_dir / f"{summary['name']}.md"
         replace_file(path, page.render(s=summary, fmt=_fmt, times=wall_times(summary["runs"])))
         written.append(path)
-    written += head_to_head.write_page(listed, out_dir, predicted)
+    measured = head_to_head.measured_rows(listed)  # the head-to-head page's rows, once for its page and the index
+    written += head_to_head.write_page(listed, measured, out_dir, predicted)
     written += claims_page.write_page(listed, out_dir)
     head = {"name": head_to_head.NAME, "title": head_to_head.TITLE, "studies": head_to_head.STUDIES,
-            "runs": head_to_head.measured_runs(listed)}
+            "runs": head_to_head.measured_runs(measured)}
     claims = {"name": claims_page.NAME, "title": claims_page.TITLE,
               "studies": ", ".join(s.name for s in claims_page.study_entries()),
               "runs": sum(len(s.get("runs", [])) for s in listed)}
