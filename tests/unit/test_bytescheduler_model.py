@@ -27,7 +27,8 @@ from reprokit.study.whatif.iteration_model import (
     simulate_hosts,
 )
 from reprokit.study.whatif.model_check import ModelValidation, late_compute
-from reprokit.study.whatif.predict import predict, request_from, table
+from reprokit.study.whatif.predict import MAX_HOSTS_SIMULATED, predict, request_from, table
+from reprokit.study.whatif.sensitivity import MAP_HOSTS_SIMULATED, TODAY, HardwareGrid, hardware_map
 from reprokit.vocabulary import RunStatus
 
 GBIT = 1e9
@@ -309,3 +310,22 @@ def test_ck_predict_predicts_the_studys_own_variant_or_those_asked_and_says_wher
     assert p3_study.variants == ("p3",) and "NOT VALIDATED" not in table(p3_study, predict(p3_study))
     with pytest.raises(UserError, match="no policy for 'baseline-worker-update'; it predicts p3, "):
         request_from({**options, "variants": "baseline-worker-update"}, entry)
+
+
+def test_a_policy_simulated_host_by_host_is_predicted_up_to_its_host_limit_and_its_map_stops_earlier():
+    """ByteScheduler's simulation grows with the hosts: ck predict refuses more than MAX_HOSTS_SIMULATED in one line
+    naming the limit, the dedicated layout (averaged) and P3 are not limited, and the today's-hardware map of a
+    ByteScheduler study keeps only the cluster sizes up to MAP_HOSTS_SIMULATED and says so."""
+    entry = repository_study("sosp19-bytescheduler")
+    too_many = {"model": "resnet", "bandwidths": "10gbit", "workers": f"4,{MAX_HOSTS_SIMULATED + 1}"}
+    with pytest.raises(UserError, match=f"bytescheduler is simulated host by host, at most {MAX_HOSTS_SIMULATED} "
+                                        f"hosts; give --workers up to {MAX_HOSTS_SIMULATED}"):
+        request_from(too_many, entry)
+    assert request_from({**too_many, "variants": "p3"}, entry).workers == (4, MAX_HOSTS_SIMULATED + 1)
+    assert request_from({**too_many, "layout": "dedicated"}, entry).layout is Layout.DEDICATED
+    small = HardwareGrid(("resnet",), ("v100",), ("10gbit",), (4, MAP_HOSTS_SIMULATED + 1))
+    drawn = hardware_map(entry, small)
+    assert drawn.grid.workers == (4,) and [c.workers for c in drawn.cells] == [4]
+    assert f"the map stops at {MAP_HOSTS_SIMULATED} hosts" in drawn.captions[0][1]
+    assert max(TODAY.workers) > MAP_HOSTS_SIMULATED  # the P3 study's map is not cut
+    assert hardware_map(repository_study("sysml19-p3"), small).grid.workers == small.workers

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -22,7 +22,7 @@ from reprokit.study.profiles.layer_profiles import DEFAULT_SHAPE
 from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.iteration_model import VARIANT_POLICY
 from reprokit.study.whatif.model_check import ModelValidation
-from reprokit.study.whatif.predict import PredictRequest, predict, request_from
+from reprokit.study.whatif.predict import MAX_HOSTS_SIMULATED, PredictRequest, predict, request_from
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -251,6 +251,9 @@ class HardwareGrid:
 # map, so it holds the corners and the middle of the space; `ck predict --gpu=...` gives any other point of it.
 TODAY = HardwareGrid(("resnet", "vgg"), ("p4000", "v100", "a100", "h100"),
                      ("1gbit", "10gbit", "100gbit", "400gbit"), (4, 64, 1000))
+# A scheduled policy (ByteScheduler) is simulated host by host, in seconds per cell at 16 hosts: its map has the
+# cluster sizes up to this (`ck predict --workers` goes to predict.MAX_HOSTS_SIMULATED).
+MAP_HOSTS_SIMULATED = 16
 
 
 @dataclass(frozen=True)
@@ -307,7 +310,10 @@ def map_caption(request: PredictRequest, grid: HardwareGrid) -> str:
             f"baseline with a worker and a server on each host ({request.layout} layout), batch {request.batch} per "
             f"worker, {knobs}, no latency or stack cost, each GPU at its "
             f"central throughput (img/s: {rates}). Each cell: the predicted speedup (the predicted share of the "
-            f"perfect-overlap bound {name} reaches, 100%: as fast as compute or the busiest link allows).")
+            f"perfect-overlap bound {name} reaches, 100%: as fast as compute or the busiest link allows)."
+            + (f" {name} is simulated host by host, so the map stops at {MAP_HOSTS_SIMULATED} hosts (`ck predict "
+               f"--workers` goes to {MAX_HOSTS_SIMULATED})." if any(VARIANT_POLICY[v].scheduled
+                                                                    for v in request.variants) else ""))
 
 
 def hardware_map(study: Study, grid: HardwareGrid = TODAY) -> HardwareMap:
@@ -322,6 +328,8 @@ def hardware_map(study: Study, grid: HardwareGrid = TODAY) -> HardwareMap:
         return HardwareMap(grid, (), (), f"not given: the iteration model's {study.subject.name} policy is not "
                                          f"validated ({'; '.join(missed)}; docs/explanation/iteration-model.md), so "
                                          f"nothing is predicted")
+    if VARIANT_POLICY[study.subject.variant].scheduled:  # simulated host by host: every report draws the map
+        grid = replace(grid, workers=tuple(w for w in grid.workers if w <= MAP_HOSTS_SIMULATED))
     cells: list[MapCell] = []
     captions = []
     for model in grid.models:
