@@ -303,9 +303,10 @@ def map_caption(request: PredictRequest, grid: HardwareGrid) -> str:
     rates = ", ".join(f"{gpu(name).label} {gpu(name).throughput(request.model).per_sec:g}"
                       for name in grid.gpus)
     name = "P3" if request.variants == ("p3",) else " or ".join(request.variants)
-    knobs = (f"P3's slices of {request.slice_elements} elements" if request.variants == ("p3",) else
-             f"each variant at its defaults (P3's slices of {request.slice_elements} elements, ByteScheduler's "
-             f"partition and credit)")
+    sliced = any(VARIANT_POLICY[v].sliced for v in request.variants)
+    scheduled = any(VARIANT_POLICY[v].scheduled for v in request.variants)
+    knobs = ", ".join([f"P3's slices of {request.slice_elements} elements"] * sliced
+                      + ["ByteScheduler's partition and credit at their defaults"] * scheduled) or "no knobs"
     return (f"PREDICTED by the iteration model, not measured: {request.model} ({request.image_shape}), {name} over the "
             f"baseline with a worker and a server on each host ({request.layout} layout), batch {request.batch} per "
             f"worker, {knobs}, no latency or stack cost, each GPU at its "
