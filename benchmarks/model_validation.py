@@ -138,16 +138,16 @@ def predict_again(observed: list[ObservedRun], heading: str, costs: StackCosts, 
     for c, (fastest, error, cv) in sorted(spreads.items()):
         print(f"{c.model:7s} {c.bandwidth:9s}  {c.variant:16s} fastest {fastest:8.3f} s (predicted {error:+6.1%})  "
               f"cv {cv:5.1%}")
-    both_simulators(observed, costs)
+    both_simulators(observed, rows, costs)
     if record:
         write_check(record, observed, costs)
     return 0
 
 
-def both_simulators(observed: list[ObservedRun], costs: StackCosts) -> None:
+def both_simulators(observed: list[ObservedRun], rows: Rows, costs: StackCosts) -> None:
     """Where a scheduled policy ran (ByteScheduler: simulated host by host only), the baseline beside it simulated
-    both ways, averaged (as its prediction is) and host by host (as the scheduled variant's is), with the speedup
-    each gives: a diagnosis of which simulator a miss comes from."""
+    both ways, averaged (as its prediction in ``rows``, compared's, is) and host by host (as the scheduled variant's
+    is), with the speedup each gives: a diagnosis of which simulator a miss comes from."""
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
 
@@ -164,14 +164,14 @@ def both_simulators(observed: list[ObservedRun], costs: StackCosts) -> None:
         base = [r for r in mine if r.config.variant == "baseline"]
         if not base:
             continue
-        measured_base = mean([measured_s(r.result) for r in base])
-        averaged = mean([simulate(model_input(r, costs)).iteration_s for r in base])
+        measured_base = mean([measured for measured, _ in rows[base[0].config]])
+        averaged = mean([predicted for _, predicted in rows[base[0].config]])
         by_host = mean([simulate_hosts(model_input(r, costs)).iteration_s for r in base])
         for variant in sorted({r.config.variant for r in mine if VARIANT_POLICY.get(r.config.variant,
                                                                                     Policy.BASELINE).scheduled}):
-            runs = [r for r in mine if r.config.variant == variant]
-            measured_v = mean([measured_s(r.result) for r in runs])
-            predicted_v = mean([simulate(model_input(r, costs)).iteration_s for r in runs])
+            config = next(r.config for r in mine if r.config.variant == variant)
+            measured_v = mean([measured for measured, _ in rows[config]])
+            predicted_v = mean([predicted for _, predicted in rows[config]])
             print(f"{model:7s} {bandwidth:9s}  {measured_base:17.3f} {averaged:9.3f} {by_host:13.3f}  {variant:16s} "
                   f"{measured_v:8.3f} {predicted_v:10.3f}  {measured_base / measured_v:15.3f}x "
                   f"{averaged / predicted_v:11.3f}x {by_host / predicted_v:15.3f}x")

@@ -44,6 +44,8 @@ import bytescheduler_kv  # noqa: E402  shipped beside this file; imports bytesch
 from comm_probes import CommProbes, flatten_priorities, mechanism, timeline_path  # noqa: E402
 from emulated_compute import EmulatedCompute, load_profile  # noqa: E402
 
+role_exit.name_crashes()  # after MXNet's import, so that its own handler still runs after the stacks are printed
+
 IMAGENET_TRAIN_IMAGES = 1281167  # one epoch of ImageNet-1k, for full-epoch runs on synthetic data (pinned to the core's)
 PROFILE_NETWORK = "profile"  # --network: the profile's arrays (pinned to the core's)
 # One epoch of IWSLT15 en-vi, the corpus the paper's Sockeye trained on (133,317 pairs: stefan-it/nmt-en-vi README),

@@ -83,3 +83,40 @@ def test_without_it_the_raised_worker_stays_alive(engine_python, tmp_path):
         assert wait_exit(procs[3], timeout=10) is None  # the guarded one exits in a few seconds (above)
     finally:
         end(procs)
+
+
+CRASH_IN_A_THREAD = """
+import os, signal, sys, threading
+sys.path.insert(0, sys.argv[1])
+import role_exit
+import mxnet as mx
+
+if sys.argv[2] == "named":
+    role_exit.name_crashes()
+
+def pushing_the_first_gradients():
+    signal.pthread_kill(threading.get_ident(), signal.SIGSEGV)  # a fault in this thread, as a segfault arrives
+
+thread = threading.Thread(target=pushing_the_first_gradients)
+thread.start()
+thread.join()
+"""
+
+
+def crash(python, tmp_path, mode):
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_IN_A_THREAD)
+    return subprocess.run([python, str(script), str(P3_DIR), mode], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_a_crash_in_the_engine_names_every_threads_python_stack_and_mxnets_handler_still_runs(engine_python,
+                                                                                              tmp_path):
+    named, plain = crash(engine_python, tmp_path, "named"), crash(engine_python, tmp_path, "plain")
+    assert named.returncode != 0 and plain.returncode != 0
+    assert "Fatal Python error: Segmentation fault" in named.stderr, named.stderr[-2000:]
+    assert "in pushing_the_first_gradients" in named.stderr  # the thread that crashed, by its Python line
+    assert "\nThread 0x" in named.stderr  # and every other thread's stack
+    assert "Segmentation fault: 11" in named.stderr  # MXNet's handler, chained after the stacks
+    # Without it, only MXNet's line: where the crash happened is lost (as in the one CI run that crashed).
+    assert "Segmentation fault: 11" in plain.stderr and "pushing_the_first_gradients" not in plain.stderr

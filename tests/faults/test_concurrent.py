@@ -1,7 +1,9 @@
 """Two `ck run program:p3` started together on one machine, in CK's shared program/p3/tmp (no --tmp_dir): each gets
 its own run folder, run id and scheduler port, and both succeed."""
 import json
+import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,11 @@ SMALL = ["--cmd_key=resnet", "--env.NUM_BATCHES=6", "--env.DISP_BATCHES=2", "--e
          "--treat_return_code_as_exit_code=yes", "--out=json_file"]
 
 
-def test_two_runs_started_together_keep_their_own_folders_ports_and_results(ck, tmp_path):
+# MXNet's own crash, not ours: a role killed by a fatal signal, with the engine's "Segmentation fault" line.
+ENGINE_CRASH = re.compile(r"Segmentation fault: \d+|was killed by SIG(SEGV|ABRT|BUS)")
+
+
+def start_together(ck, tmp_path):
     runs = [ck.popen("run", "program:p3", *SMALL, f"--out_file={tmp_path / f'ck-{n}.json'}") for n in (0, 1)]
     outputs = []
     for run in runs:
@@ -24,6 +30,19 @@ def test_two_runs_started_together_keep_their_own_folders_ports_and_results(ck, 
             for other in runs:
                 other.kill()
             raise FaultFailure("hang", "two runs started together did not finish within 600 s") from None
+    return runs, outputs
+
+
+def test_two_runs_started_together_keep_their_own_folders_ports_and_results(ck, tmp_path):
+    runs, outputs = start_together(ck, tmp_path)
+    crashed = [out for run, out in zip(runs, outputs) if run.returncode != 0 and ENGINE_CRASH.search(out)]
+    if crashed:
+        # A worker of such a pair has died of a segmentation fault inside MXNet before its first batch, three times
+        # in CI and never in 29 pairs run on purpose (docs/status.md). The pair runs once more: a second crash, or
+        # any other failure, fails the test. The warning keeps the crash's Python stacks (role_exit.name_crashes).
+        warnings.warn(f"MXNet crashed in one of two runs started together; running the pair again:\n"
+                      f"{crashed[0][-3000:]}", stacklevel=1)
+        runs, outputs = start_together(ck, tmp_path)
     folders = []
     for n, (run, output) in enumerate(zip(runs, outputs)):
         no_traceback(output)

@@ -8,7 +8,7 @@ import pytest
 from reprokit.core.errors import UserError
 from reprokit.engines.bytescheduler import ByteSchedulerVariant
 from reprokit.run.result import Result
-from reprokit.study.analysis.labelled import predicted_stated
+from reprokit.study.analysis.labelled import predicted_judged
 from reprokit.study.paper.claims import repository_study
 from reprokit.study.whatif.iteration_model import (
     BYTESCHEDULER_CREDIT,
@@ -263,12 +263,12 @@ def test_a_missed_check_withholds_bytescheduler_at_the_v100_naming_it_and_the_st
     entry, at = claim_at_a_bandwidth()
     stored = ModelValidation.stored()
     missing = replace(stored, checks=(check((-0.043, 0.104)),))  # as the V100 check on bbr before the round trip
-    said, brief = predicted_stated(at, entry.tolerance, missing, entry.gpu)
+    said, brief, *_ = predicted_judged(at, entry.tolerance, missing, entry.gpu)
     assert said.startswith("not given: the iteration model is not validated (a check at v100")
     assert "iteration time within 10% in 1 of 2, speedup within 15% in 1 of 1" in said
     assert brief == "not given: model not validated at the V100"
     # the stored record: every check of ByteScheduler at the V100 holds since the round trip and the ingress
-    said, brief = predicted_stated(at, entry.tolerance, stored, entry.gpu)
+    said, brief, *_ = predicted_judged(at, entry.tolerance, stored, entry.gpu)
     assert "(predicted)" in said and brief.endswith(("replicated", "inconclusive")), said
 
 
@@ -276,16 +276,16 @@ def test_a_check_that_holds_at_the_papers_gpu_lets_the_machinery_predict_bytesch
     entry, at = claim_at_a_bandwidth()
     stored = ModelValidation.stored()
     holding = replace(stored, checks=(check((-0.04, 0.05)),))
-    said, brief = predicted_stated(at, entry.tolerance, holding, entry.gpu)
+    said, brief, *_ = predicted_judged(at, entry.tolerance, holding, entry.gpu)
     assert not said.startswith(("not given", "not possible")) and "(predicted)" in said
     assert brief.endswith(("replicated", "inconclusive"))
     missing = replace(stored, checks=(check((-0.04, -0.26)),))  # as the first stored check: bytescheduler 26% off
-    assert predicted_stated(at, entry.tolerance, missing, entry.gpu)[0].startswith("not given")
+    assert predicted_judged(at, entry.tolerance, missing, entry.gpu).full.startswith("not given")
     elsewhere = replace(stored, checks=(check((-0.04, 0.05), gpu="p4000"),))  # a check at another GPU vouches not
-    assert "no check inside the model's assumptions ran at the v100" in predicted_stated(
-        at, entry.tolerance, elsewhere, entry.gpu)[0]
+    assert "no check inside the model's assumptions ran at the v100" in predicted_judged(
+        at, entry.tolerance, elsewhere, entry.gpu).full
     other_network = replace(stored, checks=(check((-0.04, 0.05), model="vgg"),))
-    assert predicted_stated(at, entry.tolerance, other_network, entry.gpu)[0].startswith("not given")
+    assert predicted_judged(at, entry.tolerance, other_network, entry.gpu).full.startswith("not given")
 
 
 def test_ck_predict_predicts_the_studys_own_variant_or_those_asked_and_says_where_it_is_not_validated(

@@ -8,7 +8,7 @@ from reprokit.emulation.gpus import gpu
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.answer import answer
 from reprokit.study.analysis.judged import labelled_verdicts
-from reprokit.study.analysis.labelled import emulation_status, predicted_at, predicted_verdict
+from reprokit.study.analysis.labelled import emulation_status, predicted_at, predicted_judged
 from reprokit.study.analysis.verdict import judge_at_bandwidth
 from reprokit.study.whatif.claim_speedup import predicted_speedup
 from reprokit.study.whatif.model_check import ModelValidation
@@ -212,12 +212,12 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
                    [-0.14], links="fifo")
     holds = validation(more=(uneven,))
     assert uneven not in holds.within() and holds.missed(4) == []
-    assert "(predicted)" in predicted_verdict(vgg, study().tolerance, holds)
-    assert "links shared evenly and kept busy while data waits (loss-based TCP)" in predicted_verdict(
-        vgg, study().tolerance, holds)
+    assert "(predicted)" in predicted_judged(vgg, study().tolerance, holds).full
+    assert "links shared evenly and kept busy while data waits (loss-based TCP)" in predicted_judged(
+        vgg, study().tolerance, holds).full
     # The same errors on fair links are inside it and close the gate; so do they on 2 hosts of one queue each.
     for inside in ({**uneven, "links": "fair"}, {**uneven, "hosts": 2}):
-        closed = predicted_verdict(vgg, study().tolerance, validation(more=(inside,)))
+        closed = predicted_judged(vgg, study().tolerance, validation(more=(inside,))).full
         assert closed.startswith("not given: the iteration model is not validated (emulated, 4 hosts, one queue "
                                  "each: iteration time within 10% in 1 of 2")
     # Real compute on hosts that share cores is outside too (it takes turns with the other hosts' stacks); on
@@ -226,7 +226,7 @@ def test_checks_on_one_queue_per_host_with_more_than_one_destination_are_outside
     assert real not in validation(more=(real,)).within() and validation(more=(real,)).missed(4) == []
     assert {**real, "cores": "own"} in validation(more=({**real, "cores": "own"},)).within()
     # Checks that hold only on fewer hosts than the claim's cluster validate nothing for it.
-    assert predicted_verdict(vgg, study().tolerance, validation(hosts=2, links="fifo")) == (
+    assert predicted_judged(vgg, study().tolerance, validation(hosts=2, links="fifo")).full == (
         "not given: the iteration model is not validated (no check inside the model's assumptions has 4 hosts; "
         "docs/explanation/iteration-model.md)")
 
@@ -236,10 +236,10 @@ def claim(claim_id):
 
 
 def test_no_predicted_verdict_where_the_model_missed_a_bar_and_the_check_says_which():
-    said = predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(iteration_errors=(0.05, 0.105)))
+    said = predicted_judged(claim("vgg-15gbit"), study().tolerance, validation(iteration_errors=(0.05, 0.105))).full
     assert said == ("not given: the iteration model is not validated (real runs: iteration time within 10% in 1 of 2, "
                     "speedup within 15% in 1 of 1; docs/explanation/iteration-model.md)")
-    assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(speedup_errors=(-0.16,))).startswith(
+    assert predicted_judged(claim("vgg-15gbit"), study().tolerance, validation(speedup_errors=(-0.16,))).full.startswith(
         "not given: the iteration model is not validated")
 
 
@@ -247,12 +247,12 @@ def test_a_variant_the_model_misses_withholds_only_the_predicted_verdicts_of_cla
     names = ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"]
     sliced = check("slicing alone, fair links", names, [-0.039, -0.228], [0.244])
     checks = validation(more=(sliced,))
-    assert predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance, checks) == (
+    assert predicted_judged(claim("vgg-slicing-30gbit"), study().tolerance, checks).full == (
         "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 1 "
         "of 2, speedup within 15% in 0 of 1; docs/explanation/iteration-model.md)")
-    assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)  # its baseline holds
+    assert "(predicted)" in predicted_judged(claim("vgg-15gbit"), study().tolerance, checks).full  # its baseline holds
     baseline_missed = check("slicing alone, fair links", names, [-0.16, -0.05], [0.05])
-    assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(more=(baseline_missed,))).startswith(
+    assert predicted_judged(claim("vgg-15gbit"), study().tolerance, validation(more=(baseline_missed,))).full.startswith(
         "not given: the iteration model is not validated (slicing alone, fair links: iteration time within 10% in 0 "
         "of 1, speedup within 15% in 0 of 0")
 
@@ -261,22 +261,22 @@ def test_a_miss_on_one_network_withholds_only_the_predicted_verdicts_of_claims_a
     names = ["resnet 4gbit baseline", "resnet 4gbit p3", "vgg 15gbit baseline", "vgg 15gbit p3"]
     resnet_missed = check("the authors' builds, fair links", names, [-0.156, -0.078, -0.018, 0.017], [-0.085, -0.035])
     checks = validation(more=(resnet_missed,))
-    assert predicted_verdict(claim("resnet-4gbit"), study().tolerance, checks) == (
+    assert predicted_judged(claim("resnet-4gbit"), study().tolerance, checks).full == (
         "not given: the iteration model is not validated (the authors' builds, fair links: iteration time within 10% "
         "in 1 of 2, speedup within 15% in 1 of 1; docs/explanation/iteration-model.md)")
-    assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, checks)
+    assert "(predicted)" in predicted_judged(claim("vgg-15gbit"), study().tolerance, checks).full
     # The same miss on VGG-19's baseline withholds VGG-19's claims instead.
     vgg_missed = check("the authors' builds, fair links", names, [-0.018, 0.017, -0.156, -0.078], [-0.085, -0.035])
-    assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, validation(more=(vgg_missed,))).startswith(
+    assert predicted_judged(claim("vgg-15gbit"), study().tolerance, validation(more=(vgg_missed,))).full.startswith(
         "not given: the iteration model is not validated (the authors' builds, fair links")
-    assert "(predicted)" in predicted_verdict(claim("resnet-4gbit"), study().tolerance, validation(more=(vgg_missed,)))
+    assert "(predicted)" in predicted_judged(claim("resnet-4gbit"), study().tolerance, validation(more=(vgg_missed,))).full
 
 
 def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error():
     vgg = claim("vgg-15gbit")
     free, costly = predicted_speedup(vgg), predicted_speedup(vgg, "p4000", 0.0, 2.6e-9, 42e-6)
     assert 1.0 < free < 1.3 and costly < free  # the hosts' costs weigh on P3's many slices
-    said = predicted_verdict(vgg, study().tolerance, validation())
+    said = predicted_judged(vgg, study().tolerance, validation()).full
     low, high = costly / 1.15, free / 0.85
     assert said.startswith(f"{free:.2f}x at 51.2 img/s ({free:.2f}x with hosts that cost nothing and hold "
                            f"nothing below the van, {costly:.2f}x with a testbed host's costs and queues; {low:.2f} to {high:.2f} with the model's error ±15%); over the "
@@ -285,7 +285,7 @@ def test_a_predicted_verdict_spans_the_unknown_stack_costs_and_the_models_error(
     assert said.endswith("not replicated (predicted): over the whole range it lies below the claimed 1.66x ± 0.10")
     # A band that holds the whole range replicates it.
     wide = replace(study().tolerance, speedup=0.9)
-    assert predicted_verdict(replace(vgg, speedup=free), wide, validation(per_byte=0, per_message=0)).endswith(
+    assert predicted_judged(replace(vgg, speedup=free), wide, validation(per_byte=0, per_message=0)).full.endswith(
         f"replicated (predicted): over the whole range it lies within the claimed {free:.2f}x ± 0.90")
 
 
@@ -300,7 +300,7 @@ def test_a_verdict_that_holds_over_part_of_the_gpus_range_only_is_inconclusive_a
     slow, fast = (predicted_at(resnet, tight, no_error, "p4000", x).free for x in (rate.low, rate.high))
     assert fast > slow + 0.05  # the range decides
     between = replace(resnet, speedup=(slow + fast) / 2)
-    said = predicted_verdict(between, tight, no_error)
+    said = predicted_judged(between, tight, no_error).full
     assert "inconclusive (predicted): the verdict flips within the range at " in said
     flips = [float(x) for x in said.split("flips within the range at ")[1].split(" img/s")[0].split(", ")]
     assert all(rate.low < x < rate.high for x in flips) and len(flips) == 2  # out, in, out of the band
@@ -309,15 +309,15 @@ def test_a_verdict_that_holds_over_part_of_the_gpus_range_only_is_inconclusive_a
     below, above = (predicted_at(between, tight, no_error, "p4000", x).kind for x in (flips[0] * 0.99, flips[0] * 1.01))
     assert (str(below), str(above)) == ("not replicated", "replicated")
     # The same claim at a band the whole range stays below is not replicated, with no flip named.
-    assert "flips" not in predicted_verdict(replace(resnet, speedup=fast + 0.5), tight, no_error)
+    assert "flips" not in predicted_judged(replace(resnet, speedup=fast + 0.5), tight, no_error).full
 
 
 def test_no_predicted_verdict_at_a_gpu_no_check_ran_at():
     at_v100 = validation(gpu="v100")
-    assert predicted_verdict(claim("vgg-15gbit"), study().tolerance, at_v100) == (
+    assert predicted_judged(claim("vgg-15gbit"), study().tolerance, at_v100).full == (
         "not given: the iteration model is not validated (no check inside the model's assumptions ran at the p4000 "
         "profile's compute (they ran at v100); docs/explanation/iteration-model.md)")
-    assert "(predicted)" in predicted_verdict(claim("vgg-15gbit"), study().tolerance, at_v100, "v100")
+    assert "(predicted)" in predicted_judged(claim("vgg-15gbit"), study().tolerance, at_v100, "v100").full
 
 
 def test_a_check_repeated_on_cubic_is_judged_by_its_repetition_and_kept_in_the_record():
@@ -328,14 +328,14 @@ def test_a_check_repeated_on_cubic_is_judged_by_its_repetition_and_kept_in_the_r
     on_cubic = {**check("the authors' builds, fair links, TCP cubic", names, [-0.011, -0.004], [-0.008]),
                 "repeats": on_bbr["against"]}
     resnet = claim("resnet-4gbit")
-    assert predicted_verdict(resnet, study().tolerance, validation(more=(on_bbr,))).startswith(
+    assert predicted_judged(resnet, study().tolerance, validation(more=(on_bbr,))).full.startswith(
         "not given: the iteration model is not validated (the authors' builds, fair links: iteration time")
     both = validation(more=(on_bbr, on_cubic))
     assert on_bbr in both.checks and on_bbr not in both.within() and on_cubic in both.within()
-    assert "(predicted)" in predicted_verdict(resnet, study().tolerance, both)
+    assert "(predicted)" in predicted_judged(resnet, study().tolerance, both).full
     missed_again = {**check("the authors' builds, fair links, TCP cubic", names, [-0.12, -0.004], [-0.008]),
                     "repeats": on_bbr["against"]}
-    assert predicted_verdict(resnet, study().tolerance, validation(more=(on_bbr, missed_again))).startswith(
+    assert predicted_judged(resnet, study().tolerance, validation(more=(on_bbr, missed_again))).full.startswith(
         "not given: the iteration model is not validated (the authors' builds, fair links, TCP cubic: iteration time "
         "within 10% in 1 of 2")
 
@@ -367,7 +367,7 @@ def test_a_check_at_the_gpu_must_have_run_the_claims_variant_not_only_its_baseli
     baseline_only = check("the P4000's baseline", ["vgg 15gbit baseline"], [0.01], [])
     at_v100 = check("slicing alone at the V100", ["vgg 30gbit baseline", "vgg 30gbit p3-slicing-only"], [0.01, 0.02],
                     [0.01], gpu="v100")
-    said = predicted_verdict(claim("vgg-slicing-30gbit"), study().tolerance,
-                             validation(gpu="v100", more=(baseline_only, at_v100)))
+    said = predicted_judged(claim("vgg-slicing-30gbit"), study().tolerance,
+                             validation(gpu="v100", more=(baseline_only, at_v100))).full
     assert said == ("not given: the iteration model is not validated (no check at the p4000 profile's compute ran "
                     "p3-slicing-only; docs/explanation/iteration-model.md)")

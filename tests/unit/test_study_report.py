@@ -26,7 +26,7 @@ from reprokit.study.analysis.judged import labelled_verdicts
 from reprokit.study.analysis.labelled import (
     UP_TO_NOT_PREDICTED,
     emulation_status,
-    predicted_verdict,
+    predicted_judged,
     self_check,
 )
 from reprokit.study.report.render import UNMEASURED_CLAIMS, draw_model, render, write_report
@@ -492,9 +492,9 @@ def test_claims_show_emulated_and_predicted_labelled_and_say_why_none_is_given(r
         assert v["emulated"] == (stored or f"not run: no emulated runs of {v['claim'].split('-')[0]} at "
                                            f"{v['bandwidth']} are stored (ck reproduce study:sysml19-p3 "
                                            f"--target=TESTBED --emulate=p4000)")
-        # The stored validation decides whether the model predicts: the report says what predicted_verdict says.
-        assert v["predicted"] == predicted_verdict(next(c for c in study().claims if c.id == v["claim"]),
-                                                   study().tolerance, ModelValidation.stored())
+        # The stored validation decides whether the model predicts: the report says what predicted_judged says.
+        assert v["predicted"] == predicted_judged(next(c for c in study().claims if c.id == v["claim"]),
+                                                  study().tolerance, ModelValidation.stored()).full
         assert v["measured"] == data["overall"][v["claim"]]
     assert "### Emulated and predicted (not counted)" in md and "neither counts towards a badge" in md
     assert 'id="labelled"' in paths["html"].read_text()

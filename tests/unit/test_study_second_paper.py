@@ -12,7 +12,7 @@ from reprokit.core.errors import UserError
 from reprokit.engines.base import ARTIFACT, EMBEDDED as EMBEDDED_ENGINE
 from reprokit.study.analysis.analyse import analyse
 from reprokit.study.analysis.judged import labelled_verdicts
-from reprokit.study.analysis.labelled import predicted_stated
+from reprokit.study.analysis.labelled import predicted_judged
 from reprokit.study.analysis.speedup import SIDE_BY_SIDE, SIDE_BY_SIDE_RATIOS, claim_pairs, study_series
 from reprokit.study.paper.claims import DEFAULT_SUBJECT, STUDY_SCHEMA, from_meta, repository_meta, repository_study
 from reprokit.study.report.render import render, write_report
@@ -165,7 +165,7 @@ def test_the_report_judges_the_new_claims_and_names_bytescheduler_not_p3(report)
 def test_a_claim_at_a_bandwidth_is_predicted_only_where_the_models_checks_allow_and_says_why():
     entry = bytescheduler()
     at = replace(entry.claims[0], id="resnet-at-10gbit", bandwidth="10gbit", cluster_size=4)
-    said, brief = predicted_stated(at, entry.tolerance, ModelValidation.stored(), entry.gpu)
+    said, brief, *_ = predicted_judged(at, entry.tolerance, ModelValidation.stored(), entry.gpu)
     assert "(predicted)" in said and brief.endswith(("replicated", "inconclusive")), said  # the stored checks hold
     [row] = labelled_verdicts([at], {}, NAME, tolerance=entry.tolerance, verdicts=[], gpu_name=entry.gpu)
     assert row.predicted == said and row.measured == "not measured"
@@ -176,11 +176,11 @@ def test_a_claim_at_a_bandwidth_is_predicted_only_where_the_models_checks_allow_
               "speedups": [{"model": "resnet", "bandwidth": "10gbit", "variant": "bytescheduler", "dilation": 40.0,
                             "error": -0.13}]}
     missing = replace(ModelValidation.stored(), checks=(missed,))
-    said, brief = predicted_stated(at, entry.tolerance, missing, entry.gpu)
+    said, brief, *_ = predicted_judged(at, entry.tolerance, missing, entry.gpu)
     assert said.startswith("not given: the iteration model is not validated (a check that misses")
     assert brief == "not given: model not validated at the V100"
     unknown = replace(at, variant="baseline-worker-update")  # a variant the model has no policy for
-    said, brief = predicted_stated(unknown, entry.tolerance, ModelValidation.stored(), entry.gpu)
+    said, brief, *_ = predicted_judged(unknown, entry.tolerance, ModelValidation.stored(), entry.gpu)
     assert said.startswith("not possible: the iteration model has no policy for baseline-worker-update")
     assert brief == "not possible: no baseline-worker-update policy"
 

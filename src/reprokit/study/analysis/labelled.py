@@ -175,18 +175,6 @@ def predicted_setting(claim: Claim, gpu_name: str) -> str:
             f"evenly and kept busy while data waits (loss-based TCP), batch {PAPER_BATCH_SIZE}")
 
 
-def predicted_verdict(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str = "") -> str:
-    """predicted_stated's full text."""
-    return predicted_stated(claim, tolerance, validation, gpu_name)[0]
-
-
-def predicted_stated(claim: Claim, tolerance: Tolerance, validation: ModelValidation,
-                     gpu_name: str = "") -> tuple[str, str]:
-    """predicted_judged's full text and brief."""
-    said = predicted_judged(claim, tolerance, validation, gpu_name)
-    return said.full, said.brief
-
-
 def predicted_judged(claim: Claim, tolerance: Tolerance, validation: ModelValidation, gpu_name: str = "") -> Stated:
     """The claim's predicted figure and verdict at a GPU (the paper's by default), or why none is given, in full and
     in brief (the range and the verdict, or a short reason), with the verdict. The
@@ -365,7 +353,7 @@ class LabelledInputs:
 def speedup_labelled(c: Claim, inputs: LabelledInputs) -> LabelledVerdict:
     """A speedup claim's emulated and predicted verdicts: an "up to" claim over the emulated bandwidths (emulated_up_to;
     none predicted), a claim at a bandwidth there (emulated_verdict, at the paper's GPU and apart at others') and
-    predicted (predicted_stated)."""
+    predicted (predicted_judged)."""
     measured, at_paper, elsewhere, runs = inputs.measured, inputs.at_paper, inputs.elsewhere, inputs.runs
     tolerance, withheld, study, checks, paper = (inputs.tolerance, inputs.withheld, inputs.study, inputs.checks,
                                                  inputs.paper)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from reprokit.study.analysis.labelled import predicted_verdict
+from reprokit.study.analysis.labelled import predicted_judged
 from reprokit.study.paper.claims import repository_study
 from reprokit.study.whatif import shipped_predictions
 from reprokit.study.whatif.model_check import ModelValidation
@@ -24,7 +24,7 @@ def what_reports_ask() -> None:
     validation = ModelValidation.stored()
     for claim in study.claims:
         if claim.bandwidth:
-            predicted_verdict(claim, study.tolerance, validation)
+            predicted_judged(claim, study.tolerance, validation)
     sensitivity(study)
     hardware_map(study)
 

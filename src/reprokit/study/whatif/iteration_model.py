@@ -378,6 +378,19 @@ class _Link:
         self.sim.at(finish, end)
 
 
+
+
+def _egress_link(sim: _Sim, spec: ModelInput) -> _Link:
+    """One host's egress: the payload's rate, and the bytes it may hold below the policy's order."""
+    bw = spec.bandwidth_bps * spec.wire_efficiency
+    return _Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message, spec.fifo_bytes)
+
+
+def _ingress_link(sim: _Sim, spec: ModelInput) -> _Link:
+    """One host's ingress: a switch's port at the link's rate, or no rate at all where only egress is shaped."""
+    bw = spec.bandwidth_bps * spec.wire_efficiency if spec.ingress_shaped else math.inf
+    return _Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message)
+
 def _cut_through(link: _Link, size: float, start: float, finish: float, latency: float) -> tuple[float, float]:
     """When the next link may start a message the previous one carries over [start, finish] (no earlier than
     the previous start, or so that it could end when the previous ends), and when it may end at the earliest."""
@@ -404,27 +417,18 @@ def simulate(spec: ModelInput) -> Prediction:
     for m in msgs:
         by_layer[m.layer].append(m)
     sim = _Sim()
-    bw = spec.bandwidth_bps * spec.wire_efficiency  # the payload's rate
-
-    def link(fifo_bytes: float = 0.0) -> _Link:
-        return _Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message, fifo_bytes)
-
-    def ingress() -> _Link:
-        return _Link(sim, bw if spec.ingress_shaped else math.inf, spec.stack_s_per_byte, spec.stack_s_per_message)
-
-    egress = spec.fifo_bytes
     if colocated:
         remote = (spec.workers - 1) / spec.workers
-        host_out, host_in = link(egress), ingress()
+        host_out, host_in = _egress_link(sim, spec), _ingress_link(sim, spec)
         worker_out, worker_in = host_out, host_in
         server_in = [host_in]
         server_out = [host_out]
         push_sizes = (remote, remote)  # (on the sender's egress, on the receiver's ingress) per byte of message
         pull_sizes = (remote, remote)
     else:
-        worker_out, worker_in = link(egress), ingress()
-        server_in = [ingress() for _ in range(spec.servers)]
-        server_out = [link(egress) for _ in range(spec.servers)]
+        worker_out, worker_in = _egress_link(sim, spec), _ingress_link(sim, spec)
+        server_in = [_ingress_link(sim, spec) for _ in range(spec.servers)]
+        server_out = [_egress_link(sim, spec) for _ in range(spec.servers)]
         push_sizes = (1.0, float(spec.workers))
         pull_sizes = (float(spec.workers), 1.0)
 
@@ -631,10 +635,8 @@ def simulate_hosts(spec: ModelInput) -> Prediction:
     for m in msgs:
         by_layer[m.layer].append(m)
     sim = _Sim()
-    bw = spec.bandwidth_bps * spec.wire_efficiency
-    out = [_Link(sim, bw, spec.stack_s_per_byte, spec.stack_s_per_message, spec.fifo_bytes) for _ in range(hosts)]
-    into = [_Link(sim, bw if spec.ingress_shaped else math.inf, spec.stack_s_per_byte, spec.stack_s_per_message)
-            for _ in range(hosts)]
+    out = [_egress_link(sim, spec) for _ in range(hosts)]
+    into = [_ingress_link(sim, spec) for _ in range(hosts)]
     n_iter, n_layers = max(spec.iterations, HOST_ITERATIONS), len(layers)
     latency = spec.latency_s
     everyone = range(hosts)
