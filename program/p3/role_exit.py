@@ -17,7 +17,7 @@ import traceback
 def name_crashes():
     """On a fatal signal inside the engine (SIGSEGV, SIGABRT...), print every thread's Python stack to stderr, the
     role's log, before the engine's own handler runs. Called after MXNet's import, which installs that handler:
-    faulthandler then hands the signal on to it. A rare crash seen once in CI is then placed by its next occurrence."""
+    faulthandler then hands the signal on to it. A rare crash seen three times in CI is then placed by its next occurrence."""
     faulthandler.enable(all_threads=True)
 
 

@@ -118,5 +118,5 @@ def test_a_crash_in_the_engine_names_every_threads_python_stack_and_mxnets_handl
     assert "in pushing_the_first_gradients" in named.stderr  # the thread that crashed, by its Python line
     assert "\nThread 0x" in named.stderr  # and every other thread's stack
     assert "Segmentation fault: 11" in named.stderr  # MXNet's handler, chained after the stacks
-    # Without it, only MXNet's line: where the crash happened is lost (as in the one CI run that crashed).
+    # Without it, only MXNet's line: where the crash happened is lost (as in the CI runs that crashed).
     assert "Segmentation fault: 11" in plain.stderr and "pushing_the_first_gradients" not in plain.stderr
